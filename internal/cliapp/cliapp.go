@@ -1,0 +1,82 @@
+// Package cliapp holds what every mailplane binary's command line shares:
+// running a urfave/cli app with exit codes a service manager can act on,
+// and the flags that connect a surface to the plane.
+package cliapp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Exit statuses. A configuration error exits 2 so that systemd's
+// RestartPreventExitStatus=2 stops a restart loop on it.
+const (
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// UsageError is a configuration error: bad flags, missing files, invalid
+// values. The process exits 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError.
+func Usagef(format string, args ...any) error {
+	return UsageError{fmt.Errorf(format, args...)}
+}
+
+// Run runs app and returns the exit status: 0, 1 for a runtime failure, 2
+// for a configuration error. The error goes to stderr as one line.
+func Run(app *cli.App, args []string) int {
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return UsageError{err} }
+	app.ExitErrHandler = func(*cli.Context, error) {} // Run decides the status
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
+	var ue UsageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return ExitFailure
+}
+
+// PlaneFlags connect a surface to the plane.
+var PlaneFlags = []cli.Flag{
+	&cli.StringFlag{Name: "plane-socket", Value: DefaultSocket, Usage: "the plane's Unix socket", EnvVars: []string{"MAILPLANE_SOCKET"}},
+	&cli.StringFlag{Name: "grant-file", Usage: "file holding this surface's grant (under systemd: $CREDENTIALS_DIRECTORY/grant)", EnvVars: []string{"MAILPLANE_GRANT_FILE"}},
+}
+
+// DefaultSocket is where the plane listens unless told otherwise.
+const DefaultSocket = "/run/mailplane/plane.sock"
+
+// PlaneClient builds the plane client PlaneFlags describe. The grant file
+// is read once, at start; its content never reaches a log.
+func PlaneClient(c *cli.Context) (*rpc.Client, error) {
+	path := c.String("grant-file")
+	if path == "" {
+		if dir := os.Getenv("CREDENTIALS_DIRECTORY"); dir != "" {
+			path = dir + "/grant"
+		}
+	}
+	if path == "" {
+		return nil, Usagef("--grant-file is required")
+	}
+	grant, err := rpc.ReadSecretFile(path)
+	if err != nil {
+		return nil, Usagef("grant: %v", err)
+	}
+	return rpc.NewClient(c.String("plane-socket"), grant), nil
+}

@@ -1,0 +1,170 @@
+// Package ledger is the plane's durable policy: trials, namespaces, hashed
+// grants and capabilities, learned recipients, quota counters, idempotency
+// keys, and the index of accepted messages. It is an embedded SQLite
+// database (pure Go driver, WAL, synchronous=FULL), written through one
+// connection so that every decision that reads and then writes is a single
+// serialized transaction.
+//
+// Only the plane links this package. The SQL is kept portable (no SQLite
+// extensions beyond the pragmas in Open) so that a PostgreSQL-compatible
+// engine can take its place later.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Ledger is the policy database.
+type Ledger struct {
+	write *sql.DB // one connection: transactions are serialized
+	read  *sql.DB // WAL readers, never blocked by the writer
+}
+
+// ErrNotFound means no row matched.
+var ErrNotFound = errors.New("ledger: not found")
+
+// ErrExists means a namespace of that name already exists.
+var ErrExists = errors.New("ledger: already exists")
+
+const schemaVersion = "1"
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (
+	key TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+	id INTEGER PRIMARY KEY,
+	profile TEXT NOT NULL,
+	namespace TEXT NOT NULL,
+	mail_api_token BLOB NOT NULL,
+	bootstrap_token BLOB NOT NULL,
+	inbox_token BLOB NOT NULL,
+	destroyed INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS namespaces (
+	name TEXT PRIMARY KEY,
+	trial_id INTEGER NOT NULL REFERENCES trials(id),
+	state TEXT NOT NULL,
+	read_capability BLOB,
+	write_capability BLOB,
+	bootstrap_capability TEXT,
+	allowed_senders TEXT NOT NULL,
+	tag TEXT NOT NULL,
+	next_seq INTEGER NOT NULL DEFAULT 1,
+	message_count INTEGER NOT NULL DEFAULT 0,
+	byte_count INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS grants (
+	digest BLOB PRIMARY KEY,
+	role TEXT NOT NULL,
+	trial_id INTEGER REFERENCES trials(id),
+	revoked INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS recipients (
+	namespace TEXT NOT NULL,
+	address TEXT NOT NULL,
+	PRIMARY KEY (namespace, address)
+);
+CREATE TABLE IF NOT EXISTS messages (
+	namespace TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	uuid TEXT NOT NULL,
+	envelope_from TEXT NOT NULL,
+	recipients TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	ref TEXT NOT NULL,
+	received_at INTEGER NOT NULL,
+	PRIMARY KEY (namespace, seq)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+	namespace TEXT NOT NULL,
+	key TEXT NOT NULL,
+	fingerprint TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	PRIMARY KEY (namespace, key)
+);
+`
+
+// Open opens (creating if needed) the ledger in dir, which it creates 0700.
+func Open(ctx context.Context, dir string) (*Ledger, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ledger: data directory: %w", err)
+	}
+	path := filepath.Join(dir, "mailplane.db")
+	dsn := func(extra string) string {
+		q := url.Values{}
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "foreign_keys(ON)")
+		if extra != "" {
+			q.Add("_pragma", extra)
+		}
+		q.Set("_txlock", "immediate")
+		return "file:" + path + "?" + q.Encode()
+	}
+	write, err := sql.Open("sqlite", dsn(""))
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetConnMaxIdleTime(0)
+	if _, err := write.ExecContext(ctx, schema); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("ledger: schema: %w", err)
+	}
+	if _, err := write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`, schemaVersion); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("ledger: schema: %w", err)
+	}
+	var v string
+	if err := write.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema'`).Scan(&v); err != nil || v != schemaVersion {
+		write.Close()
+		return nil, fmt.Errorf("ledger: %s has schema %q, this build reads %q", path, v, schemaVersion)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		write.Close()
+		return nil, err
+	}
+	read, err := sql.Open("sqlite", dsn("query_only(ON)"))
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	return &Ledger{write: write, read: read}, nil
+}
+
+// Close closes the database.
+func (l *Ledger) Close() error {
+	return errors.Join(l.read.Close(), l.write.Close())
+}
+
+// Handles returns the write and read handles, for a message store that
+// lives in the same database.
+func (l *Ledger) Handles() (write, read *sql.DB) { return l.write, l.read }
+
+// Ping checks that the database answers, with a write so that a full disk
+// or a broken file shows.
+func (l *Ledger) Ping(ctx context.Context) error {
+	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
+	return err
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Refusals of Accept. Anything else it returns is a storage failure.
+var (
+	ErrNotActive           = errors.New("ledger: namespace does not take mail")
+	ErrCapacity            = errors.New("ledger: namespace quota exhausted")
+	ErrIdempotencyConflict = errors.New("ledger: idempotency key reused with another payload")
+)
+
+// Entry is one accepted message in the index.
+type Entry struct {
+	Namespace string
+	Seq       int64
+	UUID      string
+	From      string
+	To        []string
+	Size      int
+	Ref       string
+	Received  time.Time
+}
+
+// Offer is a message the plane has checked and wants to accept.
+type Offer struct {
+	Namespace      string
+	UUID           string
+	From           string
+	To             []string
+	Size           int
+	IdempotencyKey string
+	Fingerprint    string
+	// Quotas; 0 means unlimited.
+	MaxMessages, MaxBytes int64
+	// Put stores the body as message seq, inside the transaction.
+	Put func(tx *sql.Tx, seq int64) (ref string, err error)
+}
+
+// Accept decides on o and, if it is accepted, records it, all in one
+// transaction: a repeated idempotency key returns the first entry (replayed
+// = true) even when the quota is exhausted; otherwise the quota is checked,
+// the body stored, the entry indexed, the counters and learned recipients
+// updated. Nothing is written unless everything is.
+func (l *Ledger) Accept(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
+	err = l.tx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var next, count, bytes int64
+		err := tx.QueryRowContext(ctx, `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`, o.Namespace).Scan(&state, &next, &count, &bytes)
+		if err != nil {
+			return notFound(err)
+		}
+		if state != StateActive {
+			return ErrNotActive
+		}
+		if o.IdempotencyKey != "" {
+			var fp string
+			var seq int64
+			err := tx.QueryRowContext(ctx, `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`, o.Namespace, o.IdempotencyKey).Scan(&fp, &seq)
+			switch {
+			case err == nil:
+				if fp != o.Fingerprint {
+					return ErrIdempotencyConflict
+				}
+				replayed = true
+				e, err = entry(ctx, tx, o.Namespace, seq)
+				return err
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if (o.MaxMessages > 0 && count >= o.MaxMessages) || (o.MaxBytes > 0 && bytes+int64(o.Size) > o.MaxBytes) {
+			return ErrCapacity
+		}
+		ref, err := o.Put(tx, next)
+		if err != nil {
+			return err
+		}
+		to, _ := json.Marshal(o.To)
+		e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`, o.Size, o.Namespace); err != nil {
+			return err
+		}
+		for _, r := range o.To {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`, o.Namespace, strings.ToLower(r)); err != nil {
+				return err
+			}
+		}
+		if o.IdempotencyKey != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`, o.Namespace, o.IdempotencyKey, o.Fingerprint, e.Seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return e, replayed, err
+}
+
+func entry(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, ns string, seq int64) (Entry, error) {
+	rows, err := q.QueryContext(ctx, entrySelect+` WHERE namespace = ? AND seq = ?`, ns, seq)
+	if err != nil {
+		return Entry{}, err
+	}
+	es, err := scanEntries(rows)
+	if err != nil {
+		return Entry{}, err
+	}
+	if len(es) == 0 {
+		return Entry{}, ErrNotFound
+	}
+	return es[0], nil
+}
+
+// Entry returns message seq of ns.
+func (l *Ledger) Entry(ctx context.Context, ns string, seq int64) (Entry, error) {
+	return entry(ctx, l.read, ns, seq)
+}
+
+// Entries returns the messages of ns with a seq greater than after, oldest
+// first.
+func (l *Ledger) Entries(ctx context.Context, ns string, after int64) ([]Entry, error) {
+	rows, err := l.read.QueryContext(ctx, entrySelect+` WHERE namespace = ? AND seq > ? ORDER BY seq`, ns, after)
+	if err != nil {
+		return nil, err
+	}
+	return scanEntries(rows)
+}
+
+const entrySelect = `SELECT namespace, seq, uuid, envelope_from, recipients, size, ref, received_at FROM messages`
+
+func scanEntries(rows *sql.Rows) ([]Entry, error) {
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var to string
+		var received int64
+		if err := rows.Scan(&e.Namespace, &e.Seq, &e.UUID, &e.From, &to, &e.Size, &e.Ref, &received); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(to), &e.To); err != nil {
+			return nil, err
+		}
+		e.Received = fromMillis(received)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Learned reports whether anything was ever delivered to ns, and whether
+// addr (compared without case) was among the recipients.
+func (l *Ledger) Learned(ctx context.Context, ns, addr string) (some, known bool, err error) {
+	err = l.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM recipients WHERE namespace = ?), EXISTS (SELECT 1 FROM recipients WHERE namespace = ? AND address = ?)`,
+		ns, ns, strings.ToLower(addr)).Scan(&some, &known)
+	return some, known, err
+}

@@ -1,0 +1,39 @@
+// Package mailmsg handles the bytes of one message: checking addresses,
+// scrubbing the headers a sender may not set, and parsing what was stored
+// into the fields readers see. It is pure (no I/O) so that every surface
+// and the plane can share it without linking any store.
+package mailmsg
+
+import (
+	"net/mail"
+	"strings"
+)
+
+// Limits on addresses (BEHAVIOR.md §11).
+const MaxAddressLen = 320
+
+// ValidAddress reports whether s is a bare address (local@domain) that a
+// mail store will accept as an envelope address: no display name, no angle
+// brackets, no list, no white space or control characters. The reference
+// let "Alice <a@example.com>" and "a@x,b@y" through and then failed at the
+// store, reporting an outage; here they are simply not addresses.
+func ValidAddress(s string) bool {
+	if s == "" || len(s) > MaxAddressLen || !strings.Contains(s, "@") {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || r == '<' || r == '>' || r == ',' || r == '"' || r == '(' || r == ')' {
+			return false
+		}
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s {
+		return false
+	}
+	local, domain, _ := strings.Cut(s, "@")
+	return local != "" && domain != "" && !strings.Contains(domain, "@")
+}
+
+// SameAddress compares two addresses as recipient filters do: without
+// regard to case.
+func SameAddress(a, b string) bool { return strings.EqualFold(a, b) }

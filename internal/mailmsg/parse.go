@@ -1,0 +1,202 @@
+package mailmsg
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Parsed is what readers see of a stored message.
+type Parsed struct {
+	Subject     string
+	Text        string // the text/plain part as sent, or text derived from HTML
+	HTML        string
+	Attachments []Attachment // attachments first, then inline parts
+}
+
+// Attachment describes one non-body part.
+type Attachment struct {
+	PartID, FileName, ContentType, ContentID string
+	Size                                     int
+	MD5, SHA1, SHA256                        string
+	inline                                   bool
+}
+
+// Parse reads a stored message. It never fails: a message that is not valid
+// MIME is shown as its raw body, which is what a person would want to see.
+func Parse(raw []byte) Parsed {
+	header, sep, body := splitHeader(raw)
+	if sep == nil {
+		body = nil
+	}
+	h := textproto.MIMEHeader{}
+	for _, f := range headerFields(header) {
+		if f.name != "" {
+			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f.name)), unfold(f.value))
+		}
+	}
+	var p Parsed
+	p.Subject = decodeHeader(h.Get("Subject"))
+	w := walker{out: &p}
+	w.entity(h, body, "", 0)
+	if p.Text == "" && p.HTML != "" {
+		p.Text = HTMLText(p.HTML)
+	}
+	var att, inl []Attachment
+	for _, a := range p.Attachments {
+		if a.inline {
+			inl = append(inl, a)
+		} else {
+			att = append(att, a)
+		}
+	}
+	p.Attachments = append(att, inl...)
+	return p
+}
+
+var wordDecoder = mime.WordDecoder{CharsetReader: charsetReader}
+
+func decodeHeader(v string) string {
+	if d, err := wordDecoder.DecodeHeader(v); err == nil {
+		return d
+	}
+	return v
+}
+
+type walker struct {
+	out      *Parsed
+	haveText bool
+	haveHTML bool
+}
+
+func (w *walker) entity(h textproto.MIMEHeader, body []byte, partID string, depth int) {
+	ct := h.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil {
+		mt, params = "text/plain", map[string]string{"charset": "utf-8"}
+	}
+	if strings.HasPrefix(mt, "multipart/") && params["boundary"] != "" && depth < maxDepth {
+		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+		for i := 1; ; i++ {
+			part, err := mr.NextRawPart()
+			if err != nil {
+				break
+			}
+			data, err := io.ReadAll(part)
+			if err != nil {
+				break
+			}
+			id := strconv.Itoa(i)
+			if partID != "" {
+				id = partID + "." + id
+			}
+			w.entity(part.Header, data, id, depth+1)
+		}
+		return
+	}
+	if partID == "" {
+		partID = "1"
+	}
+	decoded := decodeBody(h.Get("Content-Transfer-Encoding"), body)
+	disp, dparams, _ := mime.ParseMediaType(h.Get("Content-Disposition"))
+	filename := decodeHeader(dparams["filename"])
+	if filename == "" {
+		filename = decodeHeader(params["name"])
+	}
+	isBody := disp != "attachment" && filename == ""
+	switch {
+	case isBody && mt == "text/plain" && !w.haveText:
+		w.out.Text, w.haveText = toUTF8(decoded, params["charset"]), true
+	case isBody && mt == "text/html" && !w.haveHTML:
+		w.out.HTML, w.haveHTML = toUTF8(decoded, params["charset"]), true
+	case isBody && strings.HasPrefix(mt, "text/"):
+		// further alternatives of a body we already have
+	default:
+		md := md5.Sum(decoded)
+		s1 := sha1.Sum(decoded)
+		s2 := sha256.Sum256(decoded)
+		w.out.Attachments = append(w.out.Attachments, Attachment{
+			PartID:      partID,
+			FileName:    filename,
+			ContentType: mt,
+			ContentID:   strings.Trim(h.Get("Content-Id"), "<>"),
+			Size:        len(decoded),
+			MD5:         hex.EncodeToString(md[:]),
+			SHA1:        hex.EncodeToString(s1[:]),
+			SHA256:      hex.EncodeToString(s2[:]),
+			inline:      disp != "attachment" && h.Get("Content-Id") != "",
+		})
+	}
+}
+
+func decodeBody(cte string, body []byte) []byte {
+	switch strings.ToLower(strings.TrimSpace(cte)) {
+	case "base64":
+		clean := bytes.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' || r == ' ' || r == '\t' {
+				return -1
+			}
+			return r
+		}, body)
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
+		n, err := base64.StdEncoding.Decode(out, clean)
+		if err != nil {
+			if n2, err2 := base64.RawStdEncoding.Decode(out, bytes.TrimRight(clean, "=")); err2 == nil {
+				return out[:n2]
+			}
+			return body
+		}
+		return out[:n]
+	case "quoted-printable":
+		out, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(body)))
+		if err != nil {
+			return body
+		}
+		return out
+	}
+	return body
+}
+
+// toUTF8 converts text in the charsets mail commonly uses; anything else is
+// passed through when it is already valid UTF-8, else decoded as Latin-1 so
+// that nothing becomes unreadable.
+func toUTF8(b []byte, charset string) string {
+	cs := strings.ToLower(strings.TrimSpace(charset))
+	switch cs {
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
+		return string(b)
+	case "iso-8859-1", "latin1", "latin-1", "windows-1252", "cp1252":
+		return latin1(b)
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return latin1(b)
+}
+
+func latin1(b []byte) string {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return string(r)
+}
+
+func charsetReader(charset string, input io.Reader) (io.Reader, error) {
+	b, err := io.ReadAll(input)
+	if err != nil {
+		return nil, err
+	}
+	return strings.NewReader(toUTF8(b, charset)), nil
+}

@@ -1,0 +1,338 @@
+// Package plane is mail-plane's broker: an HTTP/1.1 + JSON server on one
+// Unix socket that authenticates every connection by SO_PEERCRED and every
+// call by a grant, authorizes it from one table (authz.go), and answers it
+// from the ledger and the message store (broker.go, trials.go).
+package plane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/peercred"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Timeouts of the RPC server. A call's own deadline (from the caller) is
+// honoured up to callLimit; a waiting read gets rpc.MaxWait on top.
+const (
+	DefaultReadTimeout = 10 * time.Second
+	callLimit          = 15 * time.Second
+	maxHeaderBytes     = 16 << 10
+)
+
+// Server serves the plane's RPC.
+type Server struct {
+	broker      *Broker
+	ledger      *ledger.Ledger
+	peers       peercred.Policy
+	log         zerolog.Logger
+	readTimeout time.Duration
+
+	mu     sync.Mutex
+	grants map[string]ledger.Grant // digest → grant, valid ones only
+}
+
+// NewServer returns a server for broker. peers may be empty: then the
+// socket's file mode alone decides who may connect.
+func NewServer(b *Broker, peers peercred.Policy, readTimeout time.Duration, log zerolog.Logger) *Server {
+	if readTimeout <= 0 {
+		readTimeout = DefaultReadTimeout
+	}
+	return &Server{broker: b, ledger: b.ledger, peers: peers, log: log, readTimeout: readTimeout, grants: map[string]ledger.Grant{}}
+}
+
+// Listen creates the socket's directory (0750) and binds a Unix socket at
+// path with the given mode. A stale socket file left by a dead plane is
+// replaced; a live one is an error.
+func Listen(path string, mode os.FileMode) (net.Listener, error) {
+	if strings.HasPrefix(path, "@") || path == "" {
+		return nil, fmt.Errorf("socket %q: a filesystem path is required (abstract sockets have no permissions)", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another plane is already listening", path)
+		}
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+type credKey struct{}
+
+// HTTPServer returns the http.Server for ln; the caller runs Serve and
+// Shutdown.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.readTimeout,
+		ReadTimeout:       s.readTimeout,
+		WriteTimeout:      rpc.MaxWait + callLimit + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          nil,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			cred, err := peercred.Of(c)
+			if err != nil {
+				s.log.Error().Err(err).Msg("cannot read peer credentials; refusing the connection's calls")
+				return ctx
+			}
+			return context.WithValue(ctx, credKey{}, cred)
+		},
+	}
+}
+
+// ServeHTTP authenticates, authorizes and dispatches one call.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	method, code := s.serve(w, r)
+	ev := s.log.Debug()
+	if code != "" {
+		ev = s.log.Info()
+		if code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied || code == rpc.CodeUnknownMethod {
+			ev = s.log.Warn()
+		}
+	}
+	cred, _ := r.Context().Value(credKey{}).(peercred.Cred)
+	ev.Str("method", method).Str("code", code).Uint32("uid", cred.UID).Uint32("gid", cred.GID).
+		Dur("took", time.Since(start)).Msg("rpc")
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code string) {
+	fail := func(status int, e *rpc.Error) (string, string) {
+		writeJSON(w, status, e)
+		return method, e.Code
+	}
+	version, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if version != rpc.Version {
+		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnsupportedVersion, "this plane speaks protocol %s", rpc.Version))
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return fail(http.StatusMethodNotAllowed, rpc.Errorf(rpc.CodeBadRequest, "calls are POST"))
+	}
+	roles, ok := authz[method]
+	if !ok {
+		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnknownMethod, "no such method"))
+	}
+	if r.ContentLength > rpc.MaxRequestBytes {
+		return fail(http.StatusRequestEntityTooLarge, rpc.Errorf(rpc.CodeFrameTooLarge, "request exceeds %d bytes", rpc.MaxRequestBytes))
+	}
+	cred, ok := r.Context().Value(credKey{}).(peercred.Cred)
+	if !ok {
+		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "peer credentials unavailable"))
+	}
+	grant, ok := s.grant(r)
+	if !ok {
+		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "no valid grant"))
+	}
+	role := rpc.Role(grant.Role)
+	if rule, ok := s.peers[grant.Role]; ok && !rule.Admits(cred) {
+		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not use a %s grant", role))
+	}
+	bind, ok := roles[role]
+	if !ok {
+		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", role, method))
+	}
+	ctx, cancel := s.callContext(r)
+	defer cancel()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rpc.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fail(http.StatusRequestEntityTooLarge, rpc.Errorf(rpc.CodeFrameTooLarge, "request exceeds %d bytes", rpc.MaxRequestBytes))
+		}
+		return fail(http.StatusBadRequest, rpc.Errorf(rpc.CodeBadRequest, "incomplete request"))
+	}
+	c := caller{role: role, trial: grant.TrialID, bind: bind}
+	result, err := s.dispatch(ctx, c, method, body)
+	if err != nil {
+		var e *rpc.Error
+		if !errors.As(err, &e) {
+			e = s.broker.storeErr(method, err)
+		}
+		return fail(statusOf(e.Code), e)
+	}
+	writeJSON(w, http.StatusOK, result)
+	return method, ""
+}
+
+// grant returns the valid grant the request presents.
+func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
+		return ledger.Grant{}, false
+	}
+	d := ident.Digest(tok)
+	s.mu.Lock()
+	g, ok := s.grants[string(d)]
+	s.mu.Unlock()
+	if ok {
+		return g, true
+	}
+	g, err := s.ledger.Grant(r.Context(), d)
+	if err != nil || g.Revoked {
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			s.log.Error().Err(err).Msg("grant lookup failed")
+		}
+		return ledger.Grant{}, false
+	}
+	s.mu.Lock()
+	s.grants[string(d)] = g
+	s.mu.Unlock()
+	return g, true
+}
+
+// forgetGrants drops cached grants after a revocation.
+func (s *Server) forgetGrants() {
+	s.mu.Lock()
+	clear(s.grants)
+	s.mu.Unlock()
+}
+
+// callContext bounds a call by the caller's deadline header, by callLimit,
+// and for a waiting read by its wait on top.
+func (s *Server) callContext(r *http.Request) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(callLimit + rpc.MaxWait)
+	if h := r.Header.Get(rpc.DeadlineHeader); h != "" {
+		if t, err := time.Parse(time.RFC3339Nano, h); err == nil && t.Before(deadline) {
+			deadline = t
+		}
+	}
+	return context.WithDeadline(r.Context(), deadline)
+}
+
+func (s *Server) dispatch(ctx context.Context, c caller, method string, body []byte) (any, error) {
+	switch method {
+	case rpc.MethodHealth:
+		return s.broker.Health(ctx, c), nil
+	case rpc.MethodSend:
+		var req rpc.SendRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.broker.Send(ctx, c, &req)
+	case rpc.MethodBootstrap:
+		var req rpc.BootstrapRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.broker.Bootstrap(ctx, c, &req)
+	case rpc.MethodList, rpc.MethodGet, rpc.MethodLatest:
+		var req rpc.ReadRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		if req.WaitMillis < 0 || req.After < 0 {
+			return nil, rpc.Errorf(rpc.CodeBadRequest, "wait_ms and after must not be negative")
+		}
+		return s.broker.Read(ctx, c, method, &req)
+	case rpc.MethodTrialCreate:
+		var req rpc.TrialCreateRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.broker.CreateTrial(ctx, &req)
+	case rpc.MethodTrialRotate:
+		var req rpc.TrialRotateRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.broker.RotateTrial(ctx, &req)
+	case rpc.MethodTrialSeal:
+		var req rpc.TrialRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.broker.SealTrial(ctx, &req)
+	case rpc.MethodTrialDestroy:
+		var req rpc.TrialRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		defer s.forgetGrants()
+		return s.broker.DestroyTrial(ctx, &req)
+	case rpc.MethodTrialList:
+		return s.broker.ListTrials(ctx)
+	case rpc.MethodGrantCreate:
+		var req rpc.GrantCreateRequest
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
+		g, err := s.broker.CreateGrant(ctx, req.Role)
+		return rpc.GrantResponse{Grant: g}, err
+	}
+	// authz lists a method this switch does not know: a programming error,
+	// refused rather than passed through.
+	return nil, rpc.Errorf(rpc.CodeUnknownMethod, "no such method")
+}
+
+func decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return rpc.Errorf(rpc.CodeBadRequest, "malformed request body")
+	}
+	if dec.More() {
+		return rpc.Errorf(rpc.CodeBadRequest, "trailing data after the request body")
+	}
+	return nil
+}
+
+func statusOf(code string) int {
+	switch code {
+	case rpc.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case rpc.CodePermissionDenied:
+		return http.StatusForbidden
+	case rpc.CodeFrameTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case rpc.CodeStoreUnavailable:
+		return http.StatusServiceUnavailable
+	case rpc.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case rpc.CodeBadRequest:
+		return http.StatusBadRequest
+	}
+	// Policy answers are successful calls with a refusal in them.
+	return http.StatusUnprocessableEntity
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"code":"bad_request","message":"unencodable answer"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}

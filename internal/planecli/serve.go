@@ -1,0 +1,175 @@
+package planecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/peercred"
+	"github.com/websitebench/mailplane/internal/plane"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// DefaultData is where serve keeps its database and bootstrap grants.
+const DefaultData = "/var/lib/mailplane"
+
+var roleNames = []string{string(rpc.RoleWriter), string(rpc.RoleInbox), string(rpc.RoleGateway), string(rpc.RoleAdmin)}
+
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "message store: sqlite (embedded) or mailpit"},
+		&cli.Int64Flag{Name: "quota-messages", Value: plane.DefaultQuotas.Messages, Usage: "messages per namespace (0: unlimited)"},
+		&cli.Int64Flag{Name: "quota-bytes", Value: plane.DefaultQuotas.Bytes, Usage: "stored bytes per namespace (0: unlimited)"},
+	}
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the broker on its Unix socket",
+		Description: "The broker listens on one Unix socket and nowhere else. Each connection is identified by the kernel\n" +
+			"(SO_PEERCRED) and each call by a grant. On first start it writes admin.grant and gateway.grant\n" +
+			"(mode 0600) into --grants-dir.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "Unix socket to listen on (its directory is created 0750)", EnvVars: []string{"MAILPLANE_SOCKET"}},
+			&cli.StringFlag{Name: "socket-mode", Value: "0660", Usage: "file mode of the socket"},
+			&cli.StringFlag{Name: "data", Value: DefaultData, Usage: "directory of the database (created 0700)", EnvVars: []string{"MAILPLANE_DATA"}},
+			&cli.StringFlag{Name: "grants-dir", Usage: "where admin.grant and gateway.grant are kept (default: --data)"},
+			&cli.StringSliceFlag{Name: "allow-uid", Usage: "ROLE=UID[,UID...]: only these uids may use ROLE's grants (repeatable)"},
+			&cli.StringSliceFlag{Name: "allow-gid", Usage: "ROLE=GID[,GID...]: only these gids may use ROLE's grants (repeatable)"},
+			&cli.DurationFlag{Name: "rpc-read-timeout", Value: plane.DefaultReadTimeout, Usage: "how long a caller may take to send one request"},
+		}, storeFlags()...),
+		Action: serve,
+	}
+}
+
+func serve(c *cli.Context) error {
+	log, err := logging.FromFlags(c, "mail-plane")
+	if err != nil {
+		return cliapp.UsageError{Err: err}
+	}
+	mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
+	if err != nil || mode > 0o777 {
+		return cliapp.Usagef("--socket-mode %q: want an octal file mode such as 0660", c.String("socket-mode"))
+	}
+	peers := peercred.Policy{}
+	if err := peers.ParseAllow(c.StringSlice("allow-uid"), false, roleNames); err != nil {
+		return cliapp.Usagef("--allow-uid: %v", err)
+	}
+	if err := peers.ParseAllow(c.StringSlice("allow-gid"), true, roleNames); err != nil {
+		return cliapp.Usagef("--allow-gid: %v", err)
+	}
+	quotas := plane.Quotas{Messages: c.Int64("quota-messages"), Bytes: c.Int64("quota-bytes")}
+	if quotas.Messages < 0 || quotas.Bytes < 0 {
+		return cliapp.Usagef("quotas must not be negative")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	data := c.String("data")
+	l, err := ledger.Open(ctx, data)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, err := openStore(ctx, c, l, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	broker := plane.NewBroker(l, store, quotas, log)
+	grants := c.String("grants-dir")
+	if grants == "" {
+		grants = data
+	}
+	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway} {
+		if err := ensureGrantFile(ctx, broker, filepath.Join(grants, string(role)+".grant"), role); err != nil {
+			return err
+		}
+	}
+	ln, err := plane.Listen(c.String("socket"), os.FileMode(mode))
+	if err != nil {
+		return cliapp.Usagef("%v", err)
+	}
+	srv := plane.NewServer(broker, peers, c.Duration("rpc-read-timeout"), log).HTTPServer()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("socket", c.String("socket")).Str("store", c.String("store")).Str("data", data).
+		Int64("quota_messages", quotas.Messages).Int64("quota_bytes", quotas.Bytes).Msg("plane listening")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		srv.Close()
+	}
+	os.Remove(c.String("socket"))
+	return nil
+}
+
+// openStore opens the message store the flags ask for.
+func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
+	switch c.String("store") {
+	case "sqlite":
+		w, r := l.Handles()
+		return msgstore.NewSQLite(ctx, w, r)
+	}
+	return nil, cliapp.Usagef("--store %q: want sqlite", c.String("store"))
+}
+
+// ensureGrantFile keeps a grant for role in path: minted and written (0600)
+// on first start, re-registered if the database was replaced.
+func ensureGrantFile(ctx context.Context, b *plane.Broker, path string, role rpc.Role) error {
+	if g, err := rpc.ReadSecretFile(path); err == nil {
+		if err := b.EnsureGrant(ctx, g, role); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	g := ident.Grant()
+	if err := b.EnsureGrant(ctx, g, role); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return writeSecret(path, g)
+}
+
+// writeSecret writes a secret to a new file only its owner can read.
+func writeSecret(path, secret string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

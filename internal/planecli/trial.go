@@ -1,0 +1,242 @@
+package planecli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// adminFlags connect an operator command to a running plane.
+func adminFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's Unix socket", EnvVars: []string{"MAILPLANE_SOCKET"}},
+		&cli.StringFlag{Name: "grant-file", Value: filepath.Join(DefaultData, "admin.grant"), Usage: "file holding an admin grant", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+	}
+}
+
+func adminClient(c *cli.Context) (*rpc.Client, error) {
+	g, err := rpc.ReadSecretFile(c.String("grant-file"))
+	if err != nil {
+		return nil, cliapp.Usagef("admin grant: %v", err)
+	}
+	return rpc.NewClient(c.String("socket"), g), nil
+}
+
+func callContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// namespaceArg returns the one NAMESPACE argument.
+func namespaceArg(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", cliapp.Usagef("%s takes one argument: the trial's namespace", c.Command.Name)
+	}
+	return c.Args().First(), nil
+}
+
+func trialCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "trial",
+		Usage: "create, rotate, seal, destroy and list trials on a running plane",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "create",
+				Usage: "mint a trial: a namespace with its capabilities, tokens and surface grants",
+				Description: "Prints the whole identity once (--json: one JSON object). With --dir, also writes one file per\n" +
+					"secret (0600), so each surface and party can be handed only its own: writer.grant, inbox.grant,\n" +
+					"inbox.token, evaluator.capability, candidate.mail-api-token, candidate.bootstrap-token, namespace.",
+				Flags: append(adminFlags(),
+					&cli.StringFlag{Name: "profile", Value: rpc.ProfileCandidate, Usage: "candidate, sidecar or authoring"},
+					&cli.StringFlag{Name: "namespace", Usage: "namespace to create (default: minted)"},
+					&cli.StringSliceFlag{Name: "allowed-sender", Usage: "envelope sender the trial accepts (repeatable; default: the candidate sender for candidate trials, anyone otherwise)"},
+					&cli.StringFlag{Name: "dir", Usage: "write one credential file per party into this directory (created 0700)"},
+				),
+				Action: trialCreate,
+			},
+			{
+				Name: "rotate", Usage: "move a trial to a fresh namespace and capability; the previous namespace is sealed",
+				ArgsUsage: "NAMESPACE",
+				Flags:     append(adminFlags(), &cli.StringFlag{Name: "new-namespace", Usage: "the new namespace (default: minted)"}),
+				Action: func(c *cli.Context) error {
+					ns, err := namespaceArg(c)
+					if err != nil {
+						return err
+					}
+					client, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					ctx, cancel := callContext()
+					defer cancel()
+					r, err := client.TrialRotate(ctx, &rpc.TrialRotateRequest{Namespace: ns, NewNamespace: c.String("new-namespace")})
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(r)
+					}
+					fmt.Printf("namespace        %s\nread capability  %s\nsealed           %s\n", r.Namespace, r.ReadCapability, r.Sealed)
+					return nil
+				},
+			},
+			simpleTrialCommand("seal", "stop a namespace from taking mail; the evaluator can still read it", func(ctx context.Context, cl *rpc.Client, ns string) error {
+				return cl.TrialSeal(ctx, ns)
+			}),
+			simpleTrialCommand("destroy", "revoke every grant, token and capability of a trial", func(ctx context.Context, cl *rpc.Client, ns string) error {
+				return cl.TrialDestroy(ctx, ns)
+			}),
+			{
+				Name: "list", Usage: "describe every trial (no secrets)",
+				Flags: adminFlags(),
+				Action: func(c *cli.Context) error {
+					client, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					ctx, cancel := callContext()
+					defer cancel()
+					ts, err := client.TrialList(ctx)
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(rpc.TrialListResponse{Trials: ts})
+					}
+					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAMESPACE\tPROFILE\tSTATE\tMESSAGES\tBYTES\tCREATED")
+					for _, t := range ts {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", t.Namespace, t.Profile, t.State, t.Messages, t.Bytes, t.Created.Format(time.RFC3339))
+					}
+					return tw.Flush()
+				},
+			},
+		},
+	}
+}
+
+func simpleTrialCommand(name, usage string, do func(context.Context, *rpc.Client, string) error) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: usage, ArgsUsage: "NAMESPACE", Flags: adminFlags(),
+		Action: func(c *cli.Context) error {
+			ns, err := namespaceArg(c)
+			if err != nil {
+				return err
+			}
+			client, err := adminClient(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := callContext()
+			defer cancel()
+			if err := do(ctx, client, ns); err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(map[string]string{"namespace": ns, "result": name})
+			}
+			fmt.Printf("%s: %s\n", ns, name)
+			return nil
+		},
+	}
+}
+
+func trialCreate(c *cli.Context) error {
+	client, err := adminClient(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := callContext()
+	defer cancel()
+	id, err := client.TrialCreate(ctx, &rpc.TrialCreateRequest{
+		Profile: c.String("profile"), Namespace: c.String("namespace"), AllowedSenders: c.StringSlice("allowed-sender"),
+	})
+	if err != nil {
+		return err
+	}
+	if dir := c.String("dir"); dir != "" {
+		if err := WriteParts(dir, id); err != nil {
+			return err
+		}
+	}
+	if c.Bool("json") {
+		return printJSON(id)
+	}
+	fmt.Printf("namespace            %s (%s)\n", id.Namespace, id.Profile)
+	fmt.Printf("evaluator            read capability  %s\n", id.ReadCapability)
+	fmt.Printf("agent                inbox token      %s\n", id.InboxToken)
+	fmt.Printf("candidate            mail-API token   %s\n", id.MailAPIToken)
+	fmt.Printf("                     bootstrap token  %s\n", id.BootstrapToken)
+	fmt.Printf("mail-writer          grant            %s\n", id.WriterGrant)
+	fmt.Printf("mail-inbox           grant            %s\n", id.InboxGrant)
+	return nil
+}
+
+// WriteParts writes each party's part of a trial identity to its own file
+// (0600) in dir (created 0700).
+func WriteParts(dir string, id rpc.Identity) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{
+		"namespace":                 id.Namespace,
+		"writer.grant":              id.WriterGrant,
+		"inbox.grant":               id.InboxGrant,
+		"inbox.token":               id.InboxToken,
+		"evaluator.capability":      id.ReadCapability,
+		"candidate.mail-api-token":  id.MailAPIToken,
+		"candidate.bootstrap-token": id.BootstrapToken,
+	} {
+		if err := writeSecret(filepath.Join(dir, name), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func grantCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "grant",
+		Usage: "mint grants for roles not bound to a trial",
+		Subcommands: []*cli.Command{{
+			Name:  "create",
+			Usage: "mint a gateway or admin grant",
+			Flags: append(adminFlags(),
+				&cli.StringFlag{Name: "role", Required: true, Usage: "gateway or admin"},
+				&cli.StringFlag{Name: "out", Usage: "write the grant to this new file (0600) instead of stdout"},
+			),
+			Action: func(c *cli.Context) error {
+				client, err := adminClient(c)
+				if err != nil {
+					return err
+				}
+				ctx, cancel := callContext()
+				defer cancel()
+				g, err := client.GrantCreate(ctx, rpc.Role(c.String("role")))
+				if err != nil {
+					return err
+				}
+				if out := c.String("out"); out != "" {
+					return writeSecret(out, g)
+				}
+				fmt.Println(g)
+				return nil
+			},
+		}},
+	}
+}

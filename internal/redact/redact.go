@@ -1,0 +1,96 @@
+// Package redact is the one place where text that might hold a secret is
+// made safe to write down: log lines, error texts, evidence files.
+//
+// It removes what the reference removes (BEHAVIOR.md §10) and, in addition,
+// anything shaped like a secret this project mints: grants, 64-hex
+// capabilities and tokens, and 43-character inbox tokens.
+package redact
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Marker replaces every secret.
+const Marker = "[REDACTED]"
+
+// reference is BEHAVIOR.md §10's pattern, verbatim.
+var reference = regexp.MustCompile(`(?i)(?:bearer\s+[^\s"']+|(?:authorization|cookie|credential|password|secret|token|otp|verification[-_ ]?code|card[-_ ]?number)\s*[:=]\s*(?:bearer\s+)?[^\s,;]+)`)
+
+// minted matches our own secret formats wherever they stand, also inside
+// JSON strings where the reference's "key: value" shape does not apply.
+var minted = regexp.MustCompile(`mpg_[0-9a-fA-F]{64}|\b[0-9a-fA-F]{64}\b|[A-Za-z0-9_-]{43,}`)
+
+// Text returns s with every secret replaced by Marker.
+func Text(s string) string {
+	s = reference.ReplaceAllString(s, Marker)
+	return minted.ReplaceAllStringFunc(s, func(m string) string {
+		// A run of base64url characters is a token only when it is exactly
+		// one: longer runs (URLs' paths, hashes of other lengths) stay.
+		if len(m) == 43 || strings.HasPrefix(m, "mpg_") || len(m) == 64 {
+			return Marker
+		}
+		return m
+	})
+}
+
+// evidenceKey is BEHAVIOR.md §10's key rule for redact_evidence.
+var evidenceKey = regexp.MustCompile(`(?i)authorization|cookie|credential|password|secret|token|otp|code|payment|card`)
+
+// Evidence returns a copy of a decoded JSON value in which every object
+// member whose key looks secret has its whole value replaced by Marker,
+// recursively; strings elsewhere are kept as they are, as the reference
+// does.
+func Evidence(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			if evidenceKey.MatchString(k) {
+				out[k] = Marker
+			} else {
+				out[k] = Evidence(val)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			out[i] = Evidence(val)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// Keys returns the keys of m sorted, for stable output of Evidence results.
+func Keys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Writer redacts every write before passing it on. Each Write must carry
+// whole lines (zerolog writes one event per call), so that no secret is
+// split across two writes.
+type Writer struct{ W io.Writer }
+
+func (w Writer) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(w.W, Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Errorf formats an error whose text is redacted, for errors that may carry
+// text from outside (a store's answer, a peer's reply).
+func Errorf(format string, args ...any) error {
+	return fmt.Errorf("%s", Text(fmt.Sprintf(format, args...)))
+}

@@ -1,0 +1,78 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/ident"
+)
+
+// Every example row of BEHAVIOR.md §10.
+func TestTextReferenceRows(t *testing.T) {
+	rows := []struct{ in, out string }{
+		{"Authorization: Bearer abc.def", "[REDACTED]"},
+		{"authorization=Bearer abc", "[REDACTED]"},
+		{"token=abc123, next", "[REDACTED], next"},
+		{"password: hunter2; x", "[REDACTED]; x"},
+		{"otp=123456", "[REDACTED]"},
+		{"verification code: 998877", "[REDACTED]"},
+		{"verification_code=1", "[REDACTED]"},
+		{"card number: 4111111111111111", "[REDACTED]"},
+		{"cardnumber=4111", "[REDACTED]"},
+		{"secret = s3cr3t", "[REDACTED]"},
+		{"cookie:a=b", "[REDACTED]"},
+		{"credential:   v", "[REDACTED]"},
+		{"Bearer xyz'rest", "[REDACTED]'rest"},
+		{"code: 1234", "code: 1234"},
+		{"nothing here 123456", "nothing here 123456"},
+	}
+	for _, r := range rows {
+		if got := Text(r.in); got != r.out {
+			t.Errorf("Text(%q) = %q, want %q", r.in, got, r.out)
+		}
+	}
+}
+
+func TestTextMintedFormats(t *testing.T) {
+	secrets := []string{ident.Grant(), ident.Capability(), ident.InboxToken()}
+	for _, s := range secrets {
+		for _, wrap := range []string{`{"grant":"%s"}`, "path /inbox/%s/messages/1", "%s", `x="%s"`} {
+			line := strings.Replace(wrap, "%s", s, 1)
+			got := Text(line)
+			if strings.Contains(got, s) {
+				t.Errorf("secret survived in %q", got)
+			}
+		}
+	}
+	keep := []string{"trial-0123456789abcdef0123456789abcdef", "sha256 of 32 hex 0123456789abcdef0123456789abcdef"}
+	for _, s := range keep {
+		if Text(s) != s {
+			t.Errorf("Text(%q) = %q, want unchanged", s, Text(s))
+		}
+	}
+}
+
+func TestEvidence(t *testing.T) {
+	var in any
+	json.Unmarshal([]byte(`{"zipcode":"12345","nested":{"Token":"x","ok":[{"otp":"1"},2]},"note":"token=abc"}`), &in)
+	want := map[string]any{
+		"zipcode": Marker,
+		"nested":  map[string]any{"Token": Marker, "ok": []any{map[string]any{"otp": Marker}, 2.0}},
+		"note":    "token=abc",
+	}
+	if got := Evidence(in); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v", got)
+	}
+}
+
+func TestWriter(t *testing.T) {
+	var buf bytes.Buffer
+	g := ident.Grant()
+	Writer{&buf}.Write([]byte(`{"level":"info","msg":"grant ` + g + `"}` + "\n"))
+	if strings.Contains(buf.String(), g) || !strings.Contains(buf.String(), Marker) {
+		t.Fatalf("got %q", buf.String())
+	}
+}

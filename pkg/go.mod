@@ -1,0 +1,3 @@
+module github.com/websitebench/mailplane/pkg
+
+go 1.26

@@ -1,0 +1,203 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline. Waiting reads
+// get their wait on top.
+const DefaultTimeout = 10 * time.Second
+
+// Client calls the plane over its Unix socket. It is safe for concurrent use
+// and keeps connections alive between calls.
+type Client struct {
+	socket string
+	grant  string
+	hc     *http.Client
+}
+
+// NewClient returns a client for the plane at socket that presents grant.
+func NewClient(socket, grant string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	return &Client{socket: socket, grant: grant, hc: &http.Client{Transport: tr}}
+}
+
+// ReadSecretFile reads a grant, token or capability from a file, trimming
+// surrounding white space. The error names the path, never the content.
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Call invokes method with req and decodes the answer into resp. Errors are
+// *Error: the plane's own, or CodePlaneUnavailable when it cannot be asked.
+func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := DefaultTimeout
+		if r, ok := req.(*ReadRequest); ok && r.WaitMillis > 0 {
+			timeout += time.Duration(r.WaitMillis) * time.Millisecond
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Errorf(CodeBadRequest, "encode %s request: %v", method, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://plane/"+Version+"/"+method, bytes.NewReader(body))
+	if err != nil {
+		return Errorf(CodeBadRequest, "build %s request: %v", method, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+c.grant)
+	if dl, ok := ctx.Deadline(); ok {
+		hreq.Header.Set(DeadlineHeader, dl.UTC().Format(time.RFC3339Nano))
+	}
+	hresp, err := c.hc.Do(hreq)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return Errorf(CodeDeadlineExceeded, "%s: no answer from the plane in time", method)
+		}
+		return Errorf(CodePlaneUnavailable, "%s: plane at %s unreachable: %v", method, c.socket, unwrapNet(err))
+	}
+	defer hresp.Body.Close()
+	if hresp.ContentLength > MaxResponseBytes {
+		return Errorf(CodeFrameTooLarge, "%s: answer of %d bytes exceeds %d", method, hresp.ContentLength, MaxResponseBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return Errorf(CodePlaneUnavailable, "%s: reading the answer: %v", method, unwrapNet(err))
+	}
+	if len(data) > MaxResponseBytes {
+		return Errorf(CodeFrameTooLarge, "%s: answer exceeds %d bytes", method, MaxResponseBytes)
+	}
+	if hresp.StatusCode != http.StatusOK {
+		var e Error
+		if json.Unmarshal(data, &e) != nil || e.Code == "" {
+			return Errorf(CodePlaneUnavailable, "%s: unexpected answer %d from the plane", method, hresp.StatusCode)
+		}
+		return &e
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, resp); err != nil {
+		return Errorf(CodePlaneUnavailable, "%s: undecodable answer: %v", method, err)
+	}
+	return nil
+}
+
+// DeadlineHeader carries the caller's deadline so the plane can stop work
+// that nobody waits for any more.
+const DeadlineHeader = "Mailplane-Deadline"
+
+func unwrapNet(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op
+	}
+	return err
+}
+
+// Health asks whether the plane and its store are up.
+func (c *Client) Health(ctx context.Context) (HealthResponse, error) {
+	var r HealthResponse
+	return r, c.Call(ctx, MethodHealth, &Empty{}, &r)
+}
+
+// Send offers one message.
+func (c *Client) Send(ctx context.Context, req *SendRequest) (SendResponse, error) {
+	var r SendResponse
+	return r, c.Call(ctx, MethodSend, req, &r)
+}
+
+// Bootstrap trades a bootstrap token for write coordinates.
+func (c *Client) Bootstrap(ctx context.Context, token string) (BootstrapResponse, error) {
+	var r BootstrapResponse
+	return r, c.Call(ctx, MethodBootstrap, &BootstrapRequest{Token: token}, &r)
+}
+
+// List returns the namespace's messages, oldest first.
+func (c *Client) List(ctx context.Context, req *ReadRequest) ([]Message, error) {
+	var r ListResponse
+	err := c.Call(ctx, MethodList, req, &r)
+	return r.Messages, err
+}
+
+// Get returns one message by id.
+func (c *Client) Get(ctx context.Context, req *ReadRequest) (Message, error) {
+	var r Message
+	return r, c.Call(ctx, MethodGet, req, &r)
+}
+
+// Latest returns the newest matching message, CodeNotFound when none.
+func (c *Client) Latest(ctx context.Context, req *ReadRequest) (Message, error) {
+	var r Message
+	return r, c.Call(ctx, MethodLatest, req, &r)
+}
+
+// TrialCreate mints a trial.
+func (c *Client) TrialCreate(ctx context.Context, req *TrialCreateRequest) (Identity, error) {
+	var r Identity
+	return r, c.Call(ctx, MethodTrialCreate, req, &r)
+}
+
+// TrialRotate moves a trial to a fresh namespace and seals the previous one.
+func (c *Client) TrialRotate(ctx context.Context, req *TrialRotateRequest) (RotateResponse, error) {
+	var r RotateResponse
+	return r, c.Call(ctx, MethodTrialRotate, req, &r)
+}
+
+// TrialSeal retires a trial's writer and keeps evaluator reads.
+func (c *Client) TrialSeal(ctx context.Context, namespace string) error {
+	return c.Call(ctx, MethodTrialSeal, &TrialRequest{Namespace: namespace}, nil)
+}
+
+// TrialDestroy revokes every grant and credential of a trial.
+func (c *Client) TrialDestroy(ctx context.Context, namespace string) error {
+	return c.Call(ctx, MethodTrialDestroy, &TrialRequest{Namespace: namespace}, nil)
+}
+
+// TrialList describes every trial.
+func (c *Client) TrialList(ctx context.Context) ([]TrialInfo, error) {
+	var r TrialListResponse
+	err := c.Call(ctx, MethodTrialList, &Empty{}, &r)
+	return r.Trials, err
+}
+
+// GrantCreate mints a gateway or admin grant.
+func (c *Client) GrantCreate(ctx context.Context, role Role) (string, error) {
+	var r GrantResponse
+	err := c.Call(ctx, MethodGrantCreate, &GrantCreateRequest{Role: role}, &r)
+	return r.Grant, err
+}

@@ -1,0 +1,312 @@
+// Package rpc is the wire protocol between mail-plane and the processes that
+// call it: the three surfaces (mail-writer, mail-inbox, mail-gateway) and the
+// operator's CLI.
+//
+// The transport is HTTP/1.1 with JSON bodies over one Unix stream socket.
+// Every call is POST /v1/{method} with the caller's grant as a Bearer token;
+// the plane also reads the caller's uid/gid from the socket (SO_PEERCRED).
+// The version is part of every path, so a caller that speaks another version
+// gets CodeUnsupportedVersion on its first call, not a misread answer.
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the protocol version; it prefixes every path.
+const Version = "v1"
+
+// Frame limits, enforced by the plane before it allocates (request) and by
+// the client before it decodes (response).
+const (
+	MaxRequestBytes  = 4 << 20  // a 1 MiB message, base64-encoded, with room for its envelope
+	MaxResponseBytes = 64 << 20 // a list of messages under an unlimited quota
+	MaxWait          = 60 * time.Second
+)
+
+// Role is what a grant lets its holder be.
+type Role string
+
+const (
+	RoleWriter  Role = "writer"  // sends into the namespaces of one trial
+	RoleInbox   Role = "inbox"   // reads the current namespace of one trial, without OTP
+	RoleGateway Role = "gateway" // reads any namespace whose read capability its caller presents
+	RoleAdmin   Role = "admin"   // creates, rotates, seals and destroys trials
+)
+
+// Methods. The plane's authorization table names each of them once.
+const (
+	MethodHealth       = "health"
+	MethodSend         = "send"
+	MethodBootstrap    = "bootstrap"
+	MethodList         = "list"
+	MethodGet          = "get"
+	MethodLatest       = "latest"
+	MethodTrialCreate  = "trial.create"
+	MethodTrialRotate  = "trial.rotate"
+	MethodTrialSeal    = "trial.seal"
+	MethodTrialDestroy = "trial.destroy"
+	MethodTrialList    = "trial.list"
+	MethodGrantCreate  = "grant.create"
+)
+
+// Profiles of a trial.
+const (
+	// ProfileCandidate is a scored trial: the sender is pinned, POST /emails
+	// takes the mail-API token (or the write capability), SMTP is fixed to
+	// the namespace, and /internal/bootstrap hands out the write capability.
+	ProfileCandidate = "candidate"
+	// ProfileSidecar is the reference sidecar: POST /emails takes the
+	// bootstrap token, SMTP selects the namespace by header with the read
+	// capability, and /internal/bootstrap hands out the read capability.
+	ProfileSidecar = "sidecar"
+	// ProfileAuthoring is the sidecar's contract for reference capture, with
+	// rotation to a fresh namespace behind the same bootstrap token.
+	ProfileAuthoring = "authoring"
+)
+
+// CandidateSender is the envelope sender a candidate trial pins.
+const CandidateSender = "no-reply@candidate.websitebench.local"
+
+// Via says through which door a message arrived; the plane decides from it
+// which credential the sender must have presented.
+type Via string
+
+const (
+	ViaHTTP       Via = "http"        // POST /emails: Credential is the Bearer token
+	ViaSMTP       Via = "smtp"        // SMTP fixed to the trial's namespace: no credential
+	ViaSMTPSelect Via = "smtp-select" // SMTP naming Namespace by header: Credential is the capability header
+)
+
+// Error is a refusal from the plane. Code is stable; Message is for humans
+// and never holds a secret.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("plane: %s: %s", e.Code, e.Message) }
+
+// Codes. The first group is about the call itself; the second is policy the
+// surfaces map to their own answers; the last two are outages (503 / 451).
+const (
+	CodeBadRequest         = "bad_request"
+	CodeUnsupportedVersion = "unsupported_version"
+	CodeUnknownMethod      = "unknown_method"
+	CodeFrameTooLarge      = "frame_too_large"
+	CodeUnauthenticated    = "unauthenticated"   // no, unknown or revoked grant, or a peer uid/gid not allowed
+	CodePermissionDenied   = "permission_denied" // the grant's role may not call this method or touch this namespace
+	CodeDeadlineExceeded   = "deadline_exceeded"
+
+	CodeInvalidNamespace    = "invalid_namespace"    // syntax
+	CodeForbidden           = "forbidden"            // read capability wrong, unknown or destroyed namespace
+	CodeRecipientForbidden  = "recipient_forbidden"  // filter on an address never delivered to
+	CodeNotFound            = "not_found"            // message or trial
+	CodeUnauthorized        = "unauthorized"         // write credential wrong
+	CodeInvalidCapability   = "invalid_capability"   // selecting SMTP: namespace or capability header wrong
+	CodeSealed              = "sealed"               // namespace no longer takes mail
+	CodeInvalidEnvelope     = "invalid_envelope"     // sender or recipients refused by policy
+	CodeTooManyRecipients   = "too_many_recipients"  // more than MaxRecipients
+	CodeMessageTooLarge     = "message_too_large"    // over the per-message limit
+	CodeMailboxCapacity     = "mailbox_capacity"     // namespace quota exhausted
+	CodeIdempotencyConflict = "idempotency_conflict" // same key, different payload
+	CodeConflict            = "conflict"             // admin: namespace exists with another identity
+
+	CodeStoreUnavailable = "store_unavailable" // the plane is up, its store is not
+	CodePlaneUnavailable = "plane_unavailable" // the plane cannot be reached (set by the client)
+)
+
+// Errorf builds an *Error.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of a plane error, CodePlaneUnavailable for any
+// other error (the plane could not be asked), and "" for nil.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodePlaneUnavailable
+}
+
+// IsOutage reports whether err means "try again later" rather than "no".
+func IsOutage(err error) bool {
+	switch CodeOf(err) {
+	case CodeStoreUnavailable, CodePlaneUnavailable, CodeDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// HealthResponse answers MethodHealth.
+type HealthResponse struct {
+	Role  Role   `json:"role"`
+	Store string `json:"store"` // "ok" or "unavailable"
+}
+
+// SendRequest asks the plane to accept one message. Raw is the message as
+// the writer received it (SMTP DATA after dot-unstuffing) or composed it
+// (POST /emails); the plane scrubs its headers before storing it.
+type SendRequest struct {
+	Via        Via      `json:"via"`
+	Credential string   `json:"credential,omitempty"`
+	Namespace  string   `json:"namespace,omitempty"` // ViaSMTPSelect only
+	From       string   `json:"from"`
+	To         []string `json:"to"`
+	Raw        []byte   `json:"raw"`
+	// IdempotencyKey and Fingerprint (a digest of the request payload) make
+	// a repeat return the first answer, and a repeat with another payload
+	// fail with CodeIdempotencyConflict.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Fingerprint    string `json:"fingerprint,omitempty"`
+}
+
+// SendResponse says where an accepted message went. ID is opaque (a UUID,
+// Resend's shape); Seq is the message's id in its namespace.
+type SendResponse struct {
+	ID        string `json:"id"`
+	Seq       int64  `json:"seq"`
+	Namespace string `json:"namespace"`
+	Replayed  bool   `json:"replayed,omitempty"`
+}
+
+// BootstrapRequest carries the bootstrap token a site presented.
+type BootstrapRequest struct {
+	Token string `json:"token"`
+}
+
+// BootstrapResponse is the write coordinates minus the SMTP address, which
+// only the writer knows.
+type BootstrapResponse struct {
+	Namespace  string `json:"namespace"`
+	Capability string `json:"capability"`
+}
+
+// ReadRequest selects messages. A gateway names the namespace and passes
+// its caller's read capability; an inbox leaves both empty (its grant is
+// bound to its namespace).
+type ReadRequest struct {
+	Namespace  string `json:"namespace,omitempty"`
+	Capability string `json:"capability,omitempty"`
+	Recipient  string `json:"recipient,omitempty"`
+	After      int64  `json:"after,omitempty"`   // only ids greater than this
+	WaitMillis int64  `json:"wait_ms,omitempty"` // list/latest: hold until a match arrives
+	ID         int64  `json:"id,omitempty"`      // get
+}
+
+// Message is one stored message as the plane parsed it.
+type Message struct {
+	ID           int64        `json:"id"`
+	UUID         string       `json:"uuid"`
+	Namespace    string       `json:"namespace"`
+	EnvelopeFrom string       `json:"envelope_from"`
+	Recipients   []string     `json:"recipients"`
+	Subject      string       `json:"subject"`
+	Text         string       `json:"text"`
+	HTML         string       `json:"html,omitempty"`
+	Attachments  []Attachment `json:"attachments"`
+	Size         int          `json:"size"`
+	Received     time.Time    `json:"received"`
+}
+
+// Attachment is metadata of one attachment or inline part, with Mailpit's
+// field names (the reference passes Mailpit's objects through verbatim).
+type Attachment struct {
+	Checksums   Checksums `json:"Checksums"`
+	ContentID   string    `json:"ContentID"`
+	ContentType string    `json:"ContentType"`
+	FileName    string    `json:"FileName"`
+	PartID      string    `json:"PartID"`
+	Size        int       `json:"Size"`
+}
+
+// Checksums of an attachment's decoded content, lowercase hex.
+type Checksums struct {
+	MD5    string `json:"MD5"`
+	SHA1   string `json:"SHA1"`
+	SHA256 string `json:"SHA256"`
+}
+
+// ListResponse answers MethodList.
+type ListResponse struct {
+	Messages []Message `json:"messages"`
+}
+
+// TrialCreateRequest asks for a new trial. Namespace is minted when empty.
+// AllowedSenders defaults by profile: the candidate sender for a candidate
+// trial, anyone otherwise.
+type TrialCreateRequest struct {
+	Profile        string   `json:"profile"`
+	Namespace      string   `json:"namespace,omitempty"`
+	AllowedSenders []string `json:"allowed_senders,omitempty"`
+}
+
+// Identity is everything minted for a trial, handed out once. Each party
+// gets only its own part; see Identity.Parts.
+type Identity struct {
+	Namespace       string `json:"namespace"`
+	Profile         string `json:"profile"`
+	ReadCapability  string `json:"read_capability"`
+	InboxToken      string `json:"inbox_token"`
+	MailAPIToken    string `json:"mail_api_token"`
+	BootstrapToken  string `json:"bootstrap_token"`
+	WriteCapability string `json:"write_capability"`
+	WriterGrant     string `json:"writer_grant"`
+	InboxGrant      string `json:"inbox_grant"`
+}
+
+// TrialRequest names a trial by any of its namespaces.
+type TrialRequest struct {
+	Namespace string `json:"namespace"`
+}
+
+// TrialRotateRequest moves a trial to a fresh namespace; the previous one is
+// sealed. Namespace is the trial; NewNamespace is minted when empty.
+type TrialRotateRequest struct {
+	Namespace    string `json:"namespace"`
+	NewNamespace string `json:"new_namespace,omitempty"`
+}
+
+// RotateResponse is the trial's new namespace and read capability; its
+// tokens and grants do not change.
+type RotateResponse struct {
+	Namespace      string `json:"namespace"`
+	ReadCapability string `json:"read_capability"`
+	Sealed         string `json:"sealed"`
+}
+
+// TrialInfo describes a trial without its secrets.
+type TrialInfo struct {
+	Namespace  string    `json:"namespace"` // current
+	Profile    string    `json:"profile"`
+	State      string    `json:"state"` // active, sealed or destroyed
+	Namespaces []string  `json:"namespaces"`
+	Messages   int64     `json:"messages"`
+	Bytes      int64     `json:"bytes"`
+	Created    time.Time `json:"created"`
+}
+
+// TrialListResponse answers MethodTrialList.
+type TrialListResponse struct {
+	Trials []TrialInfo `json:"trials"`
+}
+
+// GrantCreateRequest mints a grant for a role that is not bound to a trial.
+type GrantCreateRequest struct {
+	Role Role `json:"role"`
+}
+
+// GrantResponse carries a freshly minted grant.
+type GrantResponse struct {
+	Grant string `json:"grant"`
+}
+
+// Empty is the answer of methods that return nothing.
+type Empty struct{}
