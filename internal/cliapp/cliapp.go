@@ -35,7 +35,16 @@ func Usagef(format string, args ...any) error {
 // Run runs app and returns the exit status: 0, 1 for a runtime failure, 2
 // for a configuration error. The error goes to stderr as one line.
 func Run(app *cli.App, args []string) int {
-	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return UsageError{err} }
+	usage := func(_ *cli.Context, err error, _ bool) error { return UsageError{err} }
+	app.OnUsageError = usage
+	var mark func([]*cli.Command)
+	mark = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.OnUsageError = usage
+			mark(c.Subcommands)
+		}
+	}
+	mark(app.Commands)
 	app.ExitErrHandler = func(*cli.Context, error) {} // Run decides the status
 	err := app.Run(args)
 	if err == nil {

@@ -6,6 +6,7 @@ package itest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -156,7 +157,7 @@ func StartPlane(t testing.TB, extra ...string) *Plane {
 	t.Helper()
 	dir := ShortTempDir(t)
 	p := &Plane{Socket: filepath.Join(dir, "run", "plane.sock"), Data: filepath.Join(dir, "data")}
-	p.args = append([]string{"--log-level", "debug", "serve", "--socket", p.Socket, "--data", p.Data}, extra...)
+	p.args = append([]string{"serve", "--socket", p.Socket, "--data", p.Data}, extra...)
 	p.Restart(t)
 	return p
 }
@@ -164,7 +165,10 @@ func StartPlane(t testing.TB, extra ...string) *Plane {
 // Restart starts the plane again (after Kill or Stop) on the same data.
 func (p *Plane) Restart(t testing.TB) {
 	t.Helper()
-	p.Proc = Start(t, "mail-plane", p.args...)
+	cmd := exec.Command(Bin(t, "mail-plane"), p.args...)
+	// Debug logging unless the test set a level (benchmarks do).
+	cmd.Env = append(os.Environ(), "MAILPLANE_LOG_LEVEL="+cmp.Or(os.Getenv("MAILPLANE_LOG_LEVEL"), "debug"))
+	p.Proc = StartCmd(t, cmd, "mail-plane")
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		if g, err := rpc.ReadSecretFile(filepath.Join(p.Data, "admin.grant")); err == nil {

@@ -158,9 +158,15 @@ func (l *Ledger) Close() error {
 // lives in the same database.
 func (l *Ledger) Handles() (write, read *sql.DB) { return l.write, l.read }
 
-// Ping checks that the database answers, with a write so that a full disk
-// or a broken file shows.
+// Ping checks that the database answers a read.
 func (l *Ledger) Ping(ctx context.Context) error {
+	var v string
+	return l.read.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema'`).Scan(&v)
+}
+
+// PingWrite checks that the database takes a write, so that a full disk or
+// a broken file shows.
+func (l *Ledger) PingWrite(ctx context.Context) error {
 	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,6 +46,9 @@ type Broker struct {
 	quotas Quotas
 	log    zerolog.Logger
 	wake   notifier
+	// writeFailed is set when a send failed in the store and cleared when
+	// one succeeds; while it is set, health probes the write path.
+	writeFailed atomic.Bool
 }
 
 // NewBroker returns a broker over an open ledger and message store.
@@ -77,6 +81,11 @@ func (b *Broker) Health(ctx context.Context, c caller) rpc.HealthResponse {
 }
 
 func (b *Broker) ping(ctx context.Context) error {
+	if b.writeFailed.Load() {
+		if err := b.ledger.PingWrite(ctx); err != nil {
+			return err
+		}
+	}
 	return errors.Join(b.ledger.Ping(ctx), b.store.Ping(ctx))
 }
 
@@ -182,8 +191,10 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 		b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("store refused a message")
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidEnvelope, "the store refused the message")
 	case err != nil:
+		b.writeFailed.Store(true)
 		return rpc.SendResponse{}, b.storeErr("accept", err)
 	}
+	b.writeFailed.Store(false)
 	if !replayed {
 		b.wake.notify(ns.Name)
 	}

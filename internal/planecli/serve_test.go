@@ -1,0 +1,110 @@
+package planecli_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// TestServeListensOnlyOnItsSocket: the socket's directory is 0750, the
+// socket 0660, and the process holds no TCP or UDP socket at all.
+func TestServeListensOnlyOnItsSocket(t *testing.T) {
+	p := itest.StartPlane(t)
+	dir, err := os.Stat(filepath.Dir(p.Socket))
+	if err != nil || dir.Mode().Perm() != 0o750 {
+		t.Fatalf("socket directory: %v %v", dir.Mode(), err)
+	}
+	sock, err := os.Stat(p.Socket)
+	if err != nil || sock.Mode()&os.ModeSocket == 0 || sock.Mode().Perm() != 0o660 {
+		t.Fatalf("socket: %v %v", sock.Mode(), err)
+	}
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir("/proc/" + itest.Itoa(p.Cmd.Process.Pid) + "/fd")
+	for _, fd := range fds {
+		link, err := os.Readlink("/proc/" + itest.Itoa(p.Cmd.Process.Pid) + "/fd/" + fd.Name())
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	if len(inodes) == 0 {
+		t.Fatal("no sockets found: the check would prove nothing")
+	}
+	for _, table := range []string{"tcp", "tcp6", "udp", "udp6", "raw", "raw6"} {
+		b, err := os.ReadFile("/proc/net/" + table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 9 && inodes[f[9]] {
+				t.Fatalf("the plane holds a %s socket: %s", table, line)
+			}
+		}
+	}
+}
+
+// TestConfigurationErrorsExit2: a service manager must not restart-loop on
+// a bad configuration.
+func TestConfigurationErrorsExit2(t *testing.T) {
+	dir := itest.ShortTempDir(t)
+	for _, args := range [][]string{
+		{"serve", "--socket-mode", "abc", "--data", dir, "--socket", dir + "/s.sock"},
+		{"serve", "--allow-uid", "nobody=1", "--data", dir, "--socket", dir + "/s.sock"},
+		{"serve", "--store", "floppy", "--data", dir, "--socket", dir + "/s.sock"},
+		{"serve", "--socket", "@abstract", "--data", dir},
+		{"serve", "--no-such-flag"},
+		{"--log-level", "loud", "serve"},
+		{"trial", "list", "--grant-file", dir + "/missing"},
+		{"trial", "seal", "--grant-file", dir + "/missing"},
+	} {
+		cmd := exec.Command(itest.Bin(t, "mail-plane"), args...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v, want 2\n%s", args, err, out)
+		}
+		if len(strings.TrimSpace(string(out))) == 0 {
+			t.Errorf("%v: no explanation on stderr", args)
+		}
+	}
+}
+
+// TestTrialCreateWritesOneFilePerParty: each secret in its own 0600 file.
+func TestTrialCreateWritesOneFilePerParty(t *testing.T) {
+	p := itest.StartPlane(t)
+	out := filepath.Join(itest.ShortTempDir(t), "trial")
+	cmd := exec.Command(itest.Bin(t, "mail-plane"), "trial", "create", "--socket", p.Socket,
+		"--grant-file", filepath.Join(p.Data, "admin.grant"), "--dir", out, "--profile", rpc.ProfileSidecar, "--json")
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	files := map[string]string{}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		fi, _ := e.Info()
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v", e.Name(), fi.Mode())
+		}
+		v, _ := os.ReadFile(filepath.Join(out, e.Name()))
+		files[e.Name()] = strings.TrimSpace(string(v))
+	}
+	for name, field := range map[string]string{
+		"writer.grant": `"writer_grant":"`, "inbox.grant": `"inbox_grant":"`, "inbox.token": `"inbox_token":"`,
+		"evaluator.capability": `"read_capability":"`, "candidate.mail-api-token": `"mail_api_token":"`,
+		"candidate.bootstrap-token": `"bootstrap_token":"`, "namespace": `"namespace":"`,
+	} {
+		if files[name] == "" || !strings.Contains(string(b), field+files[name]+`"`) {
+			t.Errorf("%s = %q does not match the printed identity", name, files[name])
+		}
+	}
+	list := exec.Command(itest.Bin(t, "mail-plane"), "trial", "list", "--socket", p.Socket, "--grant-file", filepath.Join(p.Data, "admin.grant"))
+	lb, err := list.Output()
+	if err != nil || !strings.Contains(string(lb), files["namespace"]) || strings.Contains(string(lb), files["evaluator.capability"]) {
+		t.Fatalf("trial list: %v\n%s", err, lb)
+	}
+}

@@ -1,0 +1,133 @@
+package planecli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// TestUpEndToEnd runs `mail-plane up --json` as a user would: the bundle
+// names everything; a candidate sends through the writer with its
+// environment, the agent reads the mail in the inbox, the evaluator gets
+// the code from the gateway; SIGTERM stops everything with exit 0.
+func TestUpEndToEnd(t *testing.T) {
+	cmd := exec.Command(itest.Bin(t, "mail-plane"), "up", "--json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := itest.StartCmd(t, cmd, "mail-plane up")
+	line := itest.ReadLine(t, stdout, 30*time.Second)
+	var b struct {
+		Namespace      string            `json:"namespace"`
+		Env            map[string]string `json:"candidate_environment"`
+		InboxURL       string            `json:"inbox_url"`
+		APIURL         string            `json:"api_url"`
+		ReadCapability string            `json:"read_capability"`
+		PlaneSocket    string            `json:"plane_socket"`
+		DataDir        string            `json:"data_dir"`
+	}
+	if err := json.Unmarshal([]byte(line), &b); err != nil {
+		t.Fatalf("bundle %q: %v\n%s", line, err, up.Output())
+	}
+	if b.Namespace == "" || b.InboxURL == "" || b.APIURL == "" || len(b.ReadCapability) != 64 || b.PlaneSocket == "" {
+		t.Fatalf("bundle incomplete: %s", line)
+	}
+	if len(b.Env) != 8 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender {
+		t.Fatalf("candidate environment: %v", b.Env)
+	}
+	for k, v := range b.Env {
+		if strings.Contains(v, b.ReadCapability) || strings.Contains(v, b.PlaneSocket) {
+			t.Fatalf("%s leaks the read capability or the plane socket", k)
+		}
+	}
+
+	// Candidate: POST /emails with the environment it was given.
+	body := `{"from":"` + b.Env["WEBSITEBENCH_MAIL_FROM"] + `","to":"agent@example.com","subject":"Welcome","text":"Your code is 731904. Verify at http://site.example/verify?t=abc"}`
+	req, _ := http.NewRequest(http.MethodPost, b.Env["WEBSITEBENCH_MAIL_API_URL"], strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+b.Env["WEBSITEBENCH_MAIL_API_TOKEN"])
+	req.Header.Set("Content-Type", "application/json")
+	resp := do(t, req)
+	if resp.code != http.StatusOK || !strings.Contains(resp.body, `"id"`) {
+		t.Fatalf("POST /emails: %d %s", resp.code, resp.body)
+	}
+
+	// Agent: the bare origin redirects to the inbox, which lists the mail.
+	get, _ := http.NewRequest(http.MethodGet, b.InboxURL+"/", nil)
+	resp = do(t, get)
+	if resp.code != http.StatusOK || !strings.Contains(resp.body, "Welcome") || strings.Contains(resp.body, b.ReadCapability) {
+		t.Fatalf("inbox: %d %s", resp.code, resp.body)
+	}
+
+	// Evaluator: the latest message's code.
+	get, _ = http.NewRequest(http.MethodGet, b.APIURL+"/api/namespaces/"+b.Namespace+"/messages/latest", nil)
+	get.Header.Set("Authorization", "Bearer "+b.ReadCapability)
+	resp = do(t, get)
+	var m struct {
+		OTP   string   `json:"otp"`
+		Links []string `json:"links"`
+	}
+	json.Unmarshal([]byte(resp.body), &m)
+	if resp.code != http.StatusOK || m.OTP != "731904" {
+		t.Fatalf("gateway latest: %d %s", resp.code, resp.body)
+	}
+
+	if code := up.Stop(t); code != 0 {
+		t.Fatalf("up exited %d after SIGTERM:\n%s", code, up.Output())
+	}
+	// No child survives: every process that was started with the data
+	// directory in its command line is gone.
+	time.Sleep(100 * time.Millisecond)
+	if left := processesMentioning(t, b.DataDir); len(left) > 0 {
+		t.Fatalf("children left running: %v", left)
+	}
+	if _, err := os.Stat(b.DataDir); !os.IsNotExist(err) {
+		t.Fatalf("temporary data directory left behind: %v", err)
+	}
+}
+
+type answer struct {
+	code int
+	body string
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
+}
+
+// processesMentioning lists live processes whose command line contains s.
+func processesMentioning(t *testing.T, s string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie is not running
+		}
+		out = append(out, strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
