@@ -27,6 +27,10 @@ import (
 type Ledger struct {
 	write *sql.DB // one connection: transactions are serialized
 	read  *sql.DB // WAL readers, never blocked by the writer
+
+	offers  chan *pending // sends waiting for the committer
+	closed  chan struct{}
+	stopped chan struct{}
 }
 
 // ErrNotFound means no row matched.
@@ -146,11 +150,15 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	return &Ledger{write: write, read: read}, nil
+	l := &Ledger{write: write, read: read, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
+	go l.commit()
+	return l, nil
 }
 
-// Close closes the database.
+// Close stops the committer and closes the database.
 func (l *Ledger) Close() error {
+	close(l.closed)
+	<-l.stopped
 	return errors.Join(l.read.Close(), l.write.Close())
 }
 

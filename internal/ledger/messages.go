@@ -43,13 +43,117 @@ type Offer struct {
 	Put func(tx *sql.Tx, seq int64) (ref string, err error)
 }
 
-// Accept decides on o and, if it is accepted, records it, all in one
-// transaction: a repeated idempotency key returns the first entry (replayed
-// = true) even when the quota is exhausted; otherwise the quota is checked,
-// the body stored, the entry indexed, the counters and learned recipients
-// updated. Nothing is written unless everything is.
-func (l *Ledger) Accept(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
-	err = l.tx(ctx, func(tx *sql.Tx) error {
+// Accept decides on o and, if it is accepted, records it durably before
+// returning. Nothing of o is written unless all of it is.
+//
+// Sends are group-committed: the committer takes every offer waiting at the
+// moment into one transaction, each under its own savepoint (so one refusal
+// or failure undoes only its own writes), and one fsync makes the whole
+// batch durable. Concurrent senders thus share the cost of the disk flush,
+// while the decisions stay serialized exactly as if each were alone.
+func (l *Ledger) Accept(ctx context.Context, o *Offer) (Entry, bool, error) {
+	p := &pending{ctx: ctx, offer: o, done: make(chan struct{})}
+	select {
+	case l.offers <- p:
+	case <-ctx.Done():
+		return Entry{}, false, ctx.Err()
+	case <-l.closed:
+		return Entry{}, false, errClosed
+	}
+	<-p.done
+	return p.entry, p.replayed, p.err
+}
+
+// maxBatch bounds one group commit.
+const maxBatch = 64
+
+type pending struct {
+	ctx      context.Context
+	offer    *Offer
+	entry    Entry
+	replayed bool
+	err      error
+	done     chan struct{}
+}
+
+var errClosed = errors.New("ledger: closed")
+
+// commit runs until Close, committing offers in batches.
+func (l *Ledger) commit() {
+	defer close(l.stopped)
+	for {
+		var first *pending
+		select {
+		case first = <-l.offers:
+		case <-l.closed:
+			return
+		}
+		batch := []*pending{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case p := <-l.offers:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		l.commitBatch(batch)
+	}
+}
+
+func (l *Ledger) commitBatch(batch []*pending) {
+	finish := func(err error) {
+		for _, p := range batch {
+			if err != nil && p.err == nil {
+				p.entry, p.replayed, p.err = Entry{}, false, err
+			}
+			close(p.done)
+		}
+	}
+	ctx := context.Background() // the batch outlives any one caller's deadline
+	tx, err := l.write.BeginTx(ctx, nil)
+	if err != nil {
+		finish(err)
+		return
+	}
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT offer`); err != nil {
+			tx.Rollback()
+			finish(err)
+			return
+		}
+		p.entry, p.replayed, p.err = accept(p.ctx, tx, p.offer)
+		undo := `RELEASE offer`
+		if p.err != nil {
+			undo = `ROLLBACK TO offer`
+		}
+		if _, err := tx.ExecContext(ctx, undo); err != nil {
+			tx.Rollback()
+			finish(err)
+			return
+		}
+		if p.err != nil {
+			if _, err := tx.ExecContext(ctx, `RELEASE offer`); err != nil {
+				tx.Rollback()
+				finish(err)
+				return
+			}
+		}
+	}
+	finish(tx.Commit())
+}
+
+// accept decides on o inside tx: a repeated idempotency key returns the
+// first entry (replayed = true) even when the quota is exhausted; otherwise
+// the quota is checked, the body stored, the entry indexed, the counters
+// and learned recipients updated.
+func accept(ctx context.Context, tx *sql.Tx, o *Offer) (e Entry, replayed bool, err error) {
+	err = func() error {
 		var state string
 		var next, count, bytes int64
 		err := tx.QueryRowContext(ctx, `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`, o.Namespace).Scan(&state, &next, &count, &bytes)
@@ -102,7 +206,7 @@ func (l *Ledger) Accept(ctx context.Context, o *Offer) (e Entry, replayed bool, 
 			}
 		}
 		return nil
-	})
+	}()
 	return e, replayed, err
 }
 
