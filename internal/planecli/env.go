@@ -41,11 +41,15 @@ func CandidateEnvironment(id rpc.Identity, writerPort, smtpPort int) map[string]
 }
 
 // CheckCandidateEnvironment refuses an environment with a name outside the
-// candidate ABI, or a value that names a socket of the plane or of
-// Mailpit (forbidden lists those paths).
+// candidate ABI, or a name or value that points at the plane, Mailpit or
+// a secret that is not the candidate's (forbidden lists such socket paths
+// and secrets).
 func CheckCandidateEnvironment(env map[string]string, forbidden ...string) error {
 	var unknown []string
 	for k := range env {
+		if strings.HasPrefix(k, "WEBSITEBENCH_MAILPIT_") || strings.HasPrefix(k, "MAILPLANE_") {
+			return fmt.Errorf("candidate mailbox environment exposed the mail plane's sockets (%s)", k)
+		}
 		if !slices.Contains(candidateNames, k) {
 			unknown = append(unknown, k)
 		}
@@ -58,9 +62,29 @@ func CheckCandidateEnvironment(env map[string]string, forbidden ...string) error
 	for _, v := range env {
 		for _, f := range forbidden {
 			if f != "" && strings.Contains(v, f) {
-				return fmt.Errorf("candidate mailbox environment exposed a socket of the mail plane")
+				return fmt.Errorf("candidate mailbox environment exposed a socket or secret of the mail plane")
 			}
 		}
 	}
 	return nil
+}
+
+// AuthoringEnvironment is the §9.2 environment of an authoring trial whose
+// API (gateway reads and writer routes) answers at apiURL and whose SMTP
+// listener is smtpHost:smtpPort.
+func AuthoringEnvironment(id rpc.Identity, apiURL, smtpHost string, smtpPort int) map[string]string {
+	return map[string]string{
+		"WEBSITEBENCH_MAILBOX_URL":             apiURL,
+		"WEBSITEBENCH_MAILBOX_ALLOWLIST":       "",
+		"WEBSITEBENCH_MAILBOX_CREDENTIAL":      id.ReadCapability,
+		"WEBSITEBENCH_MAILBOX_NAMESPACE":       id.Namespace,
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL":   apiURL + "/internal/bootstrap",
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN": id.BootstrapToken,
+		"WEBSITEBENCH_SMTP_HOST":               smtpHost,
+		"WEBSITEBENCH_SMTP_PORT":               strconv.Itoa(smtpPort),
+		"WEBSITEBENCH_MAIL_API_URL":            apiURL + "/emails",
+		"WEBSITEBENCH_MAIL_API_TOKEN":          id.BootstrapToken,
+		"WEBSITEBENCH_MAIL_FROM":               rpc.CandidateSender,
+		"WEBSITEBENCH_SMTP_FROM":               rpc.CandidateSender,
+	}
 }

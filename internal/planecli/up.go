@@ -143,7 +143,7 @@ func up(c *cli.Context) (err error) {
 
 	port := func(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 	env := CandidateEnvironment(id, port(lns[0]), port(lns[1]))
-	if err := CheckCandidateEnvironment(env, socket); err != nil {
+	if err := CheckCandidateEnvironment(env, socket, id.ReadCapability); err != nil {
 		return err
 	}
 	bundle := map[string]any{

@@ -1,0 +1,63 @@
+package planecli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+func TestCandidateEnvironment(t *testing.T) {
+	id := rpc.Identity{Namespace: "trial-x", MailAPIToken: "api", BootstrapToken: "boot", ReadCapability: "readcap"}
+	env := CandidateEnvironment(id, 8030, 2525)
+	want := map[string]string{
+		"WEBSITEBENCH_MAIL_API_URL":            "http://127.0.0.1:8030/emails",
+		"WEBSITEBENCH_MAIL_API_TOKEN":          "api",
+		"WEBSITEBENCH_MAIL_FROM":               "no-reply@candidate.websitebench.local",
+		"WEBSITEBENCH_SMTP_HOST":               "127.0.0.1",
+		"WEBSITEBENCH_SMTP_PORT":               "2525",
+		"WEBSITEBENCH_SMTP_FROM":               "no-reply@candidate.websitebench.local",
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL":   "http://127.0.0.1:8030/internal/bootstrap",
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN": "boot",
+	}
+	if len(env) != len(want) {
+		t.Fatalf("got %d names", len(env))
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if err := CheckCandidateEnvironment(env, "/run/mailplane/plane.sock", "readcap"); err != nil {
+		t.Fatalf("clean environment refused: %v", err)
+	}
+	for _, c := range []struct {
+		key, value, want string
+	}{
+		{"EXTRA", "x", "unknown names: EXTRA"},
+		{"WEBSITEBENCH_MAILPIT_HTTP_SOCKET", "/tmp/x", "exposed the mail plane's sockets"},
+		{"MAILPLANE_SOCKET", "/tmp/x", "exposed the mail plane's sockets"},
+		{"WEBSITEBENCH_SMTP_HOST", "/run/websitebench-mailpit/http.sock", "exposed a socket or secret"},
+		{"WEBSITEBENCH_MAIL_API_URL", "http://x/run/mailplane/plane.sock", "exposed a socket or secret"},
+		{"WEBSITEBENCH_MAIL_API_TOKEN", "readcap", "exposed a socket or secret"},
+	} {
+		bad := map[string]string{}
+		for k, v := range env {
+			bad[k] = v
+		}
+		bad[c.key] = c.value
+		err := CheckCandidateEnvironment(bad, "/run/mailplane/plane.sock", "readcap")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%s: %v", c.key, c.value, err)
+		}
+	}
+}
+
+func TestAuthoringEnvironment(t *testing.T) {
+	id := rpc.Identity{Namespace: "trial-x", ReadCapability: "cap", BootstrapToken: "boot"}
+	env := AuthoringEnvironment(id, "http://127.0.0.1:8025", "127.0.0.1", 1025)
+	if len(env) != 12 || env["WEBSITEBENCH_MAILBOX_CREDENTIAL"] != "cap" || env["WEBSITEBENCH_MAIL_API_TOKEN"] != "boot" ||
+		env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"] != "http://127.0.0.1:8025/internal/bootstrap" || env["WEBSITEBENCH_MAILBOX_ALLOWLIST"] != "" {
+		t.Fatalf("got %v", env)
+	}
+}

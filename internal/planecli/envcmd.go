@@ -1,0 +1,113 @@
+package planecli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+func envCommand() *cli.Command {
+	out := &cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of KEY=VALUE lines"}
+	trialDir := &cli.StringFlag{Name: "trial-dir", Required: true, Usage: "the trial's credential directory (mail-plane trial create --dir)"}
+	smtpPort := &cli.IntFlag{Name: "smtp-port", Required: true, Usage: "the writer's SMTP port"}
+	return &cli.Command{
+		Name:  "env",
+		Usage: "print the WEBSITEBENCH_* environment of a trial for a candidate, an authoring capture or a runner",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "candidate",
+				Usage: "the 8 variables a candidate may be handed (BEHAVIOR.md §9.1), checked before printing",
+				Flags: []cli.Flag{out, trialDir, smtpPort,
+					&cli.IntFlag{Name: "writer-port", Required: true, Usage: "the writer's HTTP port"},
+					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket (its path must not leak)", EnvVars: []string{"MAILPLANE_SOCKET"}},
+				},
+				Action: func(c *cli.Context) error {
+					id, err := readParts(c.String("trial-dir"))
+					if err != nil {
+						return err
+					}
+					env := CandidateEnvironment(id, c.Int("writer-port"), c.Int("smtp-port"))
+					if err := CheckCandidateEnvironment(env, c.String("socket"), os.Getenv(mailpitSocketEnv), id.ReadCapability); err != nil {
+						return err
+					}
+					return printEnv(env, c.Bool("json"))
+				},
+			},
+			{
+				Name:  "authoring",
+				Usage: "the 12 variables of an authoring capture (BEHAVIOR.md §9.2)",
+				Flags: []cli.Flag{out, trialDir, smtpPort,
+					&cli.StringFlag{Name: "api-url", Required: true, Usage: "origin of the API port (http://HOST:PORT)"},
+					&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "SMTP host to advertise"},
+				},
+				Action: func(c *cli.Context) error {
+					id, err := readParts(c.String("trial-dir"))
+					if err != nil {
+						return err
+					}
+					return printEnv(AuthoringEnvironment(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")), c.Bool("json"))
+				},
+			},
+			{
+				Name:  "runner",
+				Usage: "what a trial runner needs to reach the plane (and Mailpit, when the Mailpit store is used)",
+				Flags: []cli.Flag{out,
+					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket", EnvVars: []string{"MAILPLANE_SOCKET"}},
+					&cli.StringFlag{Name: "grant-file", Value: filepath.Join(DefaultData, "admin.grant"), Usage: "the runner's admin grant file", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
+				},
+				Action: func(c *cli.Context) error {
+					env := map[string]string{
+						"MAILPLANE_SOCKET":           c.String("socket"),
+						"MAILPLANE_ADMIN_GRANT_FILE": c.String("grant-file"),
+					}
+					if s := os.Getenv(mailpitSocketEnv); s != "" {
+						env[mailpitSocketEnv] = s
+					}
+					return printEnv(env, c.Bool("json"))
+				},
+			},
+		},
+	}
+}
+
+// mailpitSocketEnv names Mailpit's HTTP socket, as the reference reads it.
+const mailpitSocketEnv = "WEBSITEBENCH_MAILPIT_HTTP_SOCKET"
+
+// readParts reads back what WriteParts wrote.
+func readParts(dir string) (rpc.Identity, error) {
+	var id rpc.Identity
+	for name, dst := range map[string]*string{
+		"namespace":                 &id.Namespace,
+		"evaluator.capability":      &id.ReadCapability,
+		"candidate.mail-api-token":  &id.MailAPIToken,
+		"candidate.bootstrap-token": &id.BootstrapToken,
+	} {
+		v, err := rpc.ReadSecretFile(filepath.Join(dir, name))
+		if err != nil {
+			return id, cliapp.Usagef("trial directory: %v", err)
+		}
+		*dst = v
+	}
+	return id, nil
+}
+
+func printEnv(env map[string]string, asJSON bool) error {
+	if asJSON {
+		return printJSON(env)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("%s=%s\n", k, env[k])
+	}
+	return nil
+}
