@@ -150,14 +150,16 @@ func decodeBody(cte string, body []byte) []byte {
 			return r
 		}, body)
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
-		n, err := base64.StdEncoding.Decode(out, clean)
-		if err != nil {
-			if n2, err2 := base64.RawStdEncoding.Decode(out, bytes.TrimRight(clean, "=")); err2 == nil {
-				return out[:n2]
-			}
-			return body
+		if n, err := base64.StdEncoding.Decode(out, clean); err == nil {
+			return out[:n]
 		}
-		return out[:n]
+		// Unpadded or over-padded base64 is common enough in the wild.
+		raw := bytes.TrimRight(clean, "=")
+		out = make([]byte, base64.RawStdEncoding.DecodedLen(len(raw)))
+		if n, err := base64.RawStdEncoding.Decode(out, raw); err == nil {
+			return out[:n]
+		}
+		return body
 	case "quoted-printable":
 		out, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(body)))
 		if err != nil {

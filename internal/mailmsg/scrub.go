@@ -42,6 +42,9 @@ func scrubEntity(entity []byte, eol string, top bool, add []string, depth int) [
 			}
 		}
 		out.Write(f.raw)
+		if !bytes.HasSuffix(f.raw, []byte("\n")) {
+			out.WriteString(eol) // a header block cut off without its line end
+		}
 	}
 	for _, a := range add {
 		out.WriteString(a)

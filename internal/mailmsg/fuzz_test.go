@@ -1,0 +1,66 @@
+package mailmsg
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// FuzzScrub: whatever a sender puts in DATA, the stored message carries no
+// header it may not set, the body is untouched, and parsing never panics.
+func FuzzScrub(f *testing.F) {
+	f.Add([]byte("From: a@b\r\nX-Tags: t\r\nSubject: s\r\n\r\nbody\r\n"))
+	f.Add([]byte("X-WebsiteBench-Namespace:\r\n folded\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nX-Tags: x\r\n\r\nhi\r\n--b--\r\n"))
+	f.Add([]byte("no header at all"))
+	f.Add([]byte("\r\n\r\n"))
+	f.Add([]byte("Content-Type: multipart/alternative; boundary=\"=_\"\n\n--=_\nContent-Type: text/html\n\n<a href=x>y</a>\n--=_--"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out := Scrub(raw, "s@example.com", []string{"r@example.com"})
+		header, sep, body := splitHeader(out)
+		for _, fl := range headerFields(header) {
+			name := strings.ToLower(strings.TrimSpace(fl.name))
+			if name == "x-tags" || strings.HasPrefix(name, "x-websitebench-") || name == "cc" || name == "bcc" {
+				t.Fatalf("header %q survived in %q", fl.name, out)
+			}
+		}
+		if v, ok := HeaderValue(out, "From"); !ok || v != "s@example.com" {
+			t.Fatalf("From = %q %v in %q", v, ok, out)
+		}
+		// A top-level body that is not multipart is kept byte for byte.
+		if _, origSep, origBody := splitHeader(raw); origSep != nil && sep != nil {
+			if _, ok := HeaderValue(raw, "Content-Type"); !ok && !bytes.Equal(body, origBody) {
+				t.Fatalf("body changed:\n%q\n%q", origBody, body)
+			}
+		}
+		Parse(out)
+		Parse(raw)
+	})
+}
+
+// FuzzParse: parsing stored bytes never panics and yields valid fields.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("Subject: =?utf-8?b?w6k=?=\r\nContent-Transfer-Encoding: base64\r\n\r\nAAAA"))
+	f.Add([]byte("Content-Type: multipart/mixed; boundary=x\n\n--x\nContent-Disposition: attachment; filename=\"a\"\n\nzz\n--x--"))
+	f.Add([]byte("Content-Type: text/html; charset=latin1\r\n\r\n<p>caf\xe9</p>"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p := Parse(raw)
+		for _, a := range p.Attachments {
+			if a.Size < 0 || len(a.SHA256) != 64 || a.PartID == "" {
+				t.Fatalf("attachment %+v", a)
+			}
+		}
+	})
+}
+
+// FuzzValidAddress: an address we accept never carries a character that
+// could break out of an SMTP command or a header.
+func FuzzValidAddress(f *testing.F) {
+	for _, s := range []string{"a@b.c", "Alice <a@b>", "a@b\r\nRCPT TO:<x@y>", "\"q\"@b", "a@[127.0.0.1]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if ValidAddress(s) && strings.ContainsAny(s, "\r\n<>, \t\x00") {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}

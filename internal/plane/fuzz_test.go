@@ -1,0 +1,75 @@
+package plane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/peercred"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// FuzzRPC feeds arbitrary frames to the plane's handler under every
+// grant: it never panics, always answers JSON with a known code, and a
+// refused call leaves the namespace as it was.
+func FuzzRPC(f *testing.F) {
+	ctx := context.Background()
+	l, err := ledger.Open(ctx, f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { l.Close() })
+	w, r := l.Handles()
+	store, err := msgstore.NewSQLite(ctx, w, r)
+	if err != nil {
+		f.Fatal(err)
+	}
+	b := NewBroker(l, store, Quotas{}, zerolog.Nop())
+	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
+	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		f.Fatal(err)
+	}
+	admin, _ := b.CreateGrant(ctx, rpc.RoleAdmin)
+	gateway, _ := b.CreateGrant(ctx, rpc.RoleGateway)
+	grants := []string{"", id.WriterGrant, id.InboxGrant, gateway, admin, "mpg_x"}
+
+	f.Add("send", []byte(`{"via":"smtp","from":"no-reply@candidate.websitebench.local","to":["a@b.c"],"raw":"U3ViamVjdDogeA0KDQp5"}`), uint8(1))
+	f.Add("list", []byte(`{"namespace":"`+id.Namespace+`","capability":"`+id.ReadCapability+`"}`), uint8(3))
+	f.Add("trial.create", []byte(`{"profile":"sidecar"}`), uint8(4))
+	f.Add("get", []byte(`{"id":-1}`), uint8(2))
+	f.Add("latest", []byte(`{"wait_ms":-5}`), uint8(3))
+	f.Add("bootstrap", []byte(`{"token":"\u0000"}`), uint8(1))
+	f.Add("../v1/send", []byte(`[]`), uint8(0))
+	known := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 422: true, 503: true, 504: true}
+
+	f.Fuzz(func(t *testing.T, method string, body []byte, grant uint8) {
+		before, _ := l.Namespace(ctx, id.Namespace)
+		req := httptest.NewRequest(http.MethodPost, "http://plane/", bytes.NewReader(body))
+		req.URL.Path = "/v1/" + method
+		req.Header.Set("Authorization", "Bearer "+grants[int(grant)%len(grants)])
+		req = req.WithContext(context.WithValue(req.Context(), credKey{}, peercred.Cred{}))
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if !known[rec.Code] {
+			t.Fatalf("status %d for %q", rec.Code, method)
+		}
+		if rec.Code != 200 {
+			var e rpc.Error
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" {
+				t.Fatalf("refusal is not a coded JSON error: %q", rec.Body.String())
+			}
+			after, _ := l.Namespace(ctx, id.Namespace)
+			if after.MessageCount != before.MessageCount || after.State != before.State {
+				t.Fatalf("refused %s changed the namespace: %+v → %+v", method, before, after)
+			}
+		}
+	})
+}
