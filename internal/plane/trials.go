@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -38,13 +39,16 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 			return rpc.Identity{}, rpc.Errorf(rpc.CodeBadRequest, "invalid allowed sender")
 		}
 	}
+	if req.BootstrapToken != "" && len(req.BootstrapToken) < 32 {
+		return rpc.Identity{}, rpc.Errorf(rpc.CodeBadRequest, "a bootstrap token must be at least 32 characters")
+	}
 	id := rpc.Identity{
 		Namespace:       req.Namespace,
 		Profile:         req.Profile,
 		ReadCapability:  ident.Capability(),
 		InboxToken:      ident.InboxToken(),
 		MailAPIToken:    ident.Capability(),
-		BootstrapToken:  ident.Capability(),
+		BootstrapToken:  cmp.Or(req.BootstrapToken, ident.Capability()),
 		WriteCapability: ident.Capability(),
 		WriterGrant:     ident.Grant(),
 		InboxGrant:      ident.Grant(),

@@ -246,6 +246,9 @@ type TrialCreateRequest struct {
 	Profile        string   `json:"profile"`
 	Namespace      string   `json:"namespace,omitempty"`
 	AllowedSenders []string `json:"allowed_senders,omitempty"`
+	// BootstrapToken is minted when empty; a drop-in sidecar passes the
+	// token its site was configured with (at least 32 characters).
+	BootstrapToken string `json:"bootstrap_token,omitempty"`
 }
 
 // Identity is everything minted for a trial, handed out once. Each party
