@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -99,7 +100,7 @@ func (s *Server) HTTPServer() *http.Server {
 		WriteTimeout:      rpc.MaxWait + callLimit + 5*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          nil,
+		ErrorLog:          stdlog.New(s.log.With().Str("source", "net/http").Logger(), "", 0),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			cred, err := peercred.Of(c)
 			if err != nil {

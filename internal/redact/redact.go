@@ -7,10 +7,8 @@
 package redact
 
 import (
-	"fmt"
 	"io"
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -67,16 +65,6 @@ func Evidence(v any) any {
 	}
 }
 
-// Keys returns the keys of m sorted, for stable output of Evidence results.
-func Keys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Writer redacts every write before passing it on. Each Write must carry
 // whole lines (zerolog writes one event per call), so that no secret is
 // split across two writes.
@@ -87,10 +75,4 @@ func (w Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// Errorf formats an error whose text is redacted, for errors that may carry
-// text from outside (a store's answer, a peer's reply).
-func Errorf(format string, args ...any) error {
-	return fmt.Errorf("%s", Text(fmt.Sprintf(format, args...)))
 }
