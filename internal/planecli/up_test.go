@@ -130,4 +130,3 @@ func processesMentioning(t *testing.T, s string) []string {
 	}
 	return out
 }
-
