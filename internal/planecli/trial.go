@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -60,12 +63,17 @@ func trialCommand() *cli.Command {
 				Usage: "mint a trial: a namespace with its capabilities, tokens and surface grants",
 				Description: "Prints the whole identity once (--json: one JSON object). With --dir, also writes one file per\n" +
 					"secret (0600), so each surface and party can be handed only its own: writer.grant, inbox.grant,\n" +
-					"inbox.token, evaluator.capability, candidate.mail-api-token, candidate.bootstrap-token, namespace.",
+					"inbox.token, evaluator.capability, candidate.mail-api-token, candidate.bootstrap-token, namespace.\n" +
+					"--party-dir PARTY=DIR writes only that party's files into DIR (writer: writer.grant; inbox:\n" +
+					"inbox.grant, inbox.token; evaluator: evaluator.capability, namespace; candidate: its two tokens),\n" +
+					"so that each DIR can be a volume only that party's container mounts.",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "profile", Value: rpc.ProfileCandidate, Usage: "candidate, sidecar or authoring"},
 					&cli.StringFlag{Name: "namespace", Usage: "namespace to create (default: minted)"},
 					&cli.StringSliceFlag{Name: "allowed-sender", Usage: "envelope sender the trial accepts (repeatable; default: the candidate sender for candidate trials, anyone otherwise)"},
 					&cli.StringFlag{Name: "dir", Usage: "write one credential file per party into this directory (created 0700)"},
+					&cli.StringSliceFlag{Name: "party-dir", Usage: "PARTY=DIR: write only PARTY's files into DIR (repeatable; PARTY: " + strings.Join(partyNames, ", ") + ")"},
+					&cli.BoolFlag{Name: "group-readable", Usage: "write the files 0640, not 0600: for directories whose set-group-ID group is the party's (containers)"},
 				),
 				Action: trialCreate,
 			},
@@ -157,6 +165,11 @@ func simpleTrialCommand(name, usage string, do func(context.Context, *rpc.Client
 }
 
 func trialCreate(c *cli.Context) error {
+	partyDirs, err := parsePartyDirs(c.StringSlice("party-dir"))
+	if err != nil {
+		return err
+	}
+	groupReadable := c.Bool("group-readable")
 	client, err := adminClient(c)
 	if err != nil {
 		return err
@@ -170,8 +183,16 @@ func trialCreate(c *cli.Context) error {
 		return err
 	}
 	if dir := c.String("dir"); dir != "" {
-		if err := WriteParts(dir, id); err != nil {
+		if err := writeFiles(dir, allParts(id), groupReadable); err != nil {
 			return err
+		}
+	}
+	parts := partyParts(id)
+	for _, party := range partyNames {
+		if dir, ok := partyDirs[party]; ok {
+			if err := writeFiles(dir, parts[party], groupReadable); err != nil {
+				return err
+			}
 		}
 	}
 	if c.Bool("json") {
@@ -190,20 +211,73 @@ func trialCreate(c *cli.Context) error {
 // WriteParts writes each party's part of a trial identity to its own file
 // (0600) in dir (created 0700).
 func WriteParts(dir string, id rpc.Identity) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	return writeFiles(dir, allParts(id), false)
+}
+
+// partyNames are the parties --party-dir knows, in the order their files
+// are written.
+var partyNames = []string{"writer", "inbox", "evaluator", "candidate"}
+
+// partyParts splits a trial identity into what each party is handed. The
+// file names are those of --dir, so a party's files read the same either
+// way.
+func partyParts(id rpc.Identity) map[string]map[string]string {
+	return map[string]map[string]string{
+		"writer":    {"writer.grant": id.WriterGrant},
+		"inbox":     {"inbox.grant": id.InboxGrant, "inbox.token": id.InboxToken},
+		"evaluator": {"evaluator.capability": id.ReadCapability, "namespace": id.Namespace},
+		"candidate": {"candidate.mail-api-token": id.MailAPIToken, "candidate.bootstrap-token": id.BootstrapToken},
+	}
+}
+
+// allParts is every party's files in one set, as --dir writes them.
+func allParts(id rpc.Identity) map[string]string {
+	all := map[string]string{}
+	for _, files := range partyParts(id) {
+		maps.Copy(all, files)
+	}
+	return all
+}
+
+// parsePartyDirs parses --party-dir PARTY=DIR entries, before anything is
+// minted, so that a typo changes nothing.
+func parsePartyDirs(entries []string) (map[string]string, error) {
+	dirs := map[string]string{}
+	for _, e := range entries {
+		party, dir, ok := strings.Cut(e, "=")
+		if !ok || dir == "" || !slices.Contains(partyNames, party) {
+			return nil, cliapp.Usagef("--party-dir %q: want PARTY=DIR with PARTY one of %s", e, strings.Join(partyNames, ", "))
+		}
+		if _, dup := dirs[party]; dup {
+			return nil, cliapp.Usagef("--party-dir: %s named twice", party)
+		}
+		dirs[party] = dir
+	}
+	return dirs, nil
+}
+
+// writeFiles writes each secret to a new file in dir, created if missing.
+// Files are 0600; groupReadable makes them 0640 (and a created dir 0750),
+// for a directory whose set-group-ID group is the one party that may read
+// them: a container zone's own gid, where the writing operator is another
+// user and cannot chown.
+func writeFiles(dir string, files map[string]string, groupReadable bool) error {
+	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
+	if groupReadable {
+		dirMode, fileMode = 0o750, 0o640
+	}
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
-	for name, v := range map[string]string{
-		"namespace":                 id.Namespace,
-		"writer.grant":              id.WriterGrant,
-		"inbox.grant":               id.InboxGrant,
-		"inbox.token":               id.InboxToken,
-		"evaluator.capability":      id.ReadCapability,
-		"candidate.mail-api-token":  id.MailAPIToken,
-		"candidate.bootstrap-token": id.BootstrapToken,
-	} {
-		if err := writeSecret(filepath.Join(dir, name), v); err != nil {
+	for name, v := range files {
+		path := filepath.Join(dir, name)
+		if err := writeSecret(path, v); err != nil {
 			return err
+		}
+		if fileMode != 0o600 {
+			if err := os.Chmod(path, fileMode); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -219,6 +293,7 @@ func grantCommand() *cli.Command {
 			Flags: append(adminFlags(),
 				&cli.StringFlag{Name: "role", Required: true, Usage: "gateway or admin"},
 				&cli.StringFlag{Name: "out", Usage: "write the grant to this new file (0600) instead of stdout"},
+				&cli.BoolFlag{Name: "group-readable", Usage: "write --out 0640, not 0600: for a directory whose set-group-ID group is the grant holder's (containers)"},
 			),
 			Action: func(c *cli.Context) error {
 				client, err := adminClient(c)
@@ -232,7 +307,7 @@ func grantCommand() *cli.Command {
 					return err
 				}
 				if out := c.String("out"); out != "" {
-					return writeSecret(out, g)
+					return writeFiles(filepath.Dir(out), map[string]string{filepath.Base(out): g}, c.Bool("group-readable"))
 				}
 				fmt.Println(g)
 				return nil
