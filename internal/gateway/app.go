@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/listen"
+	"github.com/websitebench/mailplane/internal/logging"
+)
+
+// DefaultListen is the reference's API port.
+const DefaultListen = "127.0.0.1:8025"
+
+// App is mail-gateway's command line.
+func App() *cli.App {
+	return &cli.App{
+		Name:  "mail-gateway",
+		Usage: "the evaluator's Bearer-gated JSON API (and HTML view) over mailplane",
+		Description: "Serves GET /healthz, /api/namespaces/{ns}/messages[/latest|/{id}] (with ?recipient=, ?after=ID\n" +
+			"and ?wait=DURATION of at most 60s) and /inbox/{ns}[/messages/{id}]. The caller's Bearer value is the\n" +
+			"namespace's read capability; the plane checks it. Holds only the gateway grant.",
+		HideHelpCommand: true,
+		Flags: append(append([]cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_GATEWAY_LISTEN"}},
+		}, cliapp.PlaneFlags...), logging.Flags...),
+		Action: run,
+	}
+}
+
+func run(c *cli.Context) error {
+	log, err := logging.FromFlags(c, "mail-gateway")
+	if err != nil {
+		return cliapp.UsageError{Err: err}
+	}
+	if c.NArg() > 0 {
+		return cliapp.Usagef("unexpected arguments: %v", c.Args().Slice())
+	}
+	plane, err := cliapp.PlaneClient(c)
+	if err != nil {
+		return err
+	}
+	defer plane.Close()
+	ln, err := listen.Listen(c.String("listen"))
+	if err != nil {
+		return cliapp.Usagef("--listen: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info().Str("listen", ln.Addr().String()).Msg("gateway listening")
+	err = Serve(ctx, ln, New(plane, log), log)
+	log.Info().Msg("gateway stopped")
+	return err
+}

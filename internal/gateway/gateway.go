@@ -1,0 +1,303 @@
+// Package gateway is mail-gateway's HTTP surface: the evaluator's
+// Bearer-gated JSON API over any namespace whose read capability the
+// caller presents (BEHAVIOR.md §4.1–4.3), with waiting reads, and the
+// Bearer-gated HTML view of the same mail.
+//
+// The gateway decides nothing about access itself: it passes the caller's
+// Bearer value to the plane as the read capability, and the plane answers
+// forbidden or not. It never touches storage and holds only its gateway
+// grant.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/otp"
+	"github.com/websitebench/mailplane/internal/render"
+	"github.com/websitebench/mailplane/pkg/mailclient"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Limits of one request.
+const (
+	// maxCredential bounds the Bearer value passed to the plane; read
+	// capabilities are 64 characters.
+	maxCredential = 512
+	// healthTimeout bounds the plane's health call behind /healthz.
+	healthTimeout = 5 * time.Second
+)
+
+// Gateway answers the evaluator's requests.
+type Gateway struct {
+	plane *rpc.Client
+	log   zerolog.Logger
+}
+
+// New returns a gateway that reads through plane, a client holding the
+// gateway grant.
+func New(plane *rpc.Client, log zerolog.Logger) *Gateway {
+	return &Gateway{plane: plane, log: log}
+}
+
+// ServeHTTP routes first and reads second: a request's shape, namespace
+// syntax, credential syntax and query are all checked before the plane is
+// asked anything.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt := parseRoute(r.URL.EscapedPath())
+	status, code := g.serve(w, r, rt)
+	ev := g.log.Debug()
+	if status >= 500 {
+		ev = g.log.Warn()
+	}
+	if ident.ValidNamespace(rt.ns) {
+		ev = ev.Str("namespace", rt.ns)
+	}
+	ev.Str("method", r.Method).Str("route", rt.kind.String()).Int("status", status).Str("code", code).
+		Dur("took", time.Since(start)).Msg("request")
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return writeError(w, mailclient.CodeMethodNotAllowed)
+	}
+	switch rt.kind {
+	case routeNotFound:
+		return writeError(w, mailclient.CodeNotFound)
+	case routeHealth:
+		return g.health(w, r)
+	}
+	if !ident.ValidNamespace(rt.ns) {
+		return writeError(w, mailclient.CodeInvalidNamespace)
+	}
+	cred, ok := bearer(r)
+	if !ok {
+		return writeError(w, mailclient.CodeForbidden)
+	}
+	req := &rpc.ReadRequest{Namespace: rt.ns, Capability: cred, ID: rt.id}
+	if rt.kind == routeList || rt.kind == routeLatest {
+		q := r.URL.Query()
+		wait, err := parseWait(firstValue(q, "wait"))
+		if err != nil {
+			return writeError(w, mailclient.CodeInvalidWait)
+		}
+		after, err := parseAfter(firstValue(q, "after"))
+		if err != nil {
+			return writeError(w, mailclient.CodeInvalidAfter)
+		}
+		req.Recipient = firstValue(q, "recipient")
+		req.After = after
+		// Round up, so that a wait of under a millisecond still waits.
+		req.WaitMillis = int64((wait + time.Millisecond - 1) / time.Millisecond)
+	}
+	ctx := r.Context()
+	base := "/inbox/" + url.PathEscape(rt.ns)
+	switch rt.kind {
+	case routeList:
+		msgs, err := g.plane.List(ctx, req)
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		out := mailclient.List{Messages: make([]mailclient.Message, 0, len(msgs))}
+		for _, m := range msgs {
+			out.Messages = append(out.Messages, wire(m))
+		}
+		return writeJSON(w, http.StatusOK, out)
+	case routeLatest:
+		m, err := g.plane.Latest(ctx, req)
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeJSON(w, http.StatusOK, wire(m))
+	case routeMessage:
+		m, err := g.plane.Get(ctx, req)
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeJSON(w, http.StatusOK, wire(m))
+	case routeInbox:
+		msgs, err := g.plane.List(ctx, req)
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeHTML(w, http.StatusOK, render.Inbox(msgs, base))
+	case routeInboxMessage:
+		m, err := g.plane.Get(ctx, req)
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeHTML(w, http.StatusOK, render.Message(m, base))
+	}
+	return writeError(w, mailclient.CodeNotFound)
+}
+
+// bearer returns the credential of "Authorization: Bearer <credential>".
+// Exactly "Bearer " (case-sensitive, one space) must begin the header;
+// anything else, an empty or over-long value, or one that is not
+// printable ASCII, is a wrong credential that the plane need not see.
+func bearer(r *http.Request) (string, bool) {
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || cred == "" || len(cred) > maxCredential {
+		return "", false
+	}
+	for i := 0; i < len(cred); i++ {
+		if cred[i] <= ' ' || cred[i] >= 0x7f {
+			return "", false
+		}
+	}
+	return cred, true
+}
+
+// health answers /healthz from the plane's health call.
+func (g *Gateway) health(w http.ResponseWriter, r *http.Request) (int, string) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	h, err := g.plane.Health(ctx)
+	if err != nil || h.Store != "ok" {
+		if err != nil {
+			g.log.Warn().Str("code", rpc.CodeOf(err)).Msg("health: plane unavailable")
+		}
+		return writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// planeError answers a refused or failed plane call. An outage is 503 and
+// never a refusal; a refusal is never 503.
+func (g *Gateway) planeError(w http.ResponseWriter, r *http.Request, err error) (int, string) {
+	code := rpc.CodeOf(err)
+	switch {
+	case r.Context().Err() != nil:
+		// The caller went away (or the gateway is stopping) while the plane
+		// was still answering: not an outage worth a warning. Should anyone
+		// still listen, it is told to try again.
+		g.log.Debug().Msg("request ended before the plane answered")
+		return writeError(w, mailclient.CodeUnavailable)
+	case rpc.IsOutage(err):
+		g.log.Warn().Err(err).Msg("plane unavailable")
+		return writeError(w, mailclient.CodeUnavailable)
+	case code == rpc.CodeInvalidNamespace:
+		return writeError(w, mailclient.CodeInvalidNamespace)
+	case code == rpc.CodeForbidden:
+		return writeError(w, mailclient.CodeForbidden)
+	case code == rpc.CodeRecipientForbidden:
+		return writeError(w, mailclient.CodeRecipientForbidden)
+	case code == rpc.CodeNotFound:
+		return writeError(w, mailclient.CodeMessageNotFound)
+	}
+	// The plane refused the gateway itself (a revoked or wrong grant): the
+	// caller did nothing wrong, and retrying will not help.
+	g.log.Error().Err(err).Msg("the plane refused the gateway's call")
+	return writeError(w, mailclient.CodeInternal)
+}
+
+// wire is the evaluator's view of a message: the reference's keys plus the
+// codes and links found in it.
+func wire(m rpc.Message) mailclient.Message {
+	found := otp.Extract(m.Text, m.HTML)
+	out := mailclient.Message{
+		Attachments:  make([]mailclient.Attachment, 0, len(m.Attachments)),
+		Codes:        found.Codes,
+		EnvelopeFrom: m.EnvelopeFrom,
+		ID:           m.ID,
+		Links:        found.Links,
+		Namespace:    m.Namespace,
+		Recipients:   m.Recipients,
+		Subject:      m.Subject,
+		Text:         m.Text,
+	}
+	if c := found.OTP(); c != "" {
+		out.OTP = &c
+	}
+	if out.Recipients == nil {
+		out.Recipients = []string{}
+	}
+	for _, a := range m.Attachments {
+		out.Attachments = append(out.Attachments, mailclient.Attachment{
+			Checksums:   mailclient.Checksums{MD5: a.Checksums.MD5, SHA1: a.Checksums.SHA1, SHA256: a.Checksums.SHA256},
+			ContentID:   a.ContentID,
+			ContentType: a.ContentType,
+			FileName:    a.FileName,
+			PartID:      a.PartID,
+			Size:        a.Size,
+		})
+	}
+	return out
+}
+
+// apiError is the fixed answer of one error code.
+type apiError struct {
+	status  int
+	name    string // Resend's name for this kind of failure
+	message string
+}
+
+var apiErrors = map[string]apiError{
+	mailclient.CodeInvalidNamespace:   {http.StatusBadRequest, "validation_error", "The namespace is not a valid namespace name."},
+	mailclient.CodeInvalidWait:        {http.StatusBadRequest, "validation_error", "wait must be a duration such as 5s or 1500ms, or a number of seconds, of at most 60s."},
+	mailclient.CodeInvalidAfter:       {http.StatusBadRequest, "validation_error", "after must be a message id."},
+	mailclient.CodeForbidden:          {http.StatusForbidden, "invalid_api_key", "The Bearer capability does not open this namespace."},
+	mailclient.CodeRecipientForbidden: {http.StatusForbidden, "validation_error", "Nothing was ever delivered to that recipient."},
+	mailclient.CodeMessageNotFound:    {http.StatusNotFound, "not_found", "No such message."},
+	mailclient.CodeNotFound:           {http.StatusNotFound, "not_found", "No such route."},
+	mailclient.CodeMethodNotAllowed:   {http.StatusMethodNotAllowed, "method_not_allowed", "Only GET and HEAD are supported."},
+	mailclient.CodeInternal:           {http.StatusInternalServerError, "internal_server_error", "The gateway cannot read mail; its log says why."},
+	mailclient.CodeUnavailable:        {http.StatusServiceUnavailable, "application_error", "Mail storage is unavailable; try again."},
+}
+
+func writeError(w http.ResponseWriter, code string) (int, string) {
+	e := apiErrors[code]
+	if e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.status, mailclient.Error{Code: code, Message: e.message, Name: e.name, StatusCode: e.status})
+	return e.status, code
+}
+
+// writeJSON writes v as the reference does: UTF-8 as is, no HTML escaping
+// of <, > and &, keys in a fixed (sorted) order.
+func writeJSON(w http.ResponseWriter, status int, v any) (int, string) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"internal_error","message":"unencodable answer","name":"internal_server_error","statusCode":500}`)
+	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+	return status, ""
+}
+
+// writeHTML writes one of render's pages with the headers that keep it
+// inert and uncached.
+func writeHTML(w http.ResponseWriter, status int, body []byte) (int, string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", render.ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+	return status, ""
+}

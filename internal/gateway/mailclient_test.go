@@ -1,0 +1,105 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/pkg/mailclient"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// pkg/mailclient against a running gateway: the evaluator starts waiting,
+// the site sends, the evaluator gets the code and the links.
+func TestMailclient(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	gw := startGateway(t, plane)
+	s := newSender(t, plane, id)
+	c := mailclient.New(gw.URL+"/", id.Namespace, id.ReadCapability)
+	if strings.Contains(c.String(), id.ReadCapability) {
+		t.Fatalf("String() shows the capability")
+	}
+
+	type result struct {
+		code  string
+		links []string
+		err   error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		code, links, err := c.WaitCode(ctx, "user@example.com", 0)
+		ch <- result{code, links, err}
+	}()
+	time.Sleep(parkTime)
+	s.send(t, []string{"other@example.com"}, "Not this one", "code 1111")
+	s.send(t, []string{"User@Example.com"}, "Sign in", "Your code is 482913.\r\nOr open https://site.example/magic?t=1 now.\r\n")
+	select {
+	case r := <-ch:
+		if r.err != nil || r.code != "482913" || len(r.links) != 1 || r.links[0] != "https://site.example/magic?t=1" {
+			t.Fatalf("WaitCode = %q, %q, %v", r.code, r.links, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitCode did not return")
+	}
+
+	ctx := context.Background()
+	all, err := c.List(ctx, mailclient.Query{})
+	if err != nil || len(all) != 2 || all[0].ID != 1 || all[1].ID != 2 {
+		t.Fatalf("List = %d messages, %v", len(all), err)
+	}
+	mine, err := c.List(ctx, mailclient.Query{Recipient: "user@example.com"})
+	if err != nil || len(mine) != 1 || mine[0].Subject != "Sign in" || mine[0].OTP == nil || *mine[0].OTP != "482913" {
+		t.Fatalf("List(recipient) = %+v, %v", mine, err)
+	}
+	if m, err := c.Latest(ctx, mailclient.Query{}); err != nil || m.ID != 2 || m.EnvelopeFrom != rpc.CandidateSender {
+		t.Fatalf("Latest = %+v, %v", m, err)
+	}
+	if m, err := c.Get(ctx, 1); err != nil || m.Subject != "Not this one" || m.Recipients[0] != "other@example.com" {
+		t.Fatalf("Get(1) = %+v, %v", m, err)
+	}
+	if _, err := c.Get(ctx, 99); !mailclient.IsNotFound(err) {
+		t.Fatalf("Get(99) error %v, want not found", err)
+	}
+	if _, err := c.Latest(ctx, mailclient.Query{After: 2, Wait: 200 * time.Millisecond}); !mailclient.IsNotFound(err) {
+		t.Fatalf("Latest after the last, waiting: %v, want not found", err)
+	}
+
+	// A Wait whose context ends returns, with an error that says so.
+	wctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Wait(wctx, "user@example.com", 2)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !mailclient.IsNotFound(err) {
+		t.Fatalf("Wait past its deadline: %v", err)
+	}
+	if took := time.Since(start); took < 350*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("Wait returned after %v, want at its deadline", took)
+	}
+
+	// A message with no code.
+	s.send(t, []string{"user@example.com"}, "Hello", "no digits here")
+	if _, _, err := c.WaitCode(ctx, "user@example.com", 2); !errors.Is(err, mailclient.ErrNoCode) {
+		t.Fatalf("WaitCode on a message without code: %v", err)
+	}
+
+	// Errors carry the gateway's code and status.
+	var e *mailclient.Error
+	_, err = mailclient.New(gw.URL, id.Namespace, strings.Repeat("0", 64)).List(ctx, mailclient.Query{})
+	if !errors.As(err, &e) || e.Code != mailclient.CodeForbidden || e.StatusCode != 403 || e.Name != "invalid_api_key" {
+		t.Fatalf("wrong capability: %v", err)
+	}
+	_, err = mailclient.New(gw.URL, "bad ns", id.ReadCapability).Latest(ctx, mailclient.Query{})
+	if !errors.As(err, &e) || e.Code != mailclient.CodeInvalidNamespace || e.StatusCode != 400 {
+		t.Fatalf("invalid namespace: %v", err)
+	}
+	_, err = c.List(ctx, mailclient.Query{Recipient: "never@example.com"})
+	if !errors.As(err, &e) || e.Code != mailclient.CodeRecipientForbidden {
+		t.Fatalf("recipient never delivered to: %v", err)
+	}
+}

@@ -1,0 +1,74 @@
+package inbox
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/ident"
+)
+
+const testToken = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ"
+
+func TestParseRoute(t *testing.T) {
+	tok := ident.Digest(testToken)
+	type want struct {
+		kind kind
+		id   int64
+	}
+	for path, w := range map[string]want{
+		"":                                      {routeRoot, 0},
+		"/":                                     {routeRoot, 0},
+		"/healthz":                              {routeHealth, 0},
+		"/healthz/":                             {routeNotFound, 0},
+		"/inbox":                                {routeNotFound, 0},
+		"/inbox/" + testToken:                   {routeInbox, 0},
+		"/inbox/" + testToken + "///":           {routeInbox, 0},
+		"///inbox/" + testToken:                 {routeInbox, 0},
+		"/inbox/%61" + testToken[1:]:            {routeInbox, 0},
+		"/%69nbox/" + testToken:                 {routeInbox, 0},
+		"/inbox/" + testToken + "/messages/7":   {routeMessage, 7},
+		"/inbox/" + testToken + "/messages/007": {routeMessage, 7},
+		"/inbox/" + testToken + "/messages/0":   {routeMessage, 0},
+		"/inbox/" + testToken + "/messages/" + strings.Repeat("9", 25): {routeMessage, 0},
+		"/inbox/" + testToken + "/messages/-7":                         {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/":                         {routeMessage, 7},
+		"/inbox/" + testToken + "/messages/7/8":                        {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages":                            {routeNotFound, 0},
+		"/inbox/" + testToken + "/%6dessages/7":                        {routeMessage, 7},
+		"/inbox/" + testToken + "/x":                                   {routeNotFound, 0},
+		"/inbox/" + testToken[1:]:                                      {routeNotFound, 0},
+		"/inbox/" + testToken + "%2F":                                  {routeNotFound, 0},
+		"/inbox/%zz":                                                   {routeNotFound, 0},
+		"/inbox//" + testToken:                                         {routeNotFound, 0},
+	} {
+		if k, id := parseRoute(path, tok); k != w.kind || id != w.id {
+			t.Errorf("parseRoute(%q) = %v %d, want %v %d", path, k, id, w.kind, w.id)
+		}
+	}
+}
+
+// FuzzParseRoute: no path reaches a page of the inbox unless its second
+// segment, decoded, is the token.
+func FuzzParseRoute(f *testing.F) {
+	for _, s := range []string{"/", "/healthz", "/inbox/" + testToken, "/inbox/" + testToken + "/messages/01", "/inbox/%61bc", "/inbox/" + testToken + "/messages/99999999999999999999"} {
+		f.Add(s)
+	}
+	tok := ident.Digest(testToken)
+	f.Fuzz(func(t *testing.T, path string) {
+		k, id := parseRoute(path, tok)
+		if id < 0 || (k != routeMessage && id != 0) {
+			t.Fatalf("parseRoute(%q) = %v %d", path, k, id)
+		}
+		if k != routeInbox && k != routeMessage {
+			return
+		}
+		seg := strings.Split(strings.Trim(path, "/"), "/")
+		if len(seg) < 2 {
+			t.Fatalf("%q routed to %v", path, k)
+		}
+		if d, err := url.PathUnescape(seg[1]); err != nil || d != testToken {
+			t.Fatalf("%q reached %v without the token", path, k)
+		}
+	})
+}

@@ -1,0 +1,355 @@
+package inbox_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/render"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+const (
+	htmlType = "text/html; charset=utf-8"
+	jsonType = "application/json; charset=utf-8"
+)
+
+// checkHeaders checks what every inbox answer carries, the redirect
+// included (ARCHITECTURE.md, quirk 24).
+func checkHeaders(t *testing.T, ans answer) {
+	t.Helper()
+	for h, want := range map[string]string{
+		"Cache-Control":           "no-store",
+		"Referrer-Policy":         "no-referrer",
+		"Content-Security-Policy": render.ContentSecurityPolicy,
+		"X-Content-Type-Options":  "nosniff",
+	} {
+		if got := ans.header.Get(h); got != want {
+			t.Errorf("%s: %q, want %q", h, got, want)
+		}
+	}
+	if ans.header.Get("Content-Length") == "" && ans.status != 302 {
+		t.Errorf("no Content-Length")
+	}
+}
+
+// notFoundPage is §6.3's "not found" page.
+var notFoundPage = string(render.NotFound())
+
+// Every route of the inbox against the real binaries.
+func TestRoutes(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	other := plane.Trial(t, rpc.ProfileCandidate)
+	in := startInbox(t, plane, id)
+	tok := in.Token
+	base := "/inbox/" + tok
+
+	if ans := do(t, "GET", in.URL+base); ans.status != 200 || !strings.Contains(ans.body, `<p class=empty id=inbox-empty>No messages yet.`) {
+		t.Fatalf("empty inbox: %d %s", ans.status, ans.body)
+	}
+
+	w := plane.Client(t, id.WriterGrant)
+	long := strings.Repeat("y", 100_000)
+	send(t, w, []string{"user@example.com"}, textMail("Welcome", "Your verification code is 246810.\r\nOpen https://site.example/verify?t=abc&u=1 to confirm.\r\n"))
+	send(t, w, []string{"user@example.com", "b@example.com"}, textMail("<script>alert(1)</script>", "\"quotes' & <tags> </pre><script>alert(2)</script>\r\n"+long+"\r\n"))
+	send(t, w, []string{"user@example.com"}, "Subject: HTML only\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"+
+		`<p>Your PIN is <b>1357</b></p><a href="https://site.example/html?x=1&amp;y=2">Verify</a><img src="https://tracker.example/p.gif"><script>alert(3)</script>`)
+	send(t, plane.Client(t, other.WriterGrant), []string{"user@example.com"}, textMail("Other trial's mail", "code 1111"))
+
+	type tc struct {
+		method, path string
+		status       int
+		ctype        string
+		check        func(t *testing.T, ans answer)
+	}
+	contains := func(want ...string) func(*testing.T, answer) {
+		return func(t *testing.T, ans answer) {
+			for _, s := range want {
+				if !strings.Contains(ans.body, s) {
+					t.Errorf("answer lacks %q:\n%.2000s", s, ans.body)
+				}
+			}
+		}
+	}
+	isNotFound := func(t *testing.T, ans answer) {
+		if ans.body != notFoundPage {
+			t.Errorf("not the Not found page: %q", ans.body)
+		}
+	}
+	tokenAt0 := fmt.Sprintf("%%%02X", tok[0]) + tok[1:]
+	for _, c := range []tc{
+		{"GET", "/", 302, "", func(t *testing.T, ans answer) {
+			if ans.header.Get("Location") != base || ans.header.Get("Content-Length") != "0" || ans.body != "" {
+				t.Errorf("redirect: Location %q, Content-Length %q, body %q", ans.header.Get("Location"), ans.header.Get("Content-Length"), ans.body)
+			}
+		}},
+		{"GET", "/?next=/elsewhere", 302, "", nil},
+		{"GET", "/healthz", 200, jsonType, contains(`{"status":"ok"}`)},
+		{"GET", "/inbox", 404, htmlType, isNotFound},
+		{"GET", "/api/namespaces/" + id.Namespace + "/messages", 404, htmlType, isNotFound},
+		{"GET", "/internal/bootstrap", 404, htmlType, isNotFound},
+		{"GET", "/emails", 404, htmlType, isNotFound},
+		{"GET", "/inbox/wrong", 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + tok[:len(tok)-1], 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + tok + "x", 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + other.InboxToken, 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + id.Namespace, 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + id.ReadCapability, 404, htmlType, isNotFound},
+		{"GET", "/inbox/%C3%A9", 404, htmlType, isNotFound},
+		{"GET", "/inbox//" + tok, 404, htmlType, isNotFound},
+		{"GET", "/x/" + tok, 404, htmlType, isNotFound},
+		{"GET", "/inbox/" + tokenAt0, 200, htmlType, contains("Welcome")},
+		{"GET", base, 200, htmlType, func(t *testing.T, ans answer) {
+			contains(
+				`<article class=msg><h2><a href="`+base+`/messages/1">Welcome</a></h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com · Message 1</p></article>`,
+				`<a href="`+base+`/messages/2">&lt;script&gt;alert(1)&lt;/script&gt;</a>`,
+				`To user@example.com, b@example.com · Message 2`,
+				`<a href="`+base+`/messages/3">HTML only</a>`,
+				`<p><a href="`+base+`" id=inbox-refresh>Refresh</a></p>`,
+			)(t, ans)
+			if strings.Count(ans.body, "<article") != 3 || strings.Contains(ans.body, "Other trial") {
+				t.Errorf("the inbox shows other than its own 3 messages")
+			}
+		}},
+		{"GET", base + "/", 200, htmlType, contains("Welcome")},
+		{"GET", base + "/messages/1", 200, htmlType, contains(
+			`<h2>Welcome</h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com</p>`,
+			`<pre id=message-body>Your verification code is 246810.`+"\r\n"+`Open <a href="https://site.example/verify?t=abc&amp;u=1" rel="noreferrer noopener">https://site.example/verify?t=abc&amp;u=1</a> to confirm.`,
+			`<p><a href="`+base+`" id=inbox-back>Back to inbox</a></p>`,
+		)},
+		{"GET", base + "/messages/01", 200, htmlType, contains(`<h2>Welcome</h2>`)},
+		{"GET", base + "/messages/0000000000000000000000000001", 200, htmlType, contains(`<h2>Welcome</h2>`)},
+		{"GET", base + "/messages/2", 200, htmlType, contains(
+			`<h2>&lt;script&gt;alert(1)&lt;/script&gt;</h2>`,
+			`<pre id=message-body>&quot;quotes&#x27; &amp; &lt;tags&gt; &lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;`+"\r\n"+long+"\r\n</pre>",
+		)},
+		{"GET", base + "/messages/3", 200, htmlType, func(t *testing.T, ans answer) {
+			contains(`Your PIN is 1357`, `Verify (<a href="https://site.example/html?x=1&amp;y=2" rel="noreferrer noopener">https://site.example/html?x=1&amp;y=2</a>)`)(t, ans)
+			if strings.Contains(ans.body, "tracker.example") || strings.Contains(ans.body, "alert(3)") || strings.Contains(ans.body, "<img") {
+				t.Errorf("HTML-only mail brought remote content or script: %s", ans.body)
+			}
+		}},
+		{"GET", base + "/messages/4", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/0", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/99999999999999999999999", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/abc", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/+1", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/%201", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/1_0", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/%D9%A1", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/latest", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/1/x", 404, htmlType, isNotFound},
+		{"GET", base + "/messages", 404, htmlType, isNotFound},
+		{"GET", base + "/other", 404, htmlType, isNotFound},
+		{"HEAD", base, 200, htmlType, func(t *testing.T, ans answer) {
+			if ans.body != "" {
+				t.Errorf("HEAD body %q", ans.body)
+			}
+		}},
+		{"POST", "/", 405, htmlType, func(t *testing.T, ans answer) {
+			if ans.header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("Allow %q", ans.header.Get("Allow"))
+			}
+		}},
+		{"PUT", base, 405, htmlType, nil},
+		{"DELETE", base + "/messages/1", 405, htmlType, nil},
+	} {
+		name := strings.NewReplacer(tok[1:len(tok)-1], "{token}", other.InboxToken, "{other token}", id.ReadCapability, "{capability}").Replace(c.path)
+		t.Run(c.method+" "+name, func(t *testing.T) {
+			ans := do(t, c.method, in.URL+c.path)
+			if ans.status != c.status {
+				t.Fatalf("status %d, want %d: %.500s", ans.status, c.status, ans.body)
+			}
+			checkHeaders(t, ans)
+			if ct := ans.header.Get("Content-Type"); ct != c.ctype {
+				t.Errorf("Content-Type %q, want %q", ct, c.ctype)
+			}
+			for _, secret := range []string{id.ReadCapability, id.InboxGrant, id.MailAPIToken, `"otp"`} {
+				if strings.Contains(ans.body, secret) {
+					t.Errorf("the answer holds a secret or an OTP field")
+				}
+			}
+			if c.check != nil {
+				c.check(t, ans)
+			}
+		})
+	}
+	if strings.Contains(in.Output(), tok) || strings.Contains(in.Output(), id.InboxGrant) {
+		t.Errorf("the inbox's log holds its token or grant")
+	}
+}
+
+// With --no-root-redirect, GET / reveals nothing; the token URL still works.
+func TestNoRootRedirect(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	in := startInbox(t, plane, id, "--no-root-redirect")
+	for _, path := range []string{"/", "", "/?x=1"} {
+		ans := do(t, "GET", in.URL+path)
+		if ans.status != 404 || ans.body != notFoundPage || ans.header.Get("Location") != "" {
+			t.Fatalf("GET %q: %d Location %q", path, ans.status, ans.header.Get("Location"))
+		}
+		checkHeaders(t, ans)
+	}
+	if ans := do(t, "GET", in.URL+"/inbox/"+in.Token); ans.status != 200 {
+		t.Fatalf("token URL: %d", ans.status)
+	}
+}
+
+// The inbox routes before it reads: during an outage a valid token gets
+// 503 {"status":"unavailable"}, a wrong token or a path that is not a page
+// still gets Not found. After the plane is back, pages are back. A
+// destroyed trial's inbox shows nothing.
+func TestOutage(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	in := startInbox(t, plane, id)
+	send(t, plane.Client(t, id.WriterGrant), []string{"user@example.com"}, textMail("Before", "code 1234"))
+	base := "/inbox/" + in.Token
+
+	plane.Kill()
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/healthz", 503, `{"status":"unavailable"}`},
+		{base, 503, `{"status":"unavailable"}`},
+		{base + "/messages/1", 503, `{"status":"unavailable"}`},
+		{"/inbox/wrong", 404, notFoundPage},
+		{"/inbox/%C3%A9", 404, notFoundPage},
+		{base + "/other", 404, notFoundPage},
+		{base + "/messages/x", 404, notFoundPage},
+		{base + "/messages/0", 404, notFoundPage},
+		{"/", 302, ""},
+	} {
+		t.Run(strings.ReplaceAll(c.path, in.Token, "{token}"), func(t *testing.T) {
+			ans := do(t, "GET", in.URL+c.path)
+			if ans.status != c.status || ans.body != c.body {
+				t.Fatalf("during outage: %d %q, want %d %q", ans.status, ans.body, c.status, c.body)
+			}
+			checkHeaders(t, ans)
+			if c.status == 503 && ans.header.Get("Content-Type") != jsonType {
+				t.Fatalf("503 Content-Type %q", ans.header.Get("Content-Type"))
+			}
+		})
+	}
+
+	plane.Restart(t)
+	itest.WaitHTTP(t, in.URL+"/healthz", 200, in.Proc)
+	if ans := do(t, "GET", in.URL+base+"/messages/1"); ans.status != 200 || !strings.Contains(ans.body, "<h2>Before</h2>") {
+		t.Fatalf("after restart: %d", ans.status)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := plane.Admin.TrialDestroy(ctx, id.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if ans := do(t, "GET", in.URL+base+"/messages/1"); ans.status != 404 || ans.body != notFoundPage {
+		t.Fatalf("destroyed trial's message: %d %q", ans.status, ans.body)
+	}
+	if ans := do(t, "GET", in.URL+base); ans.status != 404 {
+		t.Fatalf("destroyed trial's inbox: %d", ans.status)
+	}
+}
+
+// mail-inbox's command line: configuration errors exit 2 and name no
+// secret; SIGTERM stops it with 0.
+func TestCommandLine(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	grant := itest.WriteSecret(t, "grant", id.InboxGrant)
+	token := itest.WriteSecret(t, "token", id.InboxToken)
+	for _, args := range [][]string{
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--listen", "127.0.0.1:0"},                                                     // no token
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", "/nonexistent", "--listen", "127.0.0.1:0"},                     // unreadable token
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", itest.WriteSecret(t, "t", "short"), "--listen", "127.0.0.1:0"}, // too short
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", itest.WriteSecret(t, "t", strings.Repeat("a/", 20)), "--listen", "127.0.0.1:0"},
+		{"--plane-socket", plane.Socket, "--token-file", token, "--listen", "127.0.0.1:0"},                    // no grant
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", token, "--listen", "fd:99"},   // no such descriptor
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", token, "--log-format", "xml"}, // bad log format
+		{"--bogus"},
+	} {
+		p := itest.Start(t, "mail-inbox", args...)
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running", args)
+		}
+		if code := p.Cmd.ProcessState.ExitCode(); code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, p.Output())
+		}
+		if strings.Contains(p.Output(), id.InboxToken) || strings.Contains(p.Output(), id.InboxGrant) {
+			t.Errorf("%v: a secret in the output", args)
+		}
+	}
+	in := startInbox(t, plane, id)
+	if code := in.Stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0", code)
+	}
+	if _, err := http.Get(in.URL + "/healthz"); err == nil {
+		t.Fatalf("still answering after it stopped")
+	}
+}
+
+// The inbox holds at most 16 connections (BEHAVIOR.md §3): one more is
+// accepted and closed at once, and a place frees when a connection closes.
+func TestConnectionLimit(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	in := startInbox(t, plane, id)
+	addr := strings.TrimPrefix(in.URL, "http://")
+	closedAtOnce := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if closedAtOnce(c) {
+			c.Close()
+			break
+		}
+		open = append(open, c)
+		if len(open) > 16 {
+			t.Fatalf("%d connections held open, want at most 16", len(open))
+		}
+	}
+	// WaitHTTP's kept-alive connection may hold one place.
+	if len(open) < 15 {
+		t.Fatalf("only %d connections before one was refused, want 15 or 16", len(open))
+	}
+	open[0].Close()
+	open = open[1:]
+	time.Sleep(100 * time.Millisecond)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open = append(open, c)
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("after a place freed: %q, %v", line, err)
+	}
+}

@@ -1,0 +1,263 @@
+// Package mailclient is the evaluator's client for mail-gateway, the
+// Bearer-gated JSON API that reads one trial's mail: list, latest, one
+// message, and waiting for the next message to an address, with the
+// one-time code and the links it carries.
+//
+// It needs nothing beyond the standard library, so a harness can vendor or
+// copy it freely. The types here are also the gateway's wire format.
+//
+//	c := mailclient.New("http://127.0.0.1:8025", namespace, readCapability)
+//	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+//	defer cancel()
+//	code, links, err := c.WaitCode(ctx, "user@example.com", 0)
+package mailclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxWait is the longest the gateway holds one request; Wait strings
+// requests of at most this length together until its context ends.
+const MaxWait = 60 * time.Second
+
+// maxResponseBytes bounds what the client reads of one answer.
+const maxResponseBytes = 64 << 20
+
+// Message is one message as the gateway returns it: the reference's keys
+// (BEHAVIOR.md §4.2) plus Codes and Links. Fields are in key order, which
+// is the order the gateway writes them.
+type Message struct {
+	Attachments []Attachment `json:"attachments"`
+	// Codes are the candidate one-time codes of the text, best first.
+	Codes        []string `json:"codes"`
+	EnvelopeFrom string   `json:"envelope_from"`
+	// ID is the message's stable id in its namespace: 1, 2, 3... in arrival
+	// order.
+	ID int64 `json:"id"`
+	// Links are the http(s) URLs of the text and of the HTML part's links.
+	Links     []string `json:"links"`
+	Namespace string   `json:"namespace"`
+	// OTP is Codes[0], or nil when there is none.
+	OTP        *string  `json:"otp"`
+	Recipients []string `json:"recipients"`
+	Subject    string   `json:"subject"`
+	Text       string   `json:"text"`
+}
+
+// Attachment describes one attachment or inline part, with Mailpit's field
+// names, as the reference passes them through.
+type Attachment struct {
+	Checksums   Checksums `json:"Checksums"`
+	ContentID   string    `json:"ContentID"`
+	ContentType string    `json:"ContentType"`
+	FileName    string    `json:"FileName"`
+	PartID      string    `json:"PartID"`
+	Size        int       `json:"Size"`
+}
+
+// Checksums of an attachment's decoded content, lowercase hex.
+type Checksums struct {
+	MD5    string `json:"MD5"`
+	SHA1   string `json:"SHA1"`
+	SHA256 string `json:"SHA256"`
+}
+
+// List is the answer of the list route.
+type List struct {
+	Messages []Message `json:"messages"`
+}
+
+// Error is the gateway's error answer, in Resend's shape with the
+// reference's code in Code.
+type Error struct {
+	Code       string `json:"error"`
+	Message    string `json:"message"`
+	Name       string `json:"name"`
+	StatusCode int    `json:"statusCode"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("mail-gateway: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// Error codes of the gateway.
+const (
+	CodeInvalidNamespace   = "invalid_namespace"   // 400: not a namespace name
+	CodeInvalidWait        = "invalid_wait"        // 400: wait is not a duration of at most 60 s
+	CodeInvalidAfter       = "invalid_after"       // 400: after is not a message id
+	CodeForbidden          = "forbidden"           // 403: the capability does not open the namespace
+	CodeRecipientForbidden = "recipient_forbidden" // 403: nothing was ever delivered to that address
+	CodeMessageNotFound    = "message_not_found"   // 404: no such message (or none arrived while waiting)
+	CodeNotFound           = "not_found"           // 404: no such route
+	CodeMethodNotAllowed   = "method_not_allowed"  // 405
+	CodeInternal           = "internal_error"      // 500: the gateway is misconfigured
+	CodeUnavailable        = "mailpit_unavailable" // 503: the plane or its store is down; try again
+)
+
+// ErrNoCode is returned by WaitCode when the message that arrived has no
+// code in it.
+var ErrNoCode = errors.New("mailclient: the message has no one-time code")
+
+// IsNotFound reports whether err is the gateway's "no such message",
+// which is also what a wait that saw nothing arrive answers.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeMessageNotFound
+}
+
+// Client reads one namespace through the gateway. It is safe for
+// concurrent use.
+type Client struct {
+	base       string
+	namespace  string
+	capability string
+	hc         *http.Client
+}
+
+// New returns a client for the gateway at baseURL (for example
+// "http://127.0.0.1:8025") that reads namespace with capability.
+func New(baseURL, namespace, capability string) *Client {
+	return &Client{base: strings.TrimRight(baseURL, "/"), namespace: namespace, capability: capability, hc: &http.Client{}}
+}
+
+// WithHTTPClient returns a copy of c that sends its requests with hc.
+func (c *Client) WithHTTPClient(hc *http.Client) *Client {
+	d := *c
+	d.hc = hc
+	return &d
+}
+
+// String names the client without its capability.
+func (c *Client) String() string { return "mailclient(" + c.base + ", " + c.namespace + ")" }
+
+// Query narrows a list or latest read.
+type Query struct {
+	Recipient string        // only mail to this address (compared without regard to case)
+	After     int64         // only messages with a larger id
+	Wait      time.Duration // hold the request until a match arrives, at most MaxWait
+}
+
+func (q Query) values() url.Values {
+	v := url.Values{}
+	if q.Recipient != "" {
+		v.Set("recipient", q.Recipient)
+	}
+	if q.After > 0 {
+		v.Set("after", strconv.FormatInt(q.After, 10))
+	}
+	if q.Wait > 0 {
+		v.Set("wait", strconv.FormatInt(q.Wait.Milliseconds(), 10)+"ms")
+	}
+	return v
+}
+
+// List returns the matching messages, oldest first. With q.Wait it answers
+// as soon as at least one matches, or with none when the wait is over.
+func (c *Client) List(ctx context.Context, q Query) ([]Message, error) {
+	var l List
+	err := c.get(ctx, "messages", q.values(), q.Wait, &l)
+	return l.Messages, err
+}
+
+// Latest returns the newest matching message. With no match (after q.Wait,
+// if any) the error satisfies IsNotFound.
+func (c *Client) Latest(ctx context.Context, q Query) (Message, error) {
+	var m Message
+	err := c.get(ctx, "messages/latest", q.values(), q.Wait, &m)
+	return m, err
+}
+
+// Get returns the message with id.
+func (c *Client) Get(ctx context.Context, id int64) (Message, error) {
+	var m Message
+	err := c.get(ctx, "messages/"+strconv.FormatInt(id, 10), nil, 0, &m)
+	return m, err
+}
+
+// Wait returns the newest message to recipient with an id greater than
+// after ("" means any recipient, 0 any id), waiting for one to arrive until
+// ctx ends (then the error wraps ctx's). The gateway holds each request
+// until mail arrives (nobody polls); Wait only starts a new request when
+// one has held for MaxWait.
+func (c *Client) Wait(ctx context.Context, recipient string, after int64) (Message, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Message{}, fmt.Errorf("mailclient: no message to %q after id %d: %w", recipient, after, err)
+		}
+		wait := MaxWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait < time.Millisecond {
+			return Message{}, fmt.Errorf("mailclient: no message to %q after id %d: %w", recipient, after, context.DeadlineExceeded)
+		}
+		m, err := c.Latest(ctx, Query{Recipient: recipient, After: after, Wait: wait})
+		if IsNotFound(err) {
+			continue // the wait ran out with nothing new: hold another request
+		}
+		return m, err
+	}
+}
+
+// WaitCode waits like Wait and returns the message's one-time code and
+// links; ErrNoCode when the message has no code.
+func (c *Client) WaitCode(ctx context.Context, recipient string, after int64) (code string, links []string, err error) {
+	m, err := c.Wait(ctx, recipient, after)
+	if err != nil {
+		return "", nil, err
+	}
+	if m.OTP == nil {
+		return "", m.Links, ErrNoCode
+	}
+	return *m.OTP, m.Links, nil
+}
+
+// get performs GET /api/namespaces/{ns}/{rel}?{q} and decodes the answer.
+func (c *Client) get(ctx context.Context, rel string, q url.Values, wait time.Duration, out any) error {
+	// A held request needs its wait on top of an ordinary answer's time.
+	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
+	defer cancel()
+	u := c.base + "/api/namespaces/" + url.PathEscape(c.namespace) + "/" + rel
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("mailclient: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.capability)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("mailclient: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return fmt.Errorf("mailclient: reading the answer: %w", err)
+	}
+	if len(body) > maxResponseBytes {
+		return fmt.Errorf("mailclient: answer exceeds %d bytes", maxResponseBytes)
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &Error{}
+		if json.Unmarshal(body, e) != nil || e.Code == "" {
+			e = &Error{Code: "unexpected_answer", Message: http.StatusText(resp.StatusCode)}
+		}
+		e.StatusCode = resp.StatusCode
+		return e
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("mailclient: undecodable answer: %w", err)
+	}
+	return nil
+}
