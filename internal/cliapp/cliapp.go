@@ -50,14 +50,17 @@ func Run(app *cli.App, args []string) int {
 	if err == nil {
 		return 0
 	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		// A deliberate exit: its message is the whole line (the drop-in
+		// sidecar's start-up refusals must read exactly as the reference's).
+		fmt.Fprintln(os.Stderr, err)
+		return ec.ExitCode()
+	}
 	fmt.Fprintf(os.Stderr, "%s: %v\n", app.Name, err)
 	var ue UsageError
 	if errors.As(err, &ue) {
 		return ExitUsage
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
 	}
 	return ExitFailure
 }

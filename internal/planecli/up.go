@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -85,6 +86,13 @@ func up(c *cli.Context) (err error) {
 		"--store", c.String("store"),
 		"--quota-messages", strconv.FormatInt(c.Int64("quota-messages"), 10),
 		"--quota-bytes", strconv.FormatInt(c.Int64("quota-bytes"), 10))
+	if c.String("store") == "mailpit" {
+		for _, f := range []string{"mailpit-socket", "mailpit-smtp-socket", "mailpit-runtime", "mailpit-binary", "mailpit-image"} {
+			if v := c.String(f); v != "" {
+				planeArgs = append(planeArgs, "--"+f, v)
+			}
+		}
+	}
 	p := &surface{name: "mail-plane", args: planeArgs}
 	if err := start(p, exited); err != nil {
 		return err
@@ -216,7 +224,7 @@ func start(s *surface, exited chan<- *surface) error {
 	s.cmd = exec.Command(path, s.args...)
 	s.cmd.Stdout = os.Stderr // children's output is log, never the bundle
 	s.cmd.Stderr = os.Stderr
-	s.cmd.Env = childEnv()
+	s.cmd.Env = childEnv(s.name)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	for _, ln := range s.lns {
 		f, err := ln.(*net.TCPListener).File()
@@ -238,28 +246,26 @@ func start(s *surface, exited chan<- *surface) error {
 	return nil
 }
 
-// childEnv is the environment of a child: this one's, without variables
-// that would point a surface at a secret it was not handed.
-func childEnv() []string {
+// childEnv is the environment of a child: this one's, without anything
+// that names a secret or a file or socket behind one (the sidecar's
+// bootstrap token, Mailpit's socket, a grant or token file, the
+// credentials directory): each child is handed its own by flag. The plane
+// alone keeps WEBSITEBENCH_MAILPIT_HTTP_SOCKET, which it may read.
+func childEnv(name string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		k, _, _ := cutEq(kv)
-		switch k {
-		case "MAILPLANE_GRANT_FILE", "MAILPLANE_ADMIN_GRANT_FILE", "CREDENTIALS_DIRECTORY", "MAILPLANE_SOCKET", "MAILPLANE_DATA":
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == mailpitSocketEnv && name == "mail-plane":
+		case strings.HasPrefix(k, "WEBSITEBENCH_"):
+			continue
+		case k == "MAILPLANE_GRANT_FILE", k == "MAILPLANE_ADMIN_GRANT_FILE", k == "MAILPLANE_TOKEN_FILE",
+			k == "MAILPLANE_SOCKET", k == "MAILPLANE_DATA", k == "CREDENTIALS_DIRECTORY":
 			continue
 		}
 		env = append(env, kv)
 	}
 	return env
-}
-
-func cutEq(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
 }
 
 // stopAll sends SIGTERM to every child still running, surfaces first and

@@ -81,6 +81,28 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("gateway latest: %d %s", resp.code, resp.body)
 	}
 
+	// The evaluator from a shell: mail-plane wait prints the code, and
+	// exits 1 when nothing new arrives in time.
+	capFile := itest.WriteSecret(t, "capability", b.ReadCapability)
+	wait := func(args ...string) (string, int) {
+		cmd := exec.Command(itest.Bin(t, "mail-plane"), append([]string{"wait", "--api", b.APIURL, "--namespace", b.Namespace,
+			"--capability-file", capFile, "--recipient", "agent@example.com"}, args...)...)
+		out, err := cmd.Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		return string(out), 0
+	}
+	if out, code := wait("--timeout", "5s"); out != "731904\n" || code != 0 {
+		t.Fatalf("wait: %q exit %d", out, code)
+	}
+	if out, code := wait("--json", "--timeout", "5s"); code != 0 || !strings.Contains(out, `"otp":"731904"`) {
+		t.Fatalf("wait --json: %q exit %d", out, code)
+	}
+	if out, code := wait("--after", "1", "--timeout", "300ms"); code != 1 || out != "" {
+		t.Fatalf("wait past the last message: %q exit %d", out, code)
+	}
+
 	if code := up.Stop(t); code != 0 {
 		t.Fatalf("up exited %d after SIGTERM:\n%s", code, up.Output())
 	}

@@ -1,0 +1,234 @@
+package planecli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// The reference sidecar's start-up refusals, verbatim (BEHAVIOR.md §1).
+const (
+	errBootstrapToken = "WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN must be at least 32 characters"
+	errMailpitMissing = "WEBSITEBENCH_MAILPIT_HTTP_SOCKET is not configured; refusing an in-memory production mailbox"
+	errMailpitReady   = "Mailpit is not ready on its configured HTTP socket; refusing an in-memory production mailbox"
+)
+
+func sidecarCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sidecar",
+		Usage: "drop-in for the reference mail sidecar: its flags, environment, ports and routes, on mailplane's split",
+		Description: "Takes the reference's flags and WEBSITEBENCH_* variables and serves its three ports: SMTP\n" +
+			"(namespace-selecting), the API port (/internal/bootstrap, POST /emails, /api/namespaces/..., /inbox/{ns},\n" +
+			"/healthz) and the agent inbox. Behind them run mail-plane serve, mail-writer, mail-gateway and\n" +
+			"mail-inbox as separate processes, each with only its own credentials; this process routes the API\n" +
+			"port (writes to the writer, reads to the gateway) and holds no grant once the trial is made.\n" +
+			"WEBSITEBENCH_MAILPIT_HTTP_SOCKET selects the Mailpit store; without it the embedded store is used.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "smtp-port", Value: 1025, Usage: "SMTP port (on the API bind host)"},
+			&cli.IntFlag{Name: "http-port", Value: 8025, Usage: "API port"},
+			&cli.IntFlag{Name: "inbox-port", Value: 8026, Usage: "agent inbox port"},
+			&cli.StringFlag{Name: "bind-host", Value: "127.0.0.1", Usage: "fallback bind host for both"},
+			&cli.StringFlag{Name: "api-bind-host", Usage: "API and SMTP bind host (default: $WEBSITEBENCH_MAILBOX_API_BIND, else --bind-host)"},
+			&cli.StringFlag{Name: "inbox-bind-host", Usage: "inbox bind host (default: $WEBSITEBENCH_MAILBOX_INBOX_BIND, else --bind-host)"},
+			&cli.StringFlag{Name: "data", Usage: "data directory (default: a new temporary directory, removed on exit)"},
+			&cli.BoolFlag{Name: "require-mailpit", Usage: "refuse to start without WEBSITEBENCH_MAILPIT_HTTP_SOCKET, as the reference does"},
+		},
+		Action: sidecar,
+	}
+}
+
+func sidecar(c *cli.Context) (err error) {
+	log, err := logging.FromFlags(c, "mail-plane sidecar")
+	if err != nil {
+		return cliapp.UsageError{Err: err}
+	}
+	token := os.Getenv("WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN")
+	if len([]rune(token)) < 32 {
+		return cli.Exit(errBootstrapToken, 1)
+	}
+	mailpitSocket := strings.TrimSpace(os.Getenv(mailpitSocketEnv))
+	if mailpitSocket == "" && c.Bool("require-mailpit") {
+		return cli.Exit(errMailpitMissing, 1)
+	}
+	if mailpitSocket != "" && !mailpitReady(mailpitSocket) {
+		return cli.Exit(errMailpitReady, 1)
+	}
+	apiHost := firstNonEmpty(c.String("api-bind-host"), os.Getenv("WEBSITEBENCH_MAILBOX_API_BIND"), c.String("bind-host"))
+	inboxHost := firstNonEmpty(c.String("inbox-bind-host"), os.Getenv("WEBSITEBENCH_MAILBOX_INBOX_BIND"), c.String("bind-host"))
+	advertise := firstNonEmpty(strings.TrimSpace(os.Getenv("WEBSITEBENCH_MAILBOX_SMTP_ADVERTISE_HOST")), apiHost)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	bind := func(host string, port int) (net.Listener, error) {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return nil, cliapp.Usagef("listen on %s port %d: %v", host, port, err)
+		}
+		return ln, nil
+	}
+	// Public ports first, so that a port in use fails before anything starts.
+	var api, smtp, inbox, writerHTTP, gatewayHTTP net.Listener
+	for _, b := range []struct {
+		ln   *net.Listener
+		host string
+		port int
+	}{
+		{&api, apiHost, c.Int("http-port")}, {&smtp, apiHost, c.Int("smtp-port")}, {&inbox, inboxHost, c.Int("inbox-port")},
+		{&writerHTTP, "127.0.0.1", 0}, {&gatewayHTTP, "127.0.0.1", 0},
+	} {
+		if *b.ln, err = bind(b.host, b.port); err != nil {
+			return err
+		}
+		defer (*b.ln).Close()
+	}
+
+	data := c.String("data")
+	if data == "" {
+		if data, err = os.MkdirTemp("", "mailplane-sidecar-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(data)
+	}
+	socket := filepath.Join(data, "run", "plane.sock")
+	logArgs := []string{"--log-level", c.String("log-level"), "--log-format", c.String("log-format")}
+	var children []*surface
+	defer func() { stopAll(children, log) }()
+	exited := make(chan *surface, 4)
+
+	planeArgs := append(append([]string{}, logArgs...), "serve", "--socket", socket, "--data", filepath.Join(data, "plane"))
+	if mailpitSocket != "" {
+		planeArgs = append(planeArgs, "--store", "mailpit", "--mailpit-socket", mailpitSocket)
+	}
+	p := &surface{name: "mail-plane", args: planeArgs}
+	if err := start(p, exited); err != nil {
+		return err
+	}
+	children = append(children, p)
+	deadline := time.Now().Add(30 * time.Second)
+	admin, err := waitPlane(ctx, exited, socket, filepath.Join(data, "plane", "admin.grant"), deadline)
+	if err != nil {
+		return err
+	}
+	id, err := admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileSidecar, BootstrapToken: token})
+	admin.Close()
+	if err != nil {
+		return err
+	}
+	trialDir := filepath.Join(data, "trial")
+	if err := WriteParts(trialDir, id); err != nil {
+		return err
+	}
+	planeFlags := append(append([]string{}, logArgs...), "--plane-socket", socket)
+	surfaces := []*surface{
+		{name: "mail-writer", lns: []net.Listener{writerHTTP, smtp}, args: append(append([]string{}, planeFlags...),
+			"--grant-file", filepath.Join(trialDir, "writer.grant"), "--http-listen", "fd:3", "--smtp-listen", "fd:4",
+			"--smtp-mode", "select", "--smtp-advertise-host", advertise)},
+		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: append(append([]string{}, planeFlags...),
+			"--grant-file", filepath.Join(data, "plane", "gateway.grant"), "--listen", "fd:3")},
+		{name: "mail-inbox", lns: []net.Listener{inbox}, args: append(append([]string{}, planeFlags...),
+			"--grant-file", filepath.Join(trialDir, "inbox.grant"), "--token-file", filepath.Join(trialDir, "inbox.token"), "--listen", "fd:3")},
+	}
+	for _, s := range surfaces {
+		s.url = "http://" + s.lns[0].Addr().String()
+		if err := start(s, exited); err != nil {
+			return err
+		}
+		children = append(children, s)
+	}
+	for _, ln := range []net.Listener{smtp, inbox, writerHTTP, gatewayHTTP} {
+		ln.Close() // the children hold their own copies
+	}
+	for _, s := range surfaces {
+		if err := waitHealthy(ctx, exited, s, deadline); err != nil {
+			return err
+		}
+	}
+	srv := &http.Server{
+		Handler:           apiRouter(surfaces[0].url, surfaces[1].url),
+		ReadHeaderTimeout: connlimit.DefaultIdle,
+		IdleTimeout:       connlimit.DefaultIdle,
+		ErrorLog:          nil,
+	}
+	limited := connlimit.Listen(api, connlimit.Limits{MaxConns: connlimit.DefaultMaxConns, Lifetime: connlimit.DefaultLifetime})
+	go srv.Serve(limited)
+	defer srv.Close()
+
+	fmt.Printf("inbox listening on %s:%d\n", inboxHost, surfaces[2].lns[0].Addr().(*net.TCPAddr).Port)
+	os.Stdout.Sync()
+	log.Info().Str("namespace", id.Namespace).Msg("sidecar is up")
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("stopping")
+		return nil
+	case s := <-exited:
+		return fmt.Errorf("%s exited unexpectedly; stopping everything", s.name)
+	}
+}
+
+// apiRouter serves the reference's API port from two processes: the
+// writer's routes (POST /emails, /internal/bootstrap) go to the writer,
+// everything else to the gateway. It adds nothing and keeps nothing.
+func apiRouter(writerURL, gatewayURL string) http.Handler {
+	proxy := func(target string) *httputil.ReverseProxy {
+		u, _ := url.Parse(target)
+		return &httputil.ReverseProxy{
+			Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) },
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"error": "mailpit_unavailable", "message": "mail service unavailable", "name": "application_error", "statusCode": 503}`))
+			},
+		}
+	}
+	writer, gateway := proxy(writerURL), proxy(gatewayURL)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/emails", "/internal/bootstrap":
+			writer.ServeHTTP(w, r)
+		default:
+			gateway.ServeHTTP(w, r)
+		}
+	})
+}
+
+// mailpitReady asks Mailpit's /readyz over its HTTP socket.
+func mailpitReady(socket string) bool {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+	resp, err := hc.Get("http://mailpit/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
