@@ -123,6 +123,13 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 		}
 	case rpc.ViaSMTP:
 	case rpc.ViaSMTPSelect:
+		fixed, err := b.fixedAfterRotation(ctx, t)
+		if err != nil {
+			return rpc.SendResponse{}, err
+		}
+		if fixed {
+			break // the headers are ignored (and scrubbed) from now on
+		}
 		if !ident.ValidNamespace(req.Namespace) {
 			return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidCapability, "no valid namespace selected")
 		}
@@ -200,6 +207,21 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	}
 	b.log.Debug().Str("namespace", ns.Name).Int64("seq", e.Seq).Str("via", string(req.Via)).Bool("replayed", replayed).Int("bytes", e.Size).Msg("accepted")
 	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns.Name, Replayed: replayed}, nil
+}
+
+// fixedAfterRotation reports whether a namespace-selecting SMTP listener
+// now delivers to the trial's current namespace whatever the headers say:
+// an authoring trial's listener does so from its first rotation on, as the
+// reference's authoring gateway does.
+func (b *Broker) fixedAfterRotation(ctx context.Context, t ledger.Trial) (bool, error) {
+	if t.Profile != rpc.ProfileAuthoring {
+		return false, nil
+	}
+	nss, err := b.ledger.Namespaces(ctx, t.ID)
+	if err != nil {
+		return false, b.storeErr("namespaces", err)
+	}
+	return len(nss) > 1, nil
 }
 
 // checkEnvelope applies the envelope policy: a valid sender (in the

@@ -1,6 +1,7 @@
 package planecli_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,5 +107,33 @@ func TestTrialCreateWritesOneFilePerParty(t *testing.T) {
 	lb, err := list.Output()
 	if err != nil || !strings.Contains(string(lb), files["namespace"]) || strings.Contains(string(lb), files["evaluator.capability"]) {
 		t.Fatalf("trial list: %v\n%s", err, lb)
+	}
+}
+
+// TestTrialCreateAuthoring: an authoring trial prints the capture's 12
+// variables (BEHAVIOR.md §9.2) and keeps its grants only in files.
+func TestTrialCreateAuthoring(t *testing.T) {
+	p := itest.StartPlane(t)
+	base := []string{"trial", "create", "--socket", p.Socket, "--grant-file", filepath.Join(p.Data, "admin.grant"), "--profile", rpc.ProfileAuthoring, "--json"}
+	if err := exec.Command(itest.Bin(t, "mail-plane"), base...).Run(); err == nil {
+		t.Fatal("authoring --json without --dir would lose the grants, and was accepted")
+	}
+	dir := filepath.Join(itest.ShortTempDir(t), "trial")
+	out, err := exec.Command(itest.Bin(t, "mail-plane"), append(base, "--dir", dir, "--api-url", "http://127.0.0.1:9025", "--smtp-port", "2525")...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal(out, &env); err != nil || len(env) != 12 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	capability, _ := rpc.ReadSecretFile(filepath.Join(dir, "evaluator.capability"))
+	boot, _ := rpc.ReadSecretFile(filepath.Join(dir, "candidate.bootstrap-token"))
+	if env["WEBSITEBENCH_MAILBOX_CREDENTIAL"] != capability || env["WEBSITEBENCH_MAIL_API_TOKEN"] != boot || env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"] != boot ||
+		env["WEBSITEBENCH_MAIL_API_URL"] != "http://127.0.0.1:9025/emails" || env["WEBSITEBENCH_SMTP_PORT"] != "2525" {
+		t.Fatalf("environment: %v", env)
+	}
+	if strings.Contains(string(out), "mpg_") {
+		t.Fatal("a grant was printed")
 	}
 }

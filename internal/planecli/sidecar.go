@@ -49,6 +49,9 @@ func sidecarCommand() *cli.Command {
 			&cli.StringFlag{Name: "inbox-bind-host", Usage: "inbox bind host (default: $WEBSITEBENCH_MAILBOX_INBOX_BIND, else --bind-host)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (default: a new temporary directory, removed on exit)"},
 			&cli.BoolFlag{Name: "require-mailpit", Usage: "refuse to start without WEBSITEBENCH_MAILPIT_HTTP_SOCKET, as the reference does"},
+			&cli.StringFlag{Name: "profile", Value: rpc.ProfileSidecar, Usage: "sidecar, or authoring: the reference's authoring gateway (no inbox; SMTP fixed to the\n" +
+				"current namespace from the first `mail-plane trial rotate` on; prints the capture's environment as one JSON line)"},
+			&cli.StringFlag{Name: "namespace", Usage: "the namespace to create (default: minted)"},
 		},
 		Action: sidecar,
 	}
@@ -59,6 +62,11 @@ func sidecar(c *cli.Context) (err error) {
 	if err != nil {
 		return cliapp.UsageError{Err: err}
 	}
+	profile := c.String("profile")
+	if profile != rpc.ProfileSidecar && profile != rpc.ProfileAuthoring {
+		return cliapp.Usagef("--profile %q: want sidecar or authoring", profile)
+	}
+	authoring := profile == rpc.ProfileAuthoring
 	token := os.Getenv("WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN")
 	if len([]rune(token)) < 32 {
 		return cli.Exit(errBootstrapToken, 1)
@@ -85,14 +93,19 @@ func sidecar(c *cli.Context) (err error) {
 	}
 	// Public ports first, so that a port in use fails before anything starts.
 	var api, smtp, inbox, writerHTTP, gatewayHTTP net.Listener
-	for _, b := range []struct {
+	type bindSpec struct {
 		ln   *net.Listener
 		host string
 		port int
-	}{
-		{&api, apiHost, c.Int("http-port")}, {&smtp, apiHost, c.Int("smtp-port")}, {&inbox, inboxHost, c.Int("inbox-port")},
+	}
+	binds := []bindSpec{
+		{&api, apiHost, c.Int("http-port")}, {&smtp, apiHost, c.Int("smtp-port")},
 		{&writerHTTP, "127.0.0.1", 0}, {&gatewayHTTP, "127.0.0.1", 0},
-	} {
+	}
+	if !authoring {
+		binds = append(binds, bindSpec{&inbox, inboxHost, c.Int("inbox-port")})
+	}
+	for _, b := range binds {
 		if *b.ln, err = bind(b.host, b.port); err != nil {
 			return err
 		}
@@ -126,7 +139,7 @@ func sidecar(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	id, err := admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileSidecar, BootstrapToken: token})
+	id, err := admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: profile, Namespace: c.String("namespace"), BootstrapToken: token})
 	admin.Close()
 	if err != nil {
 		return err
@@ -142,8 +155,10 @@ func sidecar(c *cli.Context) (err error) {
 			"--smtp-mode", "select", "--smtp-advertise-host", advertise)},
 		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: append(append([]string{}, planeFlags...),
 			"--grant-file", filepath.Join(data, "plane", "gateway.grant"), "--listen", "fd:3")},
-		{name: "mail-inbox", lns: []net.Listener{inbox}, args: append(append([]string{}, planeFlags...),
-			"--grant-file", filepath.Join(trialDir, "inbox.grant"), "--token-file", filepath.Join(trialDir, "inbox.token"), "--listen", "fd:3")},
+	}
+	if !authoring {
+		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{inbox}, args: append(append([]string{}, planeFlags...),
+			"--grant-file", filepath.Join(trialDir, "inbox.grant"), "--token-file", filepath.Join(trialDir, "inbox.token"), "--listen", "fd:3")})
 	}
 	for _, s := range surfaces {
 		s.url = "http://" + s.lns[0].Addr().String()
@@ -153,7 +168,9 @@ func sidecar(c *cli.Context) (err error) {
 		children = append(children, s)
 	}
 	for _, ln := range []net.Listener{smtp, inbox, writerHTTP, gatewayHTTP} {
-		ln.Close() // the children hold their own copies
+		if ln != nil {
+			ln.Close() // the children hold their own copies
+		}
 	}
 	for _, s := range surfaces {
 		if err := waitHealthy(ctx, exited, s, deadline); err != nil {
@@ -170,7 +187,14 @@ func sidecar(c *cli.Context) (err error) {
 	go srv.Serve(limited)
 	defer srv.Close()
 
-	fmt.Printf("inbox listening on %s:%d\n", inboxHost, surfaces[2].lns[0].Addr().(*net.TCPAddr).Port)
+	if authoring {
+		apiURL := "http://127.0.0.1:" + strconv.Itoa(api.Addr().(*net.TCPAddr).Port)
+		if err := printJSON(AuthoringEnvironment(id, apiURL, advertise, smtp.Addr().(*net.TCPAddr).Port)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("inbox listening on %s:%d\n", inboxHost, inbox.Addr().(*net.TCPAddr).Port)
+	}
 	os.Stdout.Sync()
 	log.Info().Str("namespace", id.Namespace).Msg("sidecar is up")
 	select {

@@ -219,3 +219,69 @@ func holds(t *testing.T, pid int, secret string) string {
 	}
 	return ""
 }
+
+// TestAuthoringRotation: the authoring gateway prints the capture's
+// environment; after `trial rotate`, mail lands in the new namespace, and
+// the old one is sealed and still readable by the evaluator.
+func TestAuthoringRotation(t *testing.T) {
+	data := itest.ShortTempDir(t)
+	apiPort, smtpPort := itest.FreePort(t), itest.FreePort(t)
+	cmd := sidecarCmd(t, []string{"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN=" + sidecarToken},
+		"--profile", "authoring", "--namespace", "capture-1", "--data", data,
+		"--http-port", strconv.Itoa(apiPort), "--smtp-port", strconv.Itoa(smtpPort))
+	stdout, _ := cmd.StdoutPipe()
+	sc := itest.StartCmd(t, cmd, "mail-plane sidecar --profile authoring")
+	var env map[string]string
+	if line := itest.ReadLine(t, stdout, 30*time.Second); json.Unmarshal([]byte(line), &env) != nil || len(env) != 12 {
+		t.Fatalf("authoring environment: %q\n%s", line, sc.Output())
+	}
+	if env["WEBSITEBENCH_MAILBOX_NAMESPACE"] != "capture-1" || env["WEBSITEBENCH_MAIL_API_TOKEN"] != sidecarToken ||
+		env["WEBSITEBENCH_SMTP_PORT"] != strconv.Itoa(smtpPort) || env["WEBSITEBENCH_MAILBOX_URL"] != fmt.Sprintf("http://127.0.0.1:%d", apiPort) {
+		t.Fatalf("authoring environment: %v", env)
+	}
+	oldCap := env["WEBSITEBENCH_MAILBOX_CREDENTIAL"]
+	sendSMTP := func(subject string) error {
+		msg := "Subject: " + subject + "\r\nX-WebsiteBench-Namespace: capture-1\r\nX-WebsiteBench-Capability: " + oldCap + "\r\n\r\nbody\r\n"
+		return smtp.SendMail(fmt.Sprintf("127.0.0.1:%d", smtpPort), nil, "site@reference.example", []string{"user@example.com"}, []byte(msg))
+	}
+	if err := sendSMTP("before"); err != nil {
+		t.Fatal(err)
+	}
+
+	rotate := exec.Command(itest.Bin(t, "mail-plane"), "trial", "rotate", "--new-namespace", "capture-2", "--json",
+		"--socket", filepath.Join(data, "run", "plane.sock"), "--grant-file", filepath.Join(data, "plane", "admin.grant"), "capture-1")
+	out, err := rotate.Output()
+	var rot struct {
+		Namespace      string `json:"namespace"`
+		ReadCapability string `json:"read_capability"`
+		Sealed         string `json:"sealed"`
+	}
+	if err != nil || json.Unmarshal(out, &rot) != nil || rot.Namespace != "capture-2" || rot.Sealed != "capture-1" {
+		t.Fatalf("rotate: %v %s", err, out)
+	}
+	// The SMTP listener is now fixed to capture-2, whatever the headers say.
+	if err := sendSMTP("after"); err != nil {
+		t.Fatal(err)
+	}
+	api := env["WEBSITEBENCH_MAILBOX_URL"]
+	list := func(ns, capability string) answer {
+		req, _ := http.NewRequest(http.MethodGet, api+"/api/namespaces/"+ns+"/messages", nil)
+		req.Header.Set("Authorization", "Bearer "+capability)
+		return do(t, req)
+	}
+	if a := list("capture-2", rot.ReadCapability); a.code != 200 || !strings.Contains(a.body, `"subject":"after"`) || strings.Contains(a.body, `"before"`) {
+		t.Fatalf("new namespace: %d %s", a.code, a.body)
+	}
+	if a := list("capture-1", oldCap); a.code != 200 || !strings.Contains(a.body, `"subject":"before"`) || strings.Contains(a.body, `"after"`) {
+		t.Fatalf("old namespace: %d %s", a.code, a.body)
+	}
+	// Bootstrap now names the new namespace, behind the same token.
+	req, _ := http.NewRequest(http.MethodGet, env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"], nil)
+	req.Header.Set("Authorization", "Bearer "+sidecarToken)
+	if a := do(t, req); a.code != 200 || !strings.Contains(a.body, `"namespace":"capture-2"`) || !strings.Contains(a.body, rot.ReadCapability) {
+		t.Fatalf("bootstrap after rotate: %d %s", a.code, a.body)
+	}
+	if code := sc.Stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

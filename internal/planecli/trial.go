@@ -48,6 +48,9 @@ func printJSON(v any) error {
 // namespaceArg returns the one NAMESPACE argument.
 func namespaceArg(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
+		if c.NArg() > 1 && strings.HasPrefix(c.Args().Get(1), "-") {
+			return "", cliapp.Usagef("%s: options go before NAMESPACE (mail-plane trial %s [options] NAMESPACE)", c.Command.Name, c.Command.Name)
+		}
 		return "", cliapp.Usagef("%s takes one argument: the trial's namespace", c.Command.Name)
 	}
 	return c.Args().First(), nil
@@ -61,7 +64,8 @@ func trialCommand() *cli.Command {
 			{
 				Name:  "create",
 				Usage: "mint a trial: a namespace with its capabilities, tokens and surface grants",
-				Description: "Prints the whole identity once (--json: one JSON object). With --dir, also writes one file per\n" +
+				Description: "Prints the whole identity once (--json: one JSON object; for --profile authoring, the capture's 12\n" +
+					"WEBSITEBENCH_* variables of BEHAVIOR.md §9.2 instead). With --dir, also writes one file per\n" +
 					"secret (0600), so each surface and party can be handed only its own: writer.grant, inbox.grant,\n" +
 					"inbox.token, evaluator.capability, candidate.mail-api-token, candidate.bootstrap-token, namespace.\n" +
 					"--party-dir PARTY=DIR writes only that party's files into DIR (writer: writer.grant; inbox:\n" +
@@ -74,6 +78,9 @@ func trialCommand() *cli.Command {
 					&cli.StringFlag{Name: "dir", Usage: "write one credential file per party into this directory (created 0700)"},
 					&cli.StringSliceFlag{Name: "party-dir", Usage: "PARTY=DIR: write only PARTY's files into DIR (repeatable; PARTY: " + strings.Join(partyNames, ", ") + ")"},
 					&cli.BoolFlag{Name: "group-readable", Usage: "write the files 0640, not 0600: for directories whose set-group-ID group is the party's (containers)"},
+					&cli.StringFlag{Name: "api-url", Value: "http://127.0.0.1:8025", Usage: "authoring: origin of the API port the capture uses"},
+					&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "authoring: SMTP host the capture uses"},
+					&cli.IntFlag{Name: "smtp-port", Value: 1025, Usage: "authoring: SMTP port the capture uses"},
 				),
 				Action: trialCreate,
 			},
@@ -170,6 +177,10 @@ func trialCreate(c *cli.Context) error {
 		return err
 	}
 	groupReadable := c.Bool("group-readable")
+	authoringEnv := c.String("profile") == rpc.ProfileAuthoring && c.Bool("json")
+	if authoringEnv && c.String("dir") == "" && len(partyDirs) == 0 {
+		return cliapp.Usagef("--profile authoring --json prints the capture's environment, not the grants: give --dir (or --party-dir) to keep them")
+	}
 	client, err := adminClient(c)
 	if err != nil {
 		return err
@@ -194,6 +205,9 @@ func trialCreate(c *cli.Context) error {
 				return err
 			}
 		}
+	}
+	if authoringEnv {
+		return printJSON(AuthoringEnvironment(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")))
 	}
 	if c.Bool("json") {
 		return printJSON(id)
