@@ -1,0 +1,79 @@
+package smtpd
+
+import (
+	"bytes"
+	"net"
+	"sync/atomic"
+)
+
+// commandLimit wraps each accepted connection in a commandConn.
+type commandLimit struct {
+	net.Listener
+	max int
+}
+
+func (l commandLimit) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &commandConn{Conn: c, max: l.max}, nil
+}
+
+// commandConn ends a session after max commands (BEHAVIOR.md §7.1: "after
+// the 256th reply: 421 Command limit exceeded, close"). go-smtp has no
+// hook before each command, but it writes every reply line with its own
+// flush, so commands are counted as final replies written: a multi-line
+// reply counts once, and DATA with its body counts once because its 354
+// is intermediate.
+type commandConn struct {
+	net.Conn
+	max     int
+	replies int // only the session's goroutine writes
+	over    atomic.Bool
+}
+
+var limitReply = []byte("421 4.7.0 Command limit exceeded\r\n")
+
+func (c *commandConn) Write(b []byte) (int, error) {
+	if c.over.Load() {
+		return 0, net.ErrClosed
+	}
+	n, err := c.Conn.Write(b)
+	if err != nil || c.max <= 0 {
+		return n, err
+	}
+	c.replies += finalReplies(b[:n])
+	if c.replies >= c.max {
+		c.over.Store(true)
+		c.Conn.Write(limitReply)
+		c.Conn.Close()
+	}
+	return n, err
+}
+
+// exhausted reports whether the session is past its command limit.
+func (c *commandConn) exhausted() bool { return c != nil && c.over.Load() }
+
+// finalReplies counts the lines of b that end a reply to a command: a
+// three-digit code followed by a space, other than the greeting (220) and
+// DATA's go-ahead (354).
+func finalReplies(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i+1], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) >= 4 && isDigit(line[0]) && isDigit(line[1]) && isDigit(line[2]) && line[3] == ' ' {
+			if code := string(line[:3]); code != "220" && code != "354" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

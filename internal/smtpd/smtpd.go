@@ -1,0 +1,250 @@
+// Package smtpd is the writer's SMTP listener: a go-smtp backend whose one
+// action is to offer each message to the plane (rpc.MethodSend) and turn
+// the plane's verdict into an SMTP reply.
+//
+// It holds no credential of its own beyond the plane client it is given.
+// On a fixed listener every message goes to the writer's trial
+// (rpc.ViaSMTP); on a selecting listener the message names its namespace
+// and capability in X-WebsiteBench-Namespace / X-WebsiteBench-Capability
+// headers (folded or not), which are passed to the plane unchecked: the
+// plane decides, and scrubs those headers before storing.
+//
+// Command sequencing, address syntax, dot-unstuffing and the envelope
+// reset after DATA are go-smtp's (RFC 5321). The reply codes of a delivery
+// are the reference's (BEHAVIOR.md §7.2). A refusal by policy is a 5xx or
+// a 452; an outage of the plane or its store is always 451, never a 5xx.
+package smtpd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Limits of one SMTP listener, with the reference's values as defaults
+// (BEHAVIOR.md §7, §11). Connection count, idle time and lifetime are
+// bounded by the listener (package connlimit).
+const (
+	DefaultMaxMessageBytes = 1 << 20
+	DefaultMaxRecipients   = 16
+	DefaultMaxCommands     = 256
+	// MaxLineBytes bounds one command line or one DATA line.
+	MaxLineBytes = 64 << 10
+	// Domain is the name the listener greets with.
+	Domain = "websitebench.local"
+	// planeTimeout bounds one plane call; a slower plane is an outage.
+	planeTimeout = 10 * time.Second
+	// writeTimeout bounds one reply written to a client that stopped
+	// reading.
+	writeTimeout = 10 * time.Second
+)
+
+// Mode says how a listener picks the namespace of a message.
+type Mode string
+
+const (
+	Fixed  Mode = "fixed"  // always the writer's trial
+	Select Mode = "select" // named by the message's X-WebsiteBench-* headers
+)
+
+// Headers a selecting listener reads.
+const (
+	NamespaceHeader  = "X-WebsiteBench-Namespace"
+	CapabilityHeader = "X-WebsiteBench-Capability"
+)
+
+// Sender is the one plane call the listener makes; *rpc.Client is one.
+type Sender interface {
+	Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error)
+}
+
+// Config of one listener. Zero limits take the defaults.
+type Config struct {
+	Mode            Mode
+	MaxMessageBytes int64
+	MaxRecipients   int
+	MaxCommands     int
+}
+
+// Server is one SMTP listener.
+type Server struct {
+	cfg   Config
+	plane Sender
+	log   zerolog.Logger
+	smtp  *smtp.Server
+}
+
+// New returns a listener that offers messages to plane.
+func New(cfg Config, plane Sender, log zerolog.Logger) *Server {
+	if cfg.Mode == "" {
+		cfg.Mode = Fixed
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRecipients <= 0 {
+		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.MaxCommands <= 0 {
+		cfg.MaxCommands = DefaultMaxCommands
+	}
+	s := &Server{cfg: cfg, plane: plane, log: log}
+	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
+	srv.Domain = Domain
+	// go-smtp counts this limit exclusively: a body of exactly
+	// MaxMessageBytes is refused, one byte less is accepted.
+	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	srv.MaxLineLength = MaxLineBytes
+	// Recipients are counted by the session, to answer with the
+	// reference's text; idle time is the listener's (connlimit), which
+	// also covers a DATA body that stops arriving.
+	srv.MaxRecipients = 0
+	srv.ReadTimeout = 0
+	srv.WriteTimeout = writeTimeout
+	srv.ErrorLog = errorLog{log}
+	s.smtp = srv
+	return s
+}
+
+// Serve answers connections from ln until Close or Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.smtp.Serve(commandLimit{Listener: ln, max: s.cfg.MaxCommands})
+	if errors.Is(err, smtp.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting and waits for open sessions, until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.smtp.Shutdown(ctx) }
+
+// Close closes the listener and every open session at once.
+func (s *Server) Close() error { return s.smtp.Close() }
+
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	cc, _ := c.Conn().(*commandConn)
+	return &session{srv: s, conn: cc}, nil
+}
+
+// Replies. Texts are the reference's (BEHAVIOR.md §7); enhanced codes are
+// RFC 3463's.
+var (
+	errInvalidCapability = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Invalid namespace capability"}
+	errNotAllowed        = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Mail sender or recipient is not allowed"}
+	errTooManyRecipients = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 5, 3}, Message: "Too many recipients"}
+	errCapacity          = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: "Mailbox capacity exceeded"}
+	errTooLarge          = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Message exceeds fixed local limit"}
+	errUnavailable       = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Mailpit delivery unavailable"}
+	errLocal             = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Local error in processing"}
+	errIncomplete        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Message incomplete; nothing delivered"}
+	errCommandLimit      = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Command limit exceeded"}
+)
+
+// refusal turns a plane error into the reply for a DATA that was not
+// accepted. Policy gets 5xx or 452; an outage always 451.
+func (s *Server) refusal(err error) *smtp.SMTPError {
+	code := rpc.CodeOf(err)
+	switch code {
+	case rpc.CodeInvalidCapability:
+		return errInvalidCapability
+	case rpc.CodeInvalidEnvelope, rpc.CodeSealed, rpc.CodeUnauthorized:
+		return errNotAllowed
+	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied:
+		// The plane no longer honours this writer's grant: its trial was
+		// destroyed (or the grant is wrong). Policy, not an outage.
+		s.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
+		return errNotAllowed
+	case rpc.CodeTooManyRecipients:
+		return errTooManyRecipients
+	case rpc.CodeMailboxCapacity:
+		return errCapacity
+	case rpc.CodeMessageTooLarge:
+		return errTooLarge
+	}
+	if rpc.IsOutage(err) {
+		s.log.Warn().Str("code", code).Msg("smtp: plane unavailable")
+		return errUnavailable
+	}
+	s.log.Error().Err(err).Msg("smtp: unexpected answer from the plane")
+	return errLocal
+}
+
+// session is one SMTP connection's envelope. go-smtp calls it from the
+// connection's goroutine only.
+type session struct {
+	srv  *Server
+	conn *commandConn
+	from string
+	to   []string
+}
+
+func (s *session) Reset()        { s.from, s.to = "", nil }
+func (s *session) Logout() error { return nil }
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if s.conn.exhausted() {
+		return errCommandLimit
+	}
+	s.from, s.to = from, nil
+	return nil
+}
+
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if s.conn.exhausted() {
+		return errCommandLimit
+	}
+	if len(s.to) >= s.srv.cfg.MaxRecipients {
+		return errTooManyRecipients
+	}
+	s.to = append(s.to, to)
+	return nil
+}
+
+// Data reads the whole message, offers it to the plane, and answers with
+// the verdict. A body that ended early (connection lost inside DATA) is
+// never offered.
+func (s *session) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r)
+	switch {
+	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine):
+		return errTooLarge
+	case err != nil:
+		return errIncomplete
+	}
+	if s.conn.exhausted() {
+		// Pipelined commands after the 421 are still in go-smtp's buffer;
+		// none of them may deliver.
+		return errCommandLimit
+	}
+	req := &rpc.SendRequest{Via: rpc.ViaSMTP, From: s.from, To: s.to, Raw: raw}
+	if s.srv.cfg.Mode == Select {
+		req.Via = rpc.ViaSMTPSelect
+		req.Namespace, _ = mailmsg.HeaderValue(raw, NamespaceHeader)
+		req.Credential, _ = mailmsg.HeaderValue(raw, CapabilityHeader)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
+	defer cancel()
+	resp, err := s.srv.plane.Send(ctx, req)
+	if err != nil {
+		return s.srv.refusal(err)
+	}
+	s.srv.log.Debug().Str("namespace", resp.Namespace).Int64("seq", resp.Seq).Int("bytes", len(raw)).Msg("smtp: accepted")
+	// go-smtp writes any *SMTPError Data returns as the reply; a 250 is
+	// the only way to name the id, as Postfix's "queued as" does.
+	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: "OK: queued as " + resp.ID}
+}
+
+// errorLog sends go-smtp's internal error lines (a client that vanished,
+// a connection past its lifetime) to the debug log.
+type errorLog struct{ log zerolog.Logger }
+
+func (e errorLog) Printf(format string, v ...any) { e.log.Debug().Msgf("smtp: "+format, v...) }
+func (e errorLog) Println(v ...any)               { e.log.Debug().Msgf("smtp: %v", v) }

@@ -1,0 +1,424 @@
+package writer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/mail"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/websitebench/mailplane/internal/mailmsg"
+)
+
+// Limits on the fields of POST /emails (BEHAVIOR.md §5, §11), beyond the
+// body size and recipient count the writer is configured with.
+const (
+	maxSubjectChars = 998 // code points
+	maxAddressChars = mailmsg.MaxAddressLen
+	maxReplyTo      = 16
+	maxTags         = 16
+	maxTagChars     = 256
+	maxHeaders      = 16
+	maxHeaderName   = 76
+	maxHeaderLine   = 998 // "Name: value", RFC 5322 §2.1.1
+	maxIdemKeyBytes = 256
+)
+
+// fields are the keys POST /emails accepts: the reference's four plus
+// Resend's html, cc, bcc, reply_to, tags and headers. from, to, subject
+// and one of text or html are required.
+var fields = []string{"from", "to", "subject", "text", "html", "cc", "bcc", "reply_to", "tags", "headers"}
+
+// email is a validated POST /emails body.
+type email struct {
+	From    string   // the envelope sender: a bare address
+	To      []string // bare addresses, as given (with display names removed)
+	Cc      []string
+	Bcc     []string
+	ReplyTo []string // as given, display names kept
+	Subject string
+	Text    *string
+	HTML    *string
+	Tags    []tag
+	Headers []header // sorted by name
+}
+
+type tag struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type header struct {
+	Name, Value string
+}
+
+// Recipients is the envelope: to, then cc, then bcc.
+func (e *email) Recipients() []string {
+	return slices.Concat(e.To, e.Cc, e.Bcc)
+}
+
+// Fingerprint is a digest of the request's meaning, so that an idempotent
+// repeat is recognised even when its JSON is spelled differently ("to" as
+// a string or a one-element list, keys in another order), and a repeat
+// with another payload is not.
+func (e *email) Fingerprint() string {
+	b, _ := json.Marshal(e)
+	d := sha256.Sum256(b)
+	return hex.EncodeToString(d[:])
+}
+
+// parseEmail checks a POST /emails body in the reference's order (§5 checks
+// 7 to 10): UTF-8 JSON, then the key set, then every value. It returns one
+// of errJSON, errFields or errMessage, and never looks at anything but the
+// body.
+func parseEmail(body []byte, maxRecipients int) (*email, *apiError) {
+	// encoding/json would quietly turn invalid UTF-8 into U+FFFD.
+	if !utf8.Valid(body) {
+		return nil, errJSON
+	}
+	var top any
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, errJSON
+	}
+	obj, ok := top.(map[string]any)
+	if !ok {
+		return nil, errFields
+	}
+	for k, v := range obj {
+		if !slices.Contains(fields, k) {
+			return nil, errFields
+		}
+		if v == nil && k != "from" && k != "to" && k != "subject" {
+			delete(obj, k) // an optional field set to null is absent
+		}
+	}
+	for _, k := range []string{"from", "to", "subject"} {
+		if _, ok := obj[k]; !ok {
+			return nil, errFields
+		}
+	}
+	if obj["text"] == nil && obj["html"] == nil {
+		return nil, errFields
+	}
+	// encoding/json also turns an escaped lone surrogate into U+FFFD; the
+	// reference refuses it (§5 check 10).
+	if hasLoneSurrogate(body) {
+		return nil, errMessage
+	}
+	e := &email{}
+	var valid bool
+	from, isStr := obj["from"].(string)
+	if !isStr {
+		return nil, errMessage
+	}
+	if e.From, valid = bareAddress(from); !valid {
+		return nil, errMessage
+	}
+	if e.To, valid = addressList(obj["to"], true); !valid {
+		return nil, errMessage
+	}
+	if e.Cc, valid = addressList(obj["cc"], false); !valid {
+		return nil, errMessage
+	}
+	if e.Bcc, valid = addressList(obj["bcc"], false); !valid {
+		return nil, errMessage
+	}
+	if n := len(e.To) + len(e.Cc) + len(e.Bcc); n > maxRecipients {
+		return nil, errMessage
+	}
+	if e.ReplyTo, valid = replyTo(obj["reply_to"]); !valid {
+		return nil, errMessage
+	}
+	if e.Subject, valid = obj["subject"].(string); !valid || utf8.RuneCountInString(e.Subject) > maxSubjectChars || strings.ContainsAny(e.Subject, "\r\n") {
+		return nil, errMessage
+	}
+	for _, k := range []string{"text", "html"} {
+		v, present := obj[k]
+		if !present {
+			continue
+		}
+		s, isStr := v.(string)
+		if !isStr {
+			return nil, errMessage
+		}
+		if k == "text" {
+			e.Text = &s
+		} else {
+			e.HTML = &s
+		}
+	}
+	if e.Tags, valid = tags(obj["tags"]); !valid {
+		return nil, errMessage
+	}
+	if e.Headers, valid = headers(obj["headers"]); !valid {
+		return nil, errMessage
+	}
+	return e, nil
+}
+
+// bareAddress accepts "a@example.com" or Resend's "Name <a@example.com>"
+// and returns the bare address, which must be a valid envelope address.
+func bareAddress(s string) (string, bool) {
+	if s == "" || utf8.RuneCountInString(s) > maxAddressChars || strings.ContainsAny(s, "\r\n") {
+		return "", false
+	}
+	if mailmsg.ValidAddress(s) {
+		return s, true
+	}
+	// Only the name-addr form: no groups, lists or comments, which
+	// net/mail would also read as one address.
+	a, err := mail.ParseAddress(s)
+	if err != nil || !mailmsg.ValidAddress(a.Address) || !strings.HasSuffix(strings.TrimSpace(s), "<"+a.Address+">") {
+		return "", false
+	}
+	return a.Address, true
+}
+
+// addressList reads a string or a list of strings. required means at least
+// one address.
+func addressList(v any, required bool) ([]string, bool) {
+	var raw []any
+	switch t := v.(type) {
+	case nil:
+		return nil, !required
+	case string:
+		raw = []any{t}
+	case []any:
+		raw = t
+	default:
+		return nil, false
+	}
+	if required && len(raw) == 0 {
+		return nil, false
+	}
+	out := make([]string, 0, len(raw))
+	for _, r := range raw {
+		s, ok := r.(string)
+		if !ok {
+			return nil, false
+		}
+		a, ok := bareAddress(s)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, a)
+	}
+	return out, true
+}
+
+// replyTo reads reply_to (a string or a list) and keeps display names.
+func replyTo(v any) ([]string, bool) {
+	var raw []any
+	switch t := v.(type) {
+	case nil:
+		return nil, true
+	case string:
+		raw = []any{t}
+	case []any:
+		raw = t
+	default:
+		return nil, false
+	}
+	if len(raw) > maxReplyTo {
+		return nil, false
+	}
+	out := make([]string, 0, len(raw))
+	for _, r := range raw {
+		s, ok := r.(string)
+		if !ok {
+			return nil, false
+		}
+		bare, ok := bareAddress(s)
+		if !ok {
+			return nil, false
+		}
+		name := ""
+		if a, err := mail.ParseAddress(s); err == nil {
+			name = a.Name
+		}
+		out = append(out, (&mail.Address{Name: name, Address: bare}).String())
+	}
+	return out, true
+}
+
+var tagSyntax = regexp.MustCompile(`^[A-Za-z0-9_-]*$`)
+
+// tags reads Resend's [{"name": …, "value": …}]: ASCII letters, digits,
+// underscores and dashes, at most 256 each; a name is required.
+func tags(v any) ([]tag, bool) {
+	if v == nil {
+		return nil, true
+	}
+	list, ok := v.([]any)
+	if !ok || len(list) > maxTags {
+		return nil, false
+	}
+	out := make([]tag, 0, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		var t tag
+		for k, val := range m {
+			s, ok := val.(string)
+			if !ok || len(s) > maxTagChars || !tagSyntax.MatchString(s) {
+				return nil, false
+			}
+			switch k {
+			case "name":
+				t.Name = s
+			case "value":
+				t.Value = s
+			default:
+				return nil, false
+			}
+		}
+		if t.Name == "" {
+			return nil, false
+		}
+		out = append(out, t)
+	}
+	return out, true
+}
+
+// headers reads the custom headers a sender may set: X-* (but not the
+// plane's X-Tags and X-WebsiteBench-*, nor our X-Resend-Tag), and a few
+// list and threading headers. Anything that shapes the message itself
+// (From, Sender, Content-*, MIME-Version, Date, Message-ID, Received…) is
+// the writer's or the plane's to set. Values are printable ASCII on one
+// line.
+func headers(v any) ([]header, bool) {
+	if v == nil {
+		return nil, true
+	}
+	m, ok := v.(map[string]any)
+	if !ok || len(m) > maxHeaders {
+		return nil, false
+	}
+	out := make([]header, 0, len(m))
+	for name, val := range m {
+		s, ok := val.(string)
+		if !ok || !safeHeaderName(name) || len(name)+2+len(s) > maxHeaderLine || !printableASCII(s) {
+			return nil, false
+		}
+		out = append(out, header{Name: name, Value: s})
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.ToLower(out[i].Name) < strings.ToLower(out[j].Name) })
+	for i := 1; i < len(out); i++ {
+		if strings.EqualFold(out[i].Name, out[i-1].Name) {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+var allowedHeaders = []string{
+	"list-unsubscribe", "list-unsubscribe-post", "list-id", "list-help",
+	"in-reply-to", "references", "auto-submitted", "precedence", "keywords", "comments",
+}
+
+func safeHeaderName(name string) bool {
+	if name == "" || len(name) > maxHeaderName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == ':' {
+			return false
+		}
+	}
+	l := strings.ToLower(name)
+	if l == "x-tags" || l == tagHeaderLower || strings.HasPrefix(l, "x-websitebench-") {
+		return false
+	}
+	return strings.HasPrefix(l, "x-") || slices.Contains(allowedHeaders, l)
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// hasLoneSurrogate reports whether a valid JSON text holds a \uD800-\uDFFF
+// escape that is not half of a surrogate pair.
+func hasLoneSurrogate(b []byte) bool {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(b) && b[i+1] == 'u' && i+5 < len(b) {
+				r := hex4(b[i+2 : i+6])
+				switch {
+				case r >= 0xD800 && r <= 0xDBFF:
+					if i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+						if lo := hex4(b[i+8 : i+12]); lo >= 0xDC00 && lo <= 0xDFFF {
+							i += 11
+							continue
+						}
+					}
+					return true
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return true
+				}
+				i += 5
+				continue
+			}
+			i++ // the escaped character
+		}
+	}
+	return false
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return -1
+		}
+	}
+	return r
+}
+
+// idempotencyDigest is what the plane keeps for a key: a digest, so that
+// any bytes a client sent (a header may carry Latin-1) stay distinct
+// through the plane's JSON, which would turn invalid UTF-8 into U+FFFD.
+func idempotencyDigest(key string) string {
+	if key == "" {
+		return ""
+	}
+	d := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(d[:])
+}
+
+// validIdempotencyKey is §5 check 12: absent, or 1 to 256 bytes on one
+// line.
+func validIdempotencyKey(values []string) bool {
+	if len(values) == 0 {
+		return true
+	}
+	k := values[0]
+	return k != "" && len(k) <= maxIdemKeyBytes && !strings.ContainsAny(k, "\r\n")
+}

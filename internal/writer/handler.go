@@ -1,0 +1,326 @@
+// Package writer is mail-writer's HTTP side: Resend-style POST /emails,
+// GET /internal/bootstrap and GET /healthz (BEHAVIOR.md §4.4, §5), and the
+// command line that runs it with the SMTP listener of package smtpd.
+//
+// The writer decides nothing about who may send what. It checks that a
+// request is well formed, in the reference's order, composes the message,
+// and hands the plane the credential its client presented; the plane
+// checks the credential, the sender policy, quotas and idempotency, and
+// stores the message. The plane's verdict becomes the answer: a refusal by
+// policy is a 4xx, an outage of the plane or its store is a 503, never the
+// other way round.
+//
+// What POST /emails accepts beyond the reference's {from,to,subject,text}
+// is Resend's: html (text is derived from it when absent), cc, bcc,
+// reply_to, tags, a safe subset of headers, "Name <addr>" in any address
+// field (the envelope and the stored From/To use the bare address; a
+// list, group or comment is refused), and a chunked body (Resend's own
+// SDKs send one). A Content-Length that is not a number is refused by
+// net/http with 400 before any handler runs, as RFC 9112 §6.3 requires.
+package writer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Plane is what the writer asks of the plane; *rpc.Client is one.
+type Plane interface {
+	Health(ctx context.Context) (rpc.HealthResponse, error)
+	Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error)
+	Bootstrap(ctx context.Context, token string) (rpc.BootstrapResponse, error)
+}
+
+// Defaults of the HTTP listener (BEHAVIOR.md §11).
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	// planeTimeout bounds one plane call; a slower plane is an outage.
+	planeTimeout = 10 * time.Second
+	// maxHeaderBytes bounds a request's header block.
+	maxHeaderBytes = 64 << 10
+)
+
+// Config of the HTTP API.
+type Config struct {
+	MaxBodyBytes  int64  // POST /emails body
+	MaxRecipients int    // to + cc + bcc
+	SMTPHost      string // advertised by /internal/bootstrap
+	SMTPPort      int    // the bound port, advertised by /internal/bootstrap
+	// Idle is the listener's idle bound; with a connection's lifetime it
+	// decides when a connection is no longer offered for reuse.
+	Idle time.Duration
+}
+
+// Handler serves the writer's HTTP API.
+type Handler struct {
+	cfg   Config
+	plane Plane
+	log   zerolog.Logger
+	now   func() time.Time
+}
+
+// NewHandler returns the API over plane.
+func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxRecipients <= 0 {
+		cfg.MaxRecipients = 16
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = connlimit.DefaultIdle
+	}
+	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now}
+}
+
+// routes names the methods each path answers (for 405's Allow). GET /emails
+// is the reference's 404, not a 405.
+var allow = map[string]string{
+	"/emails":             http.MethodPost,
+	"/healthz":            http.MethodGet,
+	"/internal/bootstrap": http.MethodGet,
+}
+
+// ServeHTTP routes on the raw path, as the reference does: /email%73 is
+// not /emails.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	h.closeIfOld(w, r)
+	path := r.URL.EscapedPath()
+	switch r.Method {
+	case http.MethodGet:
+		switch path {
+		case "/healthz":
+			h.health(w, r)
+		case "/internal/bootstrap":
+			h.bootstrap(w, r)
+		default:
+			writeError(w, errNotFound)
+		}
+	case http.MethodPost:
+		h.emails(w, r)
+	default:
+		methods, ok := allow[path]
+		if !ok {
+			methods = "GET, POST"
+		}
+		w.Header().Set("Allow", methods)
+		writeError(w, errMethod)
+	}
+}
+
+// closeIfOld asks the client not to reuse a connection that will reach its
+// lifetime before another request could be answered on it (an idle wait
+// plus a plane call), so that the lifetime bound does not cut a request of
+// a well-behaved client.
+func (h *Handler) closeIfOld(w http.ResponseWriter, r *http.Request) {
+	c, ok := r.Context().Value(connKey{}).(*connlimit.Conn)
+	if ok && c.Remaining() < h.cfg.Idle+planeTimeout {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+type connKey struct{}
+
+// planeContext bounds a plane call made for r. It is not cancelled when
+// the client goes away: a client that half-closes after its request (as
+// HTTP/1.0 clients may) still gets its answer, and a message the plane is
+// storing is never abandoned halfway.
+func planeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), planeTimeout)
+}
+
+// bearer returns the credential of "Authorization: Bearer <credential>"
+// (exactly that prefix, as the reference), or false.
+func bearer(r *http.Request) (string, bool) {
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return cred, ok && cred != ""
+}
+
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	hr, err := h.plane.Health(ctx)
+	if err != nil || hr.Store != "ok" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// bootstrapBody is GET /internal/bootstrap's answer, keys in order.
+type bootstrapBody struct {
+	Capability string `json:"capability"`
+	Namespace  string `json:"namespace"`
+	SMTPHost   string `json:"smtp_host"`
+	SMTPPort   int    `json:"smtp_port"`
+}
+
+// bootstrap trades the trial's bootstrap token (checked by the plane) for
+// write coordinates: the namespace, the capability the plane hands out for
+// it, and this writer's SMTP address.
+func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
+	token, ok := bearer(r)
+	if !ok {
+		writeError(w, errForbidden)
+		return
+	}
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	br, err := h.plane.Bootstrap(ctx, token)
+	if err != nil {
+		if rpc.IsOutage(err) {
+			h.log.Warn().Str("code", rpc.CodeOf(err)).Msg("bootstrap: plane unavailable")
+			writeError(w, errUnavailable)
+			return
+		}
+		h.log.Info().Str("code", rpc.CodeOf(err)).Msg("bootstrap refused")
+		writeError(w, errForbidden)
+		return
+	}
+	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: h.cfg.SMTPHost, SMTPPort: h.cfg.SMTPPort})
+}
+
+// idResponse is POST /emails' answer, Resend's shape.
+type idResponse struct {
+	ID string `json:"id"`
+}
+
+// emails is POST /emails, checked in BEHAVIOR.md §5's order. The
+// credential is checked by the plane, so a request that fails a later
+// check locally is first shown to the plane with no message at all: a
+// wrong credential must answer 401 whatever else is wrong with the
+// request, and nobody without a credential learns how the rest is judged.
+func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
+	if r.URL.EscapedPath() != "/emails" || r.URL.RawQuery != "" {
+		writeError(w, errNotFound)
+		return
+	}
+	cred, ok := bearer(r)
+	if !ok {
+		writeError(w, errMissingKey)
+		return
+	}
+	e, idemKey, fail := h.readEmail(w, r)
+	if fail != nil {
+		writeError(w, h.authenticated(r, cred, fail))
+		return
+	}
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	resp, err := h.plane.Send(ctx, &rpc.SendRequest{
+		Via:            rpc.ViaHTTP,
+		Credential:     cred,
+		From:           e.From,
+		To:             e.Recipients(),
+		Raw:            compose(e, h.now()),
+		IdempotencyKey: idempotencyDigest(idemKey),
+		Fingerprint:    e.Fingerprint(),
+	})
+	if err != nil {
+		writeError(w, h.refusal(err))
+		return
+	}
+	h.log.Debug().Str("namespace", resp.Namespace).Int64("seq", resp.Seq).Bool("replayed", resp.Replayed).Msg("http: accepted")
+	writeJSON(w, http.StatusOK, idResponse{ID: resp.ID})
+}
+
+// readEmail applies checks 3 to 12: media type, length, body, JSON, fields,
+// values, idempotency key.
+func (h *Handler) readEmail(w http.ResponseWriter, r *http.Request) (*email, string, *apiError) {
+	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if strings.ToLower(strings.TrimSpace(mt)) != "application/json" {
+		return nil, "", errMediaType
+	}
+	// A body needs a length, or chunked framing (which Resend's own SDKs
+	// send); net/http answers 400 itself to a Content-Length that is not a
+	// number, as RFC 9112 §6.3 requires.
+	_, hasLength := r.Header["Content-Length"]
+	if !hasLength && len(r.TransferEncoding) == 0 {
+		return nil, "", errLengthRequired
+	}
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		return nil, "", errTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, "", errTooLarge
+		}
+		return nil, "", errIncomplete
+	}
+	e, fail := parseEmail(body, h.cfg.MaxRecipients)
+	if fail != nil {
+		return nil, "", fail
+	}
+	keys := r.Header.Values("Idempotency-Key")
+	if !validIdempotencyKey(keys) {
+		return nil, "", errIdemKey
+	}
+	key := ""
+	if len(keys) > 0 {
+		key = keys[0]
+	}
+	return e, key, nil
+}
+
+// authenticated returns fail if the plane accepts cred as this trial's
+// mail credential, else errUnauthorized. It offers the plane an empty
+// envelope, which the plane judges only after the credential and never
+// stores.
+func (h *Handler) authenticated(r *http.Request, cred string, fail *apiError) *apiError {
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred})
+	switch code := rpc.CodeOf(err); {
+	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
+		return errUnauthorized
+	case rpc.IsOutage(err):
+		// Whether the credential is good cannot be known now.
+		return errUnavailable
+	case err == nil:
+		h.log.Error().Msg("the plane accepted an empty envelope")
+	}
+	return fail
+}
+
+// refusal maps the plane's verdict on a well-formed message to an answer.
+func (h *Handler) refusal(err error) *apiError {
+	code := rpc.CodeOf(err)
+	switch code {
+	case rpc.CodeUnauthorized:
+		return errUnauthorized
+	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied:
+		// The plane no longer honours this writer's grant: its trial was
+		// destroyed (or the grant is wrong). The client's credential is
+		// dead with it.
+		h.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
+		return errUnauthorized
+	case rpc.CodeInvalidEnvelope, rpc.CodeTooManyRecipients:
+		return errMessage
+	case rpc.CodeMessageTooLarge:
+		return errTooLarge
+	case rpc.CodeMailboxCapacity:
+		return errCapacity
+	case rpc.CodeIdempotencyConflict:
+		return errIdemConflict
+	case rpc.CodeSealed:
+		return errSealed
+	}
+	if rpc.IsOutage(err) {
+		h.log.Warn().Str("code", code).Msg("http: plane unavailable")
+		return errUnavailable
+	}
+	h.log.Error().Err(err).Msg("http: unexpected answer from the plane")
+	return errInternal
+}
