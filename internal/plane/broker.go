@@ -155,6 +155,9 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	default:
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "via must be http, smtp or smtp-select")
 	}
+	if req.CredentialOnly {
+		return rpc.SendResponse{Namespace: ns.Name}, nil
+	}
 	if ns.State != ledger.StateActive {
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the namespace no longer takes mail")
 	}

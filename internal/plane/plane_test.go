@@ -285,6 +285,16 @@ func TestSendSemantics(t *testing.T) {
 	if _, err := w.writerA.Send(ctx(t), &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: w.a.WriteCapability, From: rpc.CandidateSender, To: []string{"amy@example.com"}, Raw: msg("3", "x")}); err != nil {
 		t.Fatalf("write capability: %v", err)
 	}
+	// A credential-only check judges the credential and stores nothing.
+	if _, err := w.writerA.Send(ctx(t), &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: w.a.MailAPIToken, CredentialOnly: true}); err != nil {
+		t.Fatalf("credential-only check: %v", err)
+	}
+	if _, err := w.writerA.Send(ctx(t), &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: w.a.ReadCapability, CredentialOnly: true}); code(err) != rpc.CodeUnauthorized {
+		t.Fatalf("credential-only check with the read capability: %v", err)
+	}
+	if got := w.list(t, w.a); len(got) != 3 {
+		t.Fatalf("a credential-only check stored something: %d messages", len(got))
+	}
 	boot, err := w.writerA.Bootstrap(ctx(t), w.a.BootstrapToken)
 	if err != nil || boot.Namespace != w.a.Namespace || boot.Capability != w.a.WriteCapability {
 		t.Fatalf("bootstrap: %v %+v", err, boot)

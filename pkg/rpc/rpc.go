@@ -166,6 +166,11 @@ type SendRequest struct {
 	// fail with CodeIdempotencyConflict.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Fingerprint    string `json:"fingerprint,omitempty"`
+	// CredentialOnly asks only whether Credential (with Via and Namespace)
+	// opens the trial for writing; nothing else is judged and nothing is
+	// stored. A writer uses it to answer a malformed request in the
+	// reference's order (a wrong credential first).
+	CredentialOnly bool `json:"credential_only,omitempty"`
 }
 
 // SendResponse says where an accepted message went. ID is opaque (a UUID,
