@@ -7,6 +7,7 @@
 package redact
 
 import (
+	"encoding/json"
 	"io"
 	"regexp"
 	"strings"
@@ -67,12 +68,41 @@ func Evidence(v any) any {
 
 // Writer redacts every write before passing it on. Each Write must carry
 // whole lines (zerolog writes one event per call), so that no secret is
-// split across two writes.
+// split across two writes. A JSON line is redacted string by string, so
+// that a pattern never swallows the quote that ends a value and the line
+// stays JSON.
 type Writer struct{ W io.Writer }
 
 func (w Writer) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(w.W, Text(string(p))); err != nil {
+	out := string(p)
+	if strings.HasPrefix(out, "{") {
+		out = JSONStrings(out)
+	} else {
+		out = Text(out)
+	}
+	if _, err := io.WriteString(w.W, out); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+var jsonString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// JSONStrings redacts the content of every string literal of a JSON text.
+func JSONStrings(s string) string {
+	return jsonString.ReplaceAllStringFunc(s, func(lit string) string {
+		var v string
+		if json.Unmarshal([]byte(lit), &v) != nil {
+			return Text(lit)
+		}
+		r := Text(v)
+		if r == v {
+			return lit
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.Encode(r)
+		return strings.TrimSuffix(b.String(), "\n")
+	})
 }

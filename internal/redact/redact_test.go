@@ -76,3 +76,26 @@ func TestWriter(t *testing.T) {
 		t.Fatalf("got %q", buf.String())
 	}
 }
+
+// FuzzWriterJSON: a JSON log line stays JSON after redaction, and no
+// grant survives in it.
+func FuzzWriterJSON(f *testing.F) {
+	f.Add("Authorization: Bearer abc", "token=x")
+	f.Add(`"quoted" \ backslash`, "\u2028 é")
+	f.Add("cookie:a=b;", ident.Grant())
+	f.Fuzz(func(t *testing.T, msg, detail string) {
+		line, err := json.Marshal(map[string]string{"message": msg, "detail": detail, "grant": "mpg_" + strings.Repeat("a", 64)})
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		Writer{&buf}.Write(append(line, '\n'))
+		var back map[string]string
+		if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+			t.Fatalf("redacted line is not JSON: %q → %q", line, buf.String())
+		}
+		if back["grant"] != Marker {
+			t.Fatalf("grant survived: %q", buf.String())
+		}
+	})
+}
