@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/internal/plane"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -33,6 +35,11 @@ var roleNames = []string{string(rpc.RoleWriter), string(rpc.RoleInbox), string(r
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "message store: sqlite (embedded) or mailpit"},
+		&cli.StringFlag{Name: "mailpit-socket", Usage: "with --store mailpit: HTTP socket (http.sock) of a running Mailpit (default: $" + mailpit.SocketEnv + "; if neither, the plane starts its own Mailpit)"},
+		&cli.StringFlag{Name: "mailpit-smtp-socket", Usage: "SMTP socket of that Mailpit (default: smtp.sock beside --mailpit-socket)"},
+		&cli.StringFlag{Name: "mailpit-runtime", Value: mailpit.RuntimeBinary, Usage: "how the plane runs its own Mailpit: binary or docker"},
+		&cli.StringFlag{Name: "mailpit-binary", Usage: "mailpit executable for --mailpit-runtime binary (default: mailpit on PATH)", EnvVars: []string{"MAILPLANE_MAILPIT"}},
+		&cli.StringFlag{Name: "mailpit-image", Value: mailpit.DefaultImage, Usage: "image for --mailpit-runtime docker"},
 		&cli.Int64Flag{Name: "quota-messages", Value: plane.DefaultQuotas.Messages, Usage: "messages per namespace (0: unlimited)"},
 		&cli.Int64Flag{Name: "quota-bytes", Value: plane.DefaultQuotas.Bytes, Usage: "stored bytes per namespace (0: unlimited)"},
 	}
@@ -132,8 +139,38 @@ func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolo
 	case "sqlite":
 		w, r := l.Handles()
 		return msgstore.NewSQLite(ctx, w, r)
+	case "mailpit":
+		// The flag, else the reference's variable (blank counts as unset);
+		// with neither, the plane runs a private Mailpit whose database
+		// lives in --data, so its mail outlives the process.
+		socket := strings.TrimSpace(c.String("mailpit-socket"))
+		if socket == "" {
+			socket = strings.TrimSpace(os.Getenv(mailpit.SocketEnv))
+		}
+		how := c.String("mailpit-runtime")
+		if how != mailpit.RuntimeBinary && how != mailpit.RuntimeDocker {
+			return nil, cliapp.Usagef("--mailpit-runtime %q: want binary or docker", how)
+		}
+		s, err := mailpit.Open(ctx, mailpit.Options{
+			HTTPSocket: socket,
+			SMTPSocket: c.String("mailpit-smtp-socket"),
+			Ephemeral: mailpit.EphemeralConfig{
+				Runtime: how,
+				Binary:  c.String("mailpit-binary"),
+				Image:   c.String("mailpit-image"),
+				DataDir: filepath.Join(c.String("data"), "mailpit"),
+			},
+			Log: log,
+		})
+		if errors.Is(err, mailpit.ErrNotConfigured) {
+			return nil, cliapp.UsageError{Err: err}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	return nil, cliapp.Usagef("--store %q: want sqlite", c.String("store"))
+	return nil, cliapp.Usagef("--store %q: want sqlite or mailpit", c.String("store"))
 }
 
 // ensureGrantFile keeps a grant for role in path: minted and written (0600)
