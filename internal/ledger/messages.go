@@ -148,66 +148,88 @@ func (l *Ledger) commitBatch(batch []*pending) {
 	finish(tx.Commit())
 }
 
-// accept decides on o inside tx: a repeated idempotency key returns the
-// first entry (replayed = true) even when the quota is exhausted; otherwise
-// the quota is checked, the body stored, the entry indexed, the counters
-// and learned recipients updated.
-func accept(ctx context.Context, tx *sql.Tx, o *Offer) (e Entry, replayed bool, err error) {
-	err = func() error {
-		var state string
-		var next, count, bytes int64
-		err := tx.QueryRowContext(ctx, `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`, o.Namespace).Scan(&state, &next, &count, &bytes)
-		if err != nil {
-			return notFound(err)
-		}
-		if state != StateActive {
-			return ErrNotActive
-		}
-		if o.IdempotencyKey != "" {
-			var fp string
-			var seq int64
-			err := tx.QueryRowContext(ctx, `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`, o.Namespace, o.IdempotencyKey).Scan(&fp, &seq)
-			switch {
-			case err == nil:
-				if fp != o.Fingerprint {
-					return ErrIdempotencyConflict
-				}
-				replayed = true
-				e, err = entry(ctx, tx, o.Namespace, seq)
-				return err
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-		}
-		if (o.MaxMessages > 0 && count >= o.MaxMessages) || (o.MaxBytes > 0 && bytes+int64(o.Size) > o.MaxBytes) {
-			return ErrCapacity
-		}
-		ref, err := o.Put(tx, next)
-		if err != nil {
-			return err
-		}
-		to, _ := json.Marshal(o.To)
-		e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`, o.Size, o.Namespace); err != nil {
-			return err
-		}
-		for _, r := range o.To {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`, o.Namespace, strings.ToLower(r)); err != nil {
-				return err
-			}
-		}
-		if o.IdempotencyKey != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`, o.Namespace, o.IdempotencyKey, o.Fingerprint, e.Seq); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
+// Precheck answers, without writing, what Accept would answer now for o
+// if it were not accepted: a replay of its idempotency key (replayed), or
+// a refusal (ErrNotActive, ErrCapacity, ErrIdempotencyConflict). A nil
+// error and replayed false mean Accept would store it, unless another
+// send commits first.
+func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
+	tx, err := l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer tx.Rollback()
+	_, e, replayed, err = decide(ctx, tx, o)
 	return e, replayed, err
+}
+
+// decide applies o's checks inside tx, in order: the namespace takes mail;
+// a repeated idempotency key returns the first entry (replayed) even when
+// the quota is exhausted, or ErrIdempotencyConflict for another payload;
+// the quota has room. It returns the seq o would get.
+func decide(ctx context.Context, tx *sql.Tx, o *Offer) (seq int64, e Entry, replayed bool, err error) {
+	var state string
+	var count, bytes int64
+	err = tx.QueryRowContext(ctx, `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`, o.Namespace).Scan(&state, &seq, &count, &bytes)
+	if err != nil {
+		return 0, Entry{}, false, notFound(err)
+	}
+	if state != StateActive {
+		return 0, Entry{}, false, ErrNotActive
+	}
+	if o.IdempotencyKey != "" {
+		var fp string
+		var first int64
+		err := tx.QueryRowContext(ctx, `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`, o.Namespace, o.IdempotencyKey).Scan(&fp, &first)
+		switch {
+		case err == nil:
+			if fp != o.Fingerprint {
+				return 0, Entry{}, false, ErrIdempotencyConflict
+			}
+			e, err = entry(ctx, tx, o.Namespace, first)
+			return 0, e, err == nil, err
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, Entry{}, false, err
+		}
+	}
+	if (o.MaxMessages > 0 && count >= o.MaxMessages) || (o.MaxBytes > 0 && bytes+int64(o.Size) > o.MaxBytes) {
+		return 0, Entry{}, false, ErrCapacity
+	}
+	return seq, Entry{}, false, nil
+}
+
+// accept decides on o inside tx and, if it is to be stored, stores the
+// body, indexes the entry, and updates the counters and learned
+// recipients.
+func accept(ctx context.Context, tx *sql.Tx, o *Offer) (Entry, bool, error) {
+	next, e, replayed, err := decide(ctx, tx, o)
+	if err != nil || replayed {
+		return e, replayed, err
+	}
+	ref, err := o.Put(tx, next)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	to, _ := json.Marshal(o.To)
+	e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
+		return Entry{}, false, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`, o.Size, o.Namespace); err != nil {
+		return Entry{}, false, err
+	}
+	for _, r := range o.To {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`, o.Namespace, strings.ToLower(r)); err != nil {
+			return Entry{}, false, err
+		}
+	}
+	if o.IdempotencyKey != "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`, o.Namespace, o.IdempotencyKey, o.Fingerprint, e.Seq); err != nil {
+			return Entry{}, false, err
+		}
+	}
+	return e, false, nil
 }
 
 func entry(ctx context.Context, q interface {

@@ -46,6 +46,11 @@ type Store interface {
 	// the message it finds still belongs to ns and to env's recipients: its
 	// own search is an index, not an authorization.
 	Get(ctx context.Context, ns Namespace, ref string, env Envelope) ([]byte, error)
+	// Transactional reports whether Put must run inside the ledger's
+	// transaction (a store in the ledger's own database). An external
+	// store's Put is called before that transaction, with a nil tx and a
+	// zero seq, so that its writes run concurrently.
+	Transactional() bool
 	// Ping reports whether the store can take and serve mail now.
 	Ping(ctx context.Context) error
 	// Close releases the store.

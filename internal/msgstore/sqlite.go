@@ -50,6 +50,9 @@ func (s *SQLite) Get(ctx context.Context, ns Namespace, ref string, _ Envelope) 
 	return raw, err
 }
 
+// Transactional: bodies commit with their index entry.
+func (s *SQLite) Transactional() bool { return true }
+
 func (s *SQLite) Ping(ctx context.Context) error {
 	return s.read.PingContext(ctx)
 }

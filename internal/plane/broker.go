@@ -176,7 +176,7 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	stored := mailmsg.Scrub(req.Raw, req.From, req.To)
 	env := msgstore.Envelope{From: req.From, To: req.To}
 	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
-	e, replayed, err := b.ledger.Accept(ctx, &ledger.Offer{
+	offer := &ledger.Offer{
 		Namespace:      ns.Name,
 		UUID:           ident.UUID(),
 		From:           req.From,
@@ -189,7 +189,31 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 		Put: func(tx *sql.Tx, seq int64) (string, error) {
 			return b.store.Put(ctx, tx, sns, seq, env, stored)
 		},
-	})
+	}
+	if !b.store.Transactional() {
+		// An external store is written before the ledger's transaction, so
+		// that its writes run concurrently instead of one at a time inside
+		// the ledger's single writer. A read-only precheck spares it mail
+		// that would be refused; Accept decides again. A send that loses a
+		// race at the quota's edge leaves an unindexed copy in the store,
+		// which nothing ever reads.
+		e, replayed, err := b.ledger.Precheck(ctx, offer)
+		if err != nil || replayed {
+			return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
+		}
+		ref, err := b.store.Put(ctx, nil, sns, 0, env, stored)
+		if err != nil {
+			return b.sendAnswer(ns.Name, req.Via, ledger.Entry{}, false, err)
+		}
+		offer.Put = func(*sql.Tx, int64) (string, error) { return ref, nil }
+	}
+	e, replayed, err := b.ledger.Accept(ctx, offer)
+	return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
+}
+
+// sendAnswer turns the ledger's and the store's verdict on a send into the
+// plane's answer.
+func (b *Broker) sendAnswer(ns string, via rpc.Via, e ledger.Entry, replayed bool, err error) (rpc.SendResponse, error) {
 	switch {
 	case errors.Is(err, ledger.ErrNotActive):
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the namespace no longer takes mail")
@@ -198,7 +222,7 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	case errors.Is(err, ledger.ErrIdempotencyConflict):
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeIdempotencyConflict, "the idempotency key was used with another payload")
 	case errors.Is(err, msgstore.ErrRefused):
-		b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("store refused a message")
+		b.log.Warn().Err(err).Str("namespace", ns).Msg("store refused a message")
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidEnvelope, "the store refused the message")
 	case err != nil:
 		b.writeFailed.Store(true)
@@ -206,10 +230,10 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	}
 	b.writeFailed.Store(false)
 	if !replayed {
-		b.wake.notify(ns.Name)
+		b.wake.notify(ns)
 	}
-	b.log.Debug().Str("namespace", ns.Name).Int64("seq", e.Seq).Str("via", string(req.Via)).Bool("replayed", replayed).Int("bytes", e.Size).Msg("accepted")
-	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns.Name, Replayed: replayed}, nil
+	b.log.Debug().Str("namespace", ns).Int64("seq", e.Seq).Str("via", string(via)).Bool("replayed", replayed).Int("bytes", e.Size).Msg("accepted")
+	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns, Replayed: replayed}, nil
 }
 
 // fixedAfterRotation reports whether a namespace-selecting SMTP listener

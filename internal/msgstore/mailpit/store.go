@@ -183,6 +183,10 @@ func (s *Store) waitReady(ctx context.Context, wait time.Duration) error {
 	}
 }
 
+// Transactional: Mailpit is outside the ledger's database; Put is durable
+// in Mailpit when it returns.
+func (s *Store) Transactional() bool { return false }
+
 // Put sends raw to Mailpit with the namespace's tag and returns its ref
 // once Mailpit has committed it. tx is ignored: Mailpit is not in the
 // ledger's database.
