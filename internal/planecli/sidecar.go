@@ -19,6 +19,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -177,15 +178,19 @@ func sidecar(c *cli.Context) (err error) {
 			return err
 		}
 	}
-	srv := &http.Server{
-		Handler:           apiRouter(surfaces[0].url, surfaces[1].url),
-		ReadHeaderTimeout: connlimit.DefaultIdle,
-		IdleTimeout:       connlimit.DefaultIdle,
-		ErrorLog:          nil,
-	}
-	limited := connlimit.Listen(api, connlimit.Limits{MaxConns: connlimit.DefaultMaxConns, Lifetime: connlimit.DefaultLifetime})
-	go srv.Serve(limited)
-	defer srv.Close()
+	// The API port has the reference's limits, like every door of its.
+	served := make(chan error, 1)
+	routing, stopRouting := context.WithCancel(ctx)
+	go func() {
+		served <- httpserve.Serve(routing, api, apiRouter(surfaces[0].url, surfaces[1].url), httpserve.Limits{
+			Conns:          connlimit.Limits{MaxConns: connlimit.DefaultMaxConns, Lifetime: connlimit.DefaultLifetime},
+			ReadTimeout:    connlimit.DefaultIdle,
+			WriteTimeout:   rpc.MaxWait + 15*time.Second, // a proxied wait at the gateway
+			IdleTimeout:    connlimit.DefaultIdle,
+			MaxHeaderBytes: 16 << 10,
+		}, log)
+	}()
+	defer func() { stopRouting(); <-served }()
 
 	if authoring {
 		apiURL := "http://127.0.0.1:" + strconv.Itoa(api.Addr().(*net.TCPAddr).Port)

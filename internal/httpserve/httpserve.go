@@ -1,0 +1,68 @@
+// Package httpserve runs an HTTP surface with its limits named in one
+// place, and stops it cleanly: the one server loop that mail-gateway,
+// mail-inbox and the sidecar's API router share.
+package httpserve
+
+import (
+	"context"
+	"errors"
+	stdlog "log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/connlimit"
+)
+
+// Limits of one server. Conns bounds the connections (over the cap, one
+// is accepted and closed at once) and how long each may live.
+type Limits struct {
+	Conns          connlimit.Limits
+	ReadTimeout    time.Duration // to read one request, headers included
+	WriteTimeout   time.Duration // to answer one request
+	IdleTimeout    time.Duration // between requests on a kept-alive connection
+	MaxHeaderBytes int
+	// CutOnStop cancels the requests in flight when the server stops
+	// (waiting reads of the gateway), instead of letting them finish.
+	CutOnStop bool
+}
+
+// shutdownTimeout is how long requests in flight get when the server stops.
+const shutdownTimeout = 5 * time.Second
+
+// Serve answers on ln until ctx ends, then stops.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, log zerolog.Logger) error {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          stdlog.New(log.With().Str("source", "net/http").Logger(), "", 0),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(connlimit.Listen(ln, l.Conns)) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	if l.CutOnStop {
+		cancelBase()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
