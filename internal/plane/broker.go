@@ -381,21 +381,38 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 	if latest && len(entries) > 0 {
 		entries = entries[len(entries)-1:]
 	}
-	var out []rpc.Message
 	total := 0
-	for _, e := range entries {
-		if len(out) == maxListMessages || total+e.Size > maxListBytes {
+	for i, e := range entries {
+		if i == maxListMessages || total+e.Size > maxListBytes {
+			entries = entries[:i]
 			break
 		}
-		m, err := b.load(ctx, ns, e)
+		total += e.Size
+	}
+	// Messages load in parallel: each is a round trip to an external store.
+	out := make([]rpc.Message, len(entries))
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, loadParallelism)
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = b.load(ctx, ns, e)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		total += e.Size
-		out = append(out, m)
 	}
 	return out, nil
 }
+
+// loadParallelism bounds the loads of one read running at once.
+const loadParallelism = 8
 
 func (b *Broker) get(ctx context.Context, ns ledger.Namespace, seq int64) (rpc.Message, error) {
 	e, err := b.ledger.Entry(ctx, ns.Name, seq)
