@@ -28,6 +28,8 @@ type Ledger struct {
 	write *sql.DB // one connection: transactions are serialized
 	read  *sql.DB // WAL readers, never blocked by the writer
 
+	rs, ws *stmts // prepared statements of read and write
+
 	offers  chan *pending // sends waiting for the committer
 	closed  chan struct{}
 	stopped chan struct{}
@@ -135,7 +137,7 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		return nil, fmt.Errorf("ledger: schema: %w", err)
 	}
 	var v string
-	if err := write.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema'`).Scan(&v); err != nil || v != schemaVersion {
+	if err := write.QueryRowContext(ctx, qSchema).Scan(&v); err != nil || v != schemaVersion {
 		write.Close()
 		return nil, fmt.Errorf("ledger: %s has schema %q, this build reads %q", path, v, schemaVersion)
 	}
@@ -150,7 +152,20 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	l := &Ledger{write: write, read: read, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
+	rs, err := newStmts(read, readQueries)
+	if err != nil {
+		read.Close()
+		write.Close()
+		return nil, err
+	}
+	ws, err := newStmts(write, writeQueries)
+	if err != nil {
+		rs.close()
+		read.Close()
+		write.Close()
+		return nil, err
+	}
+	l := &Ledger{write: write, read: read, rs: rs, ws: ws, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
 	go l.commit()
 	return l, nil
 }
@@ -159,6 +174,8 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 func (l *Ledger) Close() error {
 	close(l.closed)
 	<-l.stopped
+	l.rs.close()
+	l.ws.close()
 	return errors.Join(l.read.Close(), l.write.Close())
 }
 
@@ -169,7 +186,7 @@ func (l *Ledger) Handles() (write, read *sql.DB) { return l.write, l.read }
 // Ping checks that the database answers a read.
 func (l *Ledger) Ping(ctx context.Context) error {
 	var v string
-	return l.read.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema'`).Scan(&v)
+	return l.rs.queryRow(ctx, qSchema).Scan(&v)
 }
 
 // PingWrite checks that the database takes a write, so that a full disk or

@@ -127,7 +127,7 @@ func (l *Ledger) commitBatch(batch []*pending) {
 			finish(err)
 			return
 		}
-		p.entry, p.replayed, p.err = accept(p.ctx, tx, p.offer)
+		p.entry, p.replayed, p.err = accept(p.ctx, txq{tx, l.ws}, p.offer)
 		undo := `RELEASE offer`
 		if p.err != nil {
 			undo = `ROLLBACK TO offer`
@@ -159,7 +159,7 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 		return Entry{}, false, err
 	}
 	defer tx.Rollback()
-	_, e, replayed, err = decide(ctx, tx, o)
+	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o)
 	return e, replayed, err
 }
 
@@ -167,10 +167,10 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 // a repeated idempotency key returns the first entry (replayed) even when
 // the quota is exhausted, or ErrIdempotencyConflict for another payload;
 // the quota has room. It returns the seq o would get.
-func decide(ctx context.Context, tx *sql.Tx, o *Offer) (seq int64, e Entry, replayed bool, err error) {
+func decide(ctx context.Context, tx txq, o *Offer) (seq int64, e Entry, replayed bool, err error) {
 	var state string
 	var count, bytes int64
-	err = tx.QueryRowContext(ctx, `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`, o.Namespace).Scan(&state, &seq, &count, &bytes)
+	err = tx.queryRow(ctx, qNamespaceCounters, o.Namespace).Scan(&state, &seq, &count, &bytes)
 	if err != nil {
 		return 0, Entry{}, false, notFound(err)
 	}
@@ -180,7 +180,7 @@ func decide(ctx context.Context, tx *sql.Tx, o *Offer) (seq int64, e Entry, repl
 	if o.IdempotencyKey != "" {
 		var fp string
 		var first int64
-		err := tx.QueryRowContext(ctx, `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`, o.Namespace, o.IdempotencyKey).Scan(&fp, &first)
+		err := tx.queryRow(ctx, qIdempotency, o.Namespace, o.IdempotencyKey).Scan(&fp, &first)
 		switch {
 		case err == nil:
 			if fp != o.Fingerprint {
@@ -201,31 +201,31 @@ func decide(ctx context.Context, tx *sql.Tx, o *Offer) (seq int64, e Entry, repl
 // accept decides on o inside tx and, if it is to be stored, stores the
 // body, indexes the entry, and updates the counters and learned
 // recipients.
-func accept(ctx context.Context, tx *sql.Tx, o *Offer) (Entry, bool, error) {
+func accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) {
 	next, e, replayed, err := decide(ctx, tx, o)
 	if err != nil || replayed {
 		return e, replayed, err
 	}
-	ref, err := o.Put(tx, next)
+	ref, err := o.Put(tx.tx, next)
 	if err != nil {
 		return Entry{}, false, err
 	}
 	to, _ := json.Marshal(o.To)
 	e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.exec(ctx, qInsertMessage,
 		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
 		return Entry{}, false, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`, o.Size, o.Namespace); err != nil {
+	if _, err := tx.exec(ctx, qCount, o.Size, o.Namespace); err != nil {
 		return Entry{}, false, err
 	}
 	for _, r := range o.To {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`, o.Namespace, strings.ToLower(r)); err != nil {
+		if _, err := tx.exec(ctx, qLearn, o.Namespace, strings.ToLower(r)); err != nil {
 			return Entry{}, false, err
 		}
 	}
 	if o.IdempotencyKey != "" {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`, o.Namespace, o.IdempotencyKey, o.Fingerprint, e.Seq); err != nil {
+		if _, err := tx.exec(ctx, qInsertIdempotency, o.Namespace, o.IdempotencyKey, o.Fingerprint, e.Seq); err != nil {
 			return Entry{}, false, err
 		}
 	}
@@ -233,9 +233,9 @@ func accept(ctx context.Context, tx *sql.Tx, o *Offer) (Entry, bool, error) {
 }
 
 func entry(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	query(context.Context, string, ...any) (*sql.Rows, error)
 }, ns string, seq int64) (Entry, error) {
-	rows, err := q.QueryContext(ctx, entrySelect+` WHERE namespace = ? AND seq = ?`, ns, seq)
+	rows, err := q.query(ctx, qEntry, ns, seq)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -251,13 +251,13 @@ func entry(ctx context.Context, q interface {
 
 // Entry returns message seq of ns.
 func (l *Ledger) Entry(ctx context.Context, ns string, seq int64) (Entry, error) {
-	return entry(ctx, l.read, ns, seq)
+	return entry(ctx, l.rs, ns, seq)
 }
 
 // Entries returns the messages of ns with a seq greater than after, oldest
 // first.
 func (l *Ledger) Entries(ctx context.Context, ns string, after int64) ([]Entry, error) {
-	rows, err := l.read.QueryContext(ctx, entrySelect+` WHERE namespace = ? AND seq > ? ORDER BY seq`, ns, after)
+	rows, err := l.rs.query(ctx, qEntries, ns, after)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func scanEntries(rows *sql.Rows) ([]Entry, error) {
 // Learned reports whether anything was ever delivered to ns, and whether
 // addr (compared without case) was among the recipients.
 func (l *Ledger) Learned(ctx context.Context, ns, addr string) (some, known bool, err error) {
-	err = l.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM recipients WHERE namespace = ?), EXISTS (SELECT 1 FROM recipients WHERE namespace = ? AND address = ?)`,
+	err = l.rs.queryRow(ctx, qLearned,
 		ns, ns, strings.ToLower(addr)).Scan(&some, &known)
 	return some, known, err
 }

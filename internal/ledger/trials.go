@@ -154,14 +154,14 @@ func (l *Ledger) Destroy(ctx context.Context, trialID int64) error {
 func (l *Ledger) Grant(ctx context.Context, digest []byte) (Grant, error) {
 	g := Grant{Digest: digest}
 	var trial sql.NullInt64
-	err := l.read.QueryRowContext(ctx, `SELECT role, trial_id, revoked FROM grants WHERE digest = ?`, digest).Scan(&g.Role, &trial, &g.Revoked)
+	err := l.rs.queryRow(ctx, qGrant, digest).Scan(&g.Role, &trial, &g.Revoked)
 	g.TrialID = trial.Int64
 	return g, notFound(err)
 }
 
 // Trial returns a trial by id.
 func (l *Ledger) Trial(ctx context.Context, id int64) (Trial, error) {
-	rows, err := l.read.QueryContext(ctx, trialSelect+` WHERE id = ?`, id)
+	rows, err := l.rs.query(ctx, qTrial, id)
 	if err != nil {
 		return Trial{}, err
 	}
@@ -203,7 +203,7 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 
 // Namespace returns a namespace by name.
 func (l *Ledger) Namespace(ctx context.Context, name string) (Namespace, error) {
-	rows, err := l.read.QueryContext(ctx, nsSelect+` WHERE name = ?`, name)
+	rows, err := l.rs.query(ctx, qNamespace, name)
 	if err != nil {
 		return Namespace{}, err
 	}
