@@ -1,0 +1,155 @@
+// Command bench is `make bench`: it measures mailplane on this machine,
+// each figure next to a baseline measured in the same run, and writes
+// results/bench.md (the table), results/bench.png (the chart) and
+// results/bench.json (every figure).
+//
+//	go run ./bench -out results/
+//
+// It runs the real binaries (bin/, built by make build) and a real Mailpit
+// as separate processes, talks to them over real sockets only, and stops
+// every process it started before it exits, also when interrupted.
+//
+// Sections: ingest (POST /emails and SMTP into the embedded store next to
+// null servers, and into the Mailpit store next to raw Mailpit), reads
+// (list of 32, latest, wait wake-up), start-up (mail-plane up), memory
+// (resident size idle and after 10,000 messages) and density (one plane,
+// 200 live trials).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// harness holds what every section needs.
+type harness struct {
+	binDir      string
+	mailpitPath string
+	cell        time.Duration // measured time per side of one figure
+	procs       *procs
+	report      *Report
+	logf        func(format string, args ...any)
+}
+
+func (h *harness) bin(name string) string { return filepath.Join(h.binDir, name) }
+
+// section is one part of the run; a failed section is reported and the
+// others still run.
+type section struct {
+	name string
+	run  func(h *harness, ctx context.Context) error
+}
+
+var sections = []section{
+	{"ingest", (*harness).ingestAll},
+	{"reads", (*harness).readsAll},
+	{"startup", (*harness).startupAndMemory},
+	{"density", (*harness).density},
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	out := flag.String("out", "results", "directory for bench.md, bench.png and bench.json")
+	binDir := flag.String("bin", envOr("MAILPLANE_BIN", "bin"), "directory of the mailplane binaries (make build)")
+	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
+	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
+	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density")
+	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
+	flag.Parse()
+	if *null != "" {
+		if err := serveNull(*null); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	if flag.NArg() > 0 || *cell <= 0 {
+		flag.Usage()
+		return 2
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	h := &harness{binDir: abs(*binDir), cell: *cell, logf: func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...)
+	}}
+	if _, err := os.Stat(*mp); err == nil {
+		h.mailpitPath = abs(*mp)
+	}
+	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
+		if _, err := os.Stat(h.bin(name)); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s not found in %s (make build)\n", name, h.binDir)
+			return 2
+		}
+	}
+	// Sockets need short paths (108 bytes), so the run's directory is a
+	// short temporary one, removed at the end with every log in it.
+	dir, err := os.MkdirTemp("", "mpb")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	h.procs = &procs{dir: dir}
+	defer h.procs.stopAll()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	h.report = newReport(*cell, h.mailpitPath)
+	failed := false
+	for _, s := range sections {
+		if *only != "" && !contains(strings.Split(*only, ","), s.name) {
+			continue
+		}
+		h.logf("%s …", s.name)
+		t := time.Now()
+		err := s.run(h, ctx)
+		h.procs.stopAll()
+		if ctx.Err() != nil {
+			h.logf("interrupted; every process it started is stopped")
+			return 130
+		}
+		if err != nil {
+			failed = true
+			h.report.Failures = append(h.report.Failures, fmt.Sprintf("%s: %v", s.name, err))
+			h.logf("%s FAILED: %v", s.name, err)
+		} else {
+			h.logf("%s done in %.1fs", s.name, time.Since(t).Seconds())
+		}
+	}
+	h.report.finish()
+	if err := h.report.write(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	h.logf("wrote %s", strings.Join([]string{
+		filepath.Join(*out, "bench.md"), filepath.Join(*out, "bench.png"), filepath.Join(*out, "bench.json")}, ", "))
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.TrimSpace(x) == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// startTimeout bounds how long any process may take to become ready.
+const startTimeout = 20 * time.Second
+
+// stopGrace is how long a process gets after SIGTERM before SIGKILL.
+const stopGrace = 5 * time.Second
+
+// proc is a process the harness started. Its output goes to a log file in
+// the run's directory, shown when it fails.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// procs is every process of the run, stopped in reverse order at the end
+// whatever happens.
+type procs struct {
+	mu   sync.Mutex
+	dir  string
+	list []*proc
+	n    int
+}
+
+// start runs path with args (and env, when not nil), passing files as fd
+// 3, 4, …; the process dies with the harness (Pdeathsig).
+func (ps *procs) start(name, path string, args, env []string, files ...*os.File) (*proc, error) {
+	ps.mu.Lock()
+	ps.n++
+	logPath := filepath.Join(ps.dir, fmt.Sprintf("%02d-%s.log", ps.n, name))
+	ps.mu.Unlock()
+	out, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = env
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	ps.mu.Lock()
+	ps.list = append(ps.list, p)
+	ps.mu.Unlock()
+	return p, nil
+}
+
+// stopAll stops every process still running, newest first.
+func (ps *procs) stopAll() {
+	ps.mu.Lock()
+	list := ps.list
+	ps.list = nil
+	ps.mu.Unlock()
+	for i := len(list) - 1; i >= 0; i-- {
+		list[i].stop()
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL to the group after stopGrace.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// failed explains a process that did not come up: its last lines.
+func (p *proc) failed(what string) error {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return fmt.Errorf("%s %s; its last output (%s):\n%s", p.name, what, p.log, strings.Join(lines, "\n"))
+}
+
+// poll calls ready every few milliseconds until it answers true, p exits
+// or the start timeout passes.
+func (p *proc) poll(ctx context.Context, ready func() bool) error {
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if ready() {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return p.failed("exited while starting")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return p.failed("was not ready within " + startTimeout.String())
+		}
+	}
+}
+
+// memory is a process's resident size from /proc/PID/status, in KiB.
+// Anon is the process's own memory (heap, stacks); File is pages of files
+// it maps, mostly its binary's code and data, which the page cache holds
+// once for every process that maps the same file.
+type memory struct {
+	RSS  int64 `json:"rss_kib"`
+	HWM  int64 `json:"peak_rss_kib"`
+	Anon int64 `json:"rss_anon_kib"`
+	File int64 `json:"rss_file_kib"`
+}
+
+func rssOf(pid int) (memory, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return memory{}, err
+	}
+	defer f.Close()
+	var m memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = n
+		case "VmHWM":
+			m.HWM = n
+		case "RssAnon":
+			m.Anon = n
+		case "RssFile":
+			m.File = n
+		}
+	}
+	if m.RSS == 0 {
+		return m, fmt.Errorf("no VmRSS for pid %d", pid)
+	}
+	return m, sc.Err()
+}
+
+// childrenOf lists the processes whose parent is pid, by their command
+// name (mail-plane up's children).
+func childrenOf(pid int) (map[string]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	kids := map[string]int{}
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces, so cut at the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		j := strings.IndexByte(s, '(')
+		if i < 0 || j < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+			kids[s[j+1:i]] = child
+		}
+	}
+	return kids, nil
+}
+
+// tcpListener opens a listener on a free loopback port and its file, to be
+// handed to a child as fd:N (as mail-plane up does), so no port is raced.
+func tcpListener() (net.Listener, *os.File, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, f, nil
+}
+
+// writeSecret writes a secret into a new 0600 file in dir.
+func writeSecret(dir, name, secret string) (string, error) {
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, []byte(secret+"\n"), 0o600)
+}
+
+// logArgs keep every binary at the level a production deployment logs at,
+// so that the run measures mailplane, not its debug log.
+var logArgs = []string{"--log-level", "warn"}
+
+// plane is a running mail-plane serve.
+type plane struct {
+	*proc
+	socket string
+	data   string
+	admin  *rpc.Client
+}
+
+// startPlane runs mail-plane serve with quotas off on a fresh directory,
+// with extra flags, and waits until it answers health with its store up.
+func (h *harness) startPlane(ctx context.Context, name string, extra ...string) (*plane, error) {
+	dir, err := os.MkdirTemp(h.procs.dir, "p")
+	if err != nil {
+		return nil, err
+	}
+	pl := &plane{socket: filepath.Join(dir, "plane.sock"), data: filepath.Join(dir, "data")}
+	args := append(append([]string{}, logArgs...), "serve", "--socket", pl.socket, "--data", pl.data,
+		"--quota-messages", "0", "--quota-bytes", "0")
+	if pl.proc, err = h.procs.start(name, h.bin("mail-plane"), append(args, extra...), nil); err != nil {
+		return nil, err
+	}
+	err = pl.poll(ctx, func() bool {
+		g, err := rpc.ReadSecretFile(filepath.Join(pl.data, "admin.grant"))
+		if err != nil {
+			return false
+		}
+		c := rpc.NewClient(pl.socket, g)
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if r, err := c.Health(hctx); err != nil || r.Store != "ok" {
+			c.Close()
+			return false
+		}
+		pl.admin = c
+		return true
+	})
+	return pl, err
+}
+
+// trial creates a candidate trial and writes its parts for the surfaces.
+func (pl *plane) trial(ctx context.Context) (rpc.Identity, error) {
+	return pl.admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
+}
+
+// surface is a running mail-writer, mail-inbox or mail-gateway.
+type surface struct {
+	*proc
+	url      string // http://127.0.0.1:PORT
+	smtpAddr string // mail-writer only
+}
+
+// writerConnections lifts mail-writer's per-listener connection limit
+// (default 16, the reference's) above the largest concurrency measured.
+const writerConnections = "256"
+
+// startSurface runs a surface with its grant (and, for the inbox, token)
+// on fresh loopback listeners and waits until GET /healthz answers 200.
+func (h *harness) startSurface(ctx context.Context, name string, pl *plane, grant, token string) (*surface, error) {
+	dir, err := os.MkdirTemp(h.procs.dir, "s")
+	if err != nil {
+		return nil, err
+	}
+	grantFile, err := writeSecret(dir, "grant", grant)
+	if err != nil {
+		return nil, err
+	}
+	nls := 1
+	if name == "mail-writer" {
+		nls = 2
+	}
+	var files []*os.File
+	var addrs []string
+	for range nls {
+		ln, f, err := tcpListener()
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, ln.Addr().String())
+		defer ln.Close()
+		defer f.Close()
+		files = append(files, f)
+	}
+	args := append(append([]string{}, logArgs...), "--plane-socket", pl.socket, "--grant-file", grantFile)
+	switch name {
+	case "mail-writer":
+		args = append(args, "--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--max-connections", writerConnections)
+	case "mail-inbox":
+		tokenFile, err := writeSecret(dir, "token", token)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--token-file", tokenFile, "--listen", "fd:3")
+	default:
+		args = append(args, "--listen", "fd:3")
+	}
+	p, err := h.procs.start(name, h.bin(name), args, nil, files...)
+	if err != nil {
+		return nil, err
+	}
+	s := &surface{proc: p, url: "http://" + addrs[0]}
+	if nls == 2 {
+		s.smtpAddr = addrs[1]
+	}
+	return s, p.poll(ctx, func() bool { return healthy(s.url + "/healthz") })
+}
+
+var probe = &http.Client{Timeout: time.Second}
+
+func healthy(url string) bool {
+	resp, err := probe.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// mailpit is a running Mailpit on Unix sockets in a fresh directory.
+type mailpit struct {
+	*proc
+	http, smtp string
+}
+
+// startMailpit runs Mailpit with the settings the plane gives its own
+// (Unix sockets only, no message cap, 2 MB messages, nothing outbound)
+// and waits for /readyz.
+func (h *harness) startMailpit(ctx context.Context, name string) (*mailpit, error) {
+	if h.mailpitPath == "" {
+		return nil, errors.New("no Mailpit binary (-mailpit, $MAILPLANE_MAILPIT or .cache/bin/mailpit; make deps builds it)")
+	}
+	dir, err := os.MkdirTemp(h.procs.dir, "m")
+	if err != nil {
+		return nil, err
+	}
+	m := &mailpit{http: filepath.Join(dir, "http.sock"), smtp: filepath.Join(dir, "smtp.sock")}
+	env := []string{
+		"MP_UI_BIND_ADDR=unix:" + m.http + ":660",
+		"MP_SMTP_BIND_ADDR=unix:" + m.smtp + ":660",
+		"MP_DATABASE=" + filepath.Join(dir, "mailpit.db"),
+		"MP_MAX_MESSAGES=0",
+		"MP_MAX_MESSAGE_SIZE=2",
+		"MP_SMTP_MAX_RECIPIENTS=16",
+		"MP_DISABLE_VERSION_CHECK=true",
+		"MP_ENABLE_CHAOS=false",
+		"MP_ENABLE_PROMETHEUS=false",
+		"MP_WEBHOOK_URL=",
+	}
+	if m.proc, err = h.procs.start(name, h.mailpitPath, nil, env); err != nil {
+		return nil, err
+	}
+	hc := unixHTTPClient(m.http, 1)
+	defer hc.CloseIdleConnections()
+	return m, m.poll(ctx, func() bool {
+		resp, err := hc.Get("http://mailpit/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}

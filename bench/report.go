@@ -1,0 +1,482 @@
+package main
+
+import (
+	"bufio"
+	"debug/buildinfo"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Report is every figure of one run; bench.json is this, bench.md and
+// bench.png are drawn from it.
+type Report struct {
+	Machine  Machine     `json:"machine"`
+	Command  string      `json:"command"`
+	Started  time.Time   `json:"started"`
+	Seconds  float64     `json:"seconds"`
+	Cell     string      `json:"cell"`
+	Pairs    []Pair      `json:"pairs"`
+	Startup  []Startup   `json:"startup"`
+	Memory   []MemoryRow `json:"memory"`
+	Density  *Density    `json:"density,omitempty"`
+	Goals    []Goal      `json:"goals"`
+	Notes    []string    `json:"notes,omitempty"`
+	Failures []string    `json:"failures,omitempty"`
+
+	busyAtStart float64 // CPU seconds of the whole machine when the run started
+}
+
+// Machine is what the run ran on.
+type Machine struct {
+	CPU       string  `json:"cpu"`
+	Cores     int     `json:"cores"`
+	MemoryGiB float64 `json:"memory_gib"`
+	Kernel    string  `json:"kernel"`
+	Go        string  `json:"go"`
+	Commit    string  `json:"commit"`
+	Mailpit   string  `json:"mailpit"`
+	// LoadAvg is /proc/loadavg when the run started, and OtherCPU the
+	// share of the machine's CPU time that processes other than this run's
+	// used while it ran: figures from a busy machine are not comparable
+	// with a quiet one's.
+	LoadAvg  string  `json:"loadavg"`
+	OtherCPU float64 `json:"other_cpu_pct"`
+}
+
+// Pair is a figure of mailplane next to its baseline from the same run.
+type Pair struct {
+	Section   string  `json:"section"` // ingest, reads, density
+	Store     string  `json:"store"`   // embedded or Mailpit
+	Path      string  `json:"path"`
+	Size      string  `json:"size,omitempty"`
+	Conc      int     `json:"concurrency"`
+	Mailplane Load    `json:"mailplane"`
+	Baseline  Load    `json:"baseline"`
+	Pct       float64 `json:"pct_of_baseline"` // 100 × mailplane's rate / the baseline's
+}
+
+func (p Pair) errNote() string {
+	if p.Mailplane.Errors+p.Baseline.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf("errors: mailplane %d (%s), baseline %d (%s)", p.Mailplane.Errors, p.Mailplane.FirstErr, p.Baseline.Errors, p.Baseline.FirstErr)
+}
+
+// Startup is one start-up figure over several runs, in milliseconds.
+type Startup struct {
+	What   string    `json:"what"`
+	Runs   []float64 `json:"runs_ms"`
+	Median float64   `json:"median_ms"`
+	Max    float64   `json:"max_ms"`
+}
+
+func newStartup(what string, runs []float64) Startup {
+	s := slices.Clone(runs)
+	slices.Sort(s)
+	st := Startup{What: what, Runs: runs}
+	if len(s) > 0 {
+		st.Median, st.Max = s[len(s)/2], s[len(s)-1]
+	}
+	return st
+}
+
+// MemoryRow is one process's resident size (VmRSS; peak is VmHWM).
+// Anon and File split the idle size (see memory).
+type MemoryRow struct {
+	Process     string `json:"process"`
+	When        string `json:"when,omitempty"`
+	IdleKiB     int64  `json:"idle_kib,omitempty"`
+	IdleAnonKiB int64  `json:"idle_anon_kib,omitempty"`
+	IdleFileKiB int64  `json:"idle_file_kib,omitempty"`
+	LoadedKiB   int64  `json:"loaded_kib"`
+	PeakKiB     int64  `json:"peak_kib"`
+}
+
+// Density is the plane with many live trials.
+type Density struct {
+	Trials       int          `json:"trials"`
+	CreateMs     float64      `json:"trial_create_ms_each"`
+	PlaneOneKiB  int64        `json:"plane_rss_1_trial_kib"`
+	PlaneManyKiB int64        `json:"plane_rss_all_trials_kib"`
+	PerTrialKiB  float64      `json:"plane_kib_per_extra_trial"`
+	SurfaceRSS   []MemoryRow  `json:"surfaces"`
+	Surfaces     []surfaceMem `json:"-"`
+}
+
+// Goal is one of the issue's goals and where it stands.
+type Goal struct {
+	Goal   string `json:"goal"`
+	Figure string `json:"figure"`
+	Met    bool   `json:"met"`
+}
+
+func newReport(cell time.Duration, mailpitPath string) *Report {
+	r := &Report{Started: time.Now().UTC(), Cell: cell.String(),
+		Command: "make bench  (go run ./bench -out results/ -cell " + cell.String() + ")"}
+	r.Machine = machine(mailpitPath)
+	r.busyAtStart, _ = machineBusy()
+	return r
+}
+
+// machineBusy is the CPU time the whole machine has spent busy (not idle
+// or waiting for I/O) since boot, in seconds, from /proc/stat.
+func machineBusy() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected %q", line)
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		var v float64
+		fmt.Sscan(f[i], &v)
+		busy += v
+	}
+	return busy / 100, nil // USER_HZ is 100 on Linux
+}
+
+// ownCPU is the CPU time of this process and of every process it started
+// and waited for (their children included, once those waited for them).
+func ownCPU() float64 {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	sec := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return sec(self.Utime) + sec(self.Stime) + sec(kids.Utime) + sec(kids.Stime)
+}
+
+func (r *Report) add(p Pair) {
+	p.Mailplane.lat, p.Baseline.lat = nil, nil
+	if p.Baseline.Rate > 0 {
+		p.Pct = 100 * p.Mailplane.Rate / p.Baseline.Rate
+	}
+	r.Pairs = append(r.Pairs, p)
+}
+
+// noteRSS records a process's size at a moment of the run (context for
+// the memory figures).
+func (r *Report) noteRSS(when string, p *proc) {
+	if m, err := rssOf(p.pid()); err == nil {
+		r.Memory = append(r.Memory, MemoryRow{Process: p.name, When: when, LoadedKiB: m.RSS, PeakKiB: m.HWM})
+	}
+}
+
+func (r *Report) find(section, store, path, size string, conc int) (Pair, bool) {
+	for _, p := range r.Pairs {
+		if p.Section == section && p.Store == store && p.Path == path && p.Size == size && p.Conc == conc {
+			return p, true
+		}
+	}
+	return Pair{}, false
+}
+
+// busyWarnPct of the machine's CPU used by other processes during the run
+// makes bench.md say that the figures are not a quiet machine's.
+const busyWarnPct = 20.0
+
+// Goals of the issue, as numbers.
+const (
+	goalNullPct    = 50.0
+	goalMailpitPct = 80.0
+	goalWakeP99    = 10.0 // ms
+	goalListP99    = 5.0  // ms
+	goalUpMs       = 300.0
+	goalIdleMB     = 40.0
+	goalPerTrialKB = 100.0
+)
+
+// finish works out where each goal stands.
+func (r *Report) finish() {
+	r.Seconds = time.Since(r.Started).Seconds()
+	if busy, err := machineBusy(); err == nil && r.busyAtStart > 0 && r.Seconds > 0 {
+		other := busy - r.busyAtStart - ownCPU()
+		r.Machine.OtherCPU = max(0, 100*other/(r.Seconds*float64(r.Machine.Cores)))
+	}
+	for _, size := range sizes {
+		for _, path := range []string{"POST /emails", smtpPath(1), smtpPath(50)} {
+			if p, ok := r.find("ingest", "embedded", path, size.Name, 8); ok {
+				r.goal(fmt.Sprintf("%s, %s, concurrency 8: ≥ %.0f%% of the %s", path, size.Name, goalNullPct, p.Baseline.Label),
+					fmt.Sprintf("%.0f%% (%.0f vs %.0f msg/s)", p.Pct, p.Mailplane.Rate, p.Baseline.Rate), p.Pct >= goalNullPct)
+			}
+		}
+	}
+	for _, size := range sizes {
+		for _, path := range []string{"POST /emails", smtpPath(1), smtpPath(50)} {
+			if p, ok := r.find("ingest", "Mailpit", path, size.Name, 8); ok {
+				r.goal(fmt.Sprintf("Mailpit store, %s, %s, concurrency 8: ≥ %.0f%% of %s", path, size.Name, goalMailpitPct, p.Baseline.Label),
+					fmt.Sprintf("%.0f%% (%.0f vs %.0f msg/s)", p.Pct, p.Mailplane.Rate, p.Baseline.Rate), p.Pct >= goalMailpitPct)
+			}
+		}
+	}
+	for _, store := range []string{"embedded", "Mailpit"} {
+		if p, ok := r.find("reads", store, "wait wake-up", "", 1); ok {
+			fig := fmt.Sprintf("p99 %.2f ms (p50 %.2f ms) after the ack", p.Mailplane.P99, p.Mailplane.P50)
+			if e, ok := r.find("reads", store, "POST to read", "", 1); ok {
+				fig += fmt.Sprintf("; POST start to read: p99 %.2f ms", e.Mailplane.P99)
+			}
+			r.goal(fmt.Sprintf("wait wake-up p99 < %.0f ms (%s store)", goalWakeP99, store), fig, p.Mailplane.P99 < goalWakeP99)
+		}
+		if p, ok := r.find("reads", store, "list of 32", "", 1); ok {
+			r.goal(fmt.Sprintf("list of 32 p99 < %.0f ms (%s store, one reader)", goalListP99, store),
+				fmt.Sprintf("p99 %.2f ms (p50 %.2f ms)", p.Mailplane.P99, p.Mailplane.P50), p.Mailplane.P99 < goalListP99)
+		}
+	}
+	if len(r.Startup) > 0 {
+		s := r.Startup[0]
+		r.goal(fmt.Sprintf("mail-plane up healthy < %.0f ms", goalUpMs),
+			fmt.Sprintf("median %.0f ms, max %.0f ms of %d runs", s.Median, s.Max, len(s.Runs)), s.Max < goalUpMs)
+	}
+	var idle, anon int64
+	n := 0
+	for _, m := range r.Memory {
+		switch m.Process {
+		case "mail-plane serve", "mail-writer", "mail-inbox", "mail-gateway":
+			if m.When == "" {
+				idle += m.IdleKiB
+				anon += m.IdleAnonKiB
+				n++
+			}
+		}
+	}
+	if n == 4 {
+		r.goal(fmt.Sprintf("plane + 3 surfaces idle < %.0f MB resident", goalIdleMB),
+			fmt.Sprintf("%.1f MB (%.1f MB anonymous, %.1f MB file-backed)", mb(idle), mb(anon), mb(idle-anon)), mb(idle) < goalIdleMB)
+	}
+	if d := r.Density; d != nil {
+		kb := d.PerTrialKiB * 1024 / 1000
+		r.goal(fmt.Sprintf("each extra trial < %.0f KB of plane memory", goalPerTrialKB),
+			fmt.Sprintf("%.1f KB (%d trials: %.1f → %.1f MB)", kb, d.Trials, mb(d.PlaneOneKiB), mb(d.PlaneManyKiB)), kb < goalPerTrialKB)
+	}
+}
+
+func (r *Report) goal(goal, figure string, met bool) {
+	r.Goals = append(r.Goals, Goal{Goal: goal, Figure: figure, Met: met})
+}
+
+// write puts bench.json, bench.md and bench.png into dir.
+func (r *Report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.md"), []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "bench.png"))
+	if err != nil {
+		return err
+	}
+	if err := drawChart(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// machine describes this machine from /proc and the toolchain.
+func machine(mailpitPath string) Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var kb float64
+			if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %f kB", &kb); err == nil {
+				m.MemoryGiB = kb / (1 << 20)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f := strings.Fields(string(b))
+		m.LoadAvg = strings.Join(f[:min(3, len(f))], " ")
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	if mailpitPath != "" {
+		// go install leaves Mailpit's own version string "dev"; the
+		// module version is in the binary's build information.
+		if bi, err := buildinfo.ReadFile(mailpitPath); err == nil {
+			m.Mailpit = "Mailpit " + bi.Main.Version
+		}
+	}
+	return m
+}
+
+// markdown is bench.md: the goals, then every table.
+func (r *Report) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	m := r.Machine
+	w("# mailplane benchmark\n\n")
+	w("Machine: %s, %d cores, %.0f GiB, %s, %s; commit %s; %s.  \n", m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.Commit, m.Mailpit)
+	w("Other work on the machine: load average %s at the start; other processes used %.0f%% of its CPU time during the run.  \n", m.LoadAvg, m.OtherCPU)
+	w("Command: `%s`, %s, %.0f s.  \n", r.Command, r.Started.Format("2006-01-02 15:04 MST"), r.Seconds)
+	w("Each throughput figure: %s per side after a %v warm-up, mailplane and its baseline taking %d turns each, in the same run.\n\n", r.Cell, warmup, rounds)
+	if m.OtherCPU > busyWarnPct {
+		w("**The machine was busy with other work during this run (%.0f%% of its CPU): the figures understate what mailplane and the baselines do on a quiet machine; their ratios are more robust than the absolute numbers.**\n\n", m.OtherCPU)
+	}
+	for _, f := range r.Failures {
+		w("**Section failed:** %s\n\n", f)
+	}
+	w("## Goals\n\n| goal | figure | met |\n|---|---|---|\n")
+	for _, g := range r.Goals {
+		met := "yes"
+		if !g.Met {
+			met = "**no**"
+		}
+		w("| %s | %s | %s |\n", g.Goal, g.Figure, met)
+	}
+	ingest := func(store, title string) {
+		rows := r.section("ingest", store)
+		if len(rows) == 0 {
+			return
+		}
+		w("\n## %s\n\n", title)
+		w("| path | body | conc | mailplane msg/s | p50 ms | p99 ms | baseline | baseline msg/s | p50 ms | p99 ms | %% of baseline |\n")
+		w("|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
+		for _, p := range rows {
+			w("| %s | %s | %d | %.0f | %.2f | %.2f | %s | %.0f | %.2f | %.2f | %.0f%% |\n", p.Path, p.Size, p.Conc,
+				p.Mailplane.Rate, p.Mailplane.P50, p.Mailplane.P99, p.Baseline.Label, p.Baseline.Rate, p.Baseline.P50, p.Baseline.P99, p.Pct)
+		}
+		r.errorLines(w, rows)
+	}
+	ingest("embedded", "Ingest, embedded store (mail-writer → mail-plane → SQLite, every message durable) vs null servers")
+	if len(r.section("ingest", "embedded")) > 0 {
+		w("\n\"%s\" is the plane alone, called as mail-writer calls it (one writer grant, the same socket, a 512 B or 100 KiB message, durable before the answer), next to its health RPC (the same socket, grant check and JSON, nothing stored): the ceiling of any door in front of the plane. SMTP 1/conn times the whole connection (connect, greeting, EHLO, one transaction, QUIT); SMTP 50/conn times each transaction.\n", planeSend)
+	}
+	ingest("Mailpit", "Ingest, Mailpit store (mail-writer → mail-plane → Mailpit) vs raw SMTP into the same Mailpit")
+
+	if rows := r.section("reads", ""); len(rows) > 0 {
+		w("\n## Reads through mail-gateway (the evaluator's API)\n\n")
+		w("| store | read | conc | mailplane ops/s | p50 ms | p99 ms | baseline | baseline ops/s | p50 ms | p99 ms |\n")
+		w("|---|---|--:|--:|--:|--:|---|--:|--:|--:|\n")
+		for _, p := range rows {
+			w("| %s | %s | %d | %s | %.2f | %.2f | %s | %s | %.2f | %.2f |\n", p.Store, p.Path, p.Conc, rate(p.Mailplane),
+				p.Mailplane.P50, p.Mailplane.P99, p.Baseline.Label, rate(p.Baseline), p.Baseline.P50, p.Baseline.P99)
+		}
+		r.errorLines(w, rows)
+		w("\nThe list is of a namespace of 32 messages (full text, codes and links) on a store that also holds %d messages of another trial; Mailpit's list answers 32 summaries of a Mailpit holding %d. Wake-up: a GET …/latest?wait=10s is already waiting when a POST /emails starts; \"wait wake-up\" is from the POST's acknowledgement to the waiting read's answer (negative when the waiter is answered first: the plane wakes waiters on commit), next to a plain GET …/latest sent at the acknowledgement, the best any poller could do; \"POST to read\" is from the start of the POST to the answer, next to POST then GET. %d rounds each.\n", backgroundMessages, backgroundMessages, wakeRounds)
+	}
+	if len(r.Startup) > 0 {
+		w("\n## Start-up\n\n| what | median ms | max ms | runs ms |\n|---|--:|--:|---|\n")
+		for _, s := range r.Startup {
+			runs := make([]string, len(s.Runs))
+			for i, x := range s.Runs {
+				runs[i] = fmt.Sprintf("%.0f", x)
+			}
+			w("| %s | %.0f | %.0f | %s |\n", s.What, s.Median, s.Max, strings.Join(runs, ", "))
+		}
+	}
+	var idle, loaded []MemoryRow
+	for _, m := range r.Memory {
+		if m.When == "" {
+			idle = append(idle, m)
+		} else {
+			loaded = append(loaded, m)
+		}
+	}
+	if len(idle) > 0 {
+		w("\n## Memory (resident, VmRSS)\n\nThe processes of one `mail-plane up`, idle and after %d messages of 512 B (POST /emails, 8 at a time) read back through the gateway and the inbox; Mailpit idle and after the same %d messages by SMTP; a null Go HTTP server (this harness's baseline) idle and after as many POSTs, for what any Go HTTP process costs.\n\n", memoryMessages, memoryMessages)
+		w("| process | idle MB | idle: anonymous | idle: file-backed | after %d MB | peak MB |\n|---|--:|--:|--:|--:|--:|\n", memoryMessages)
+		var ti, ta, tf, tl int64
+		for _, m := range idle {
+			w("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", m.Process, mb(m.IdleKiB), mb(m.IdleAnonKiB), mb(m.IdleFileKiB), mb(m.LoadedKiB), mb(m.PeakKiB))
+			switch m.Process {
+			case "mail-plane serve", "mail-writer", "mail-inbox", "mail-gateway":
+				ti += m.IdleKiB
+				ta += m.IdleAnonKiB
+				tf += m.IdleFileKiB
+				tl += m.LoadedKiB
+			}
+		}
+		w("| **plane + 3 surfaces** | **%.1f** | %.1f | %.1f | **%.1f** | |\n", mb(ti), mb(ta), mb(tf), mb(tl))
+		w("\nAnonymous is each process's own memory (heap, stacks); file-backed is pages of its binary that it has touched, which the kernel's page cache holds once however many processes map the same file, and may reclaim under pressure.\n")
+	}
+	if len(loaded) > 0 {
+		w("\nAfter the ingest runs (each process had taken every ingest figure of its store):\n\n| process | when | MB | peak MB |\n|---|---|--:|--:|\n")
+		for _, m := range loaded {
+			w("| %s | %s | %.1f | %.1f |\n", m.Process, m.When, mb(m.LoadedKiB), mb(m.PeakKiB))
+		}
+	}
+	if d := r.Density; d != nil {
+		w("\n## Density: one plane, %d live trials\n\n", d.Trials)
+		w("%d trials on one plane (`trial.create` took %.2f ms each). The plane's side is driven as %d writers would drive it: one client per trial with that trial's writer grant and its own connection to the plane's socket, %d at a time, every trial getting mail, then every namespace listed through the gateway's grant and checked against the plane's count. Its resident size: %.1f MB with 1 trial (after %d + %d messages), %.1f MB with %d (after %d more across all): **%.1f KB per extra trial**. The surfaces' side: %d real writers and %d inboxes on trials of the same plane.\n\n",
+			d.Trials, d.CreateMs, d.Trials, densityConc, mb(d.PlaneOneKiB), densityWarm, densityTraffic, mb(d.PlaneManyKiB), d.Trials, densityTraffic, d.PerTrialKiB*1024/1000, densitySurfaces, densitySurfaces)
+		rows := r.section("density", "")
+		w("| figure | conc | mailplane msg/s | p50 ms | p99 ms | baseline | baseline msg/s | p50 ms | p99 ms | %% of baseline |\n|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
+		for _, p := range rows {
+			w("| %s | %d | %.0f | %.2f | %.2f | %s | %.0f | %.2f | %.2f | %.0f%% |\n", p.Path, p.Conc, p.Mailplane.Rate, p.Mailplane.P50, p.Mailplane.P99,
+				p.Baseline.Label, p.Baseline.Rate, p.Baseline.P50, p.Baseline.P99, p.Pct)
+		}
+		r.errorLines(w, rows)
+		if len(d.SurfaceRSS) > 0 {
+			w("\n| surface process | MB | peak MB |\n|---|--:|--:|\n")
+			for _, m := range d.SurfaceRSS {
+				w("| %s | %.1f | %.1f |\n", m.Process, mb(m.LoadedKiB), mb(m.PeakKiB))
+			}
+		}
+	}
+	for _, n := range r.Notes {
+		w("\n%s\n", n)
+	}
+	w("\n![throughput and p99 per path](bench.png)\n")
+	return b.String()
+}
+
+func (r *Report) section(section, store string) []Pair {
+	var out []Pair
+	for _, p := range r.Pairs {
+		if p.Section == section && (store == "" || p.Store == store) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *Report) errorLines(w func(string, ...any), rows []Pair) {
+	for _, p := range rows {
+		if note := p.errNote(); note != "" {
+			w("\n%s %s %s c%d: %s\n", p.Store, p.Path, p.Size, p.Conc, note)
+		}
+	}
+}
+
+func rate(l Load) string {
+	if l.Rate == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", l.Rate)
+}
