@@ -31,7 +31,7 @@ deps: $(MAILPIT)
 $(MAILPIT):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)
 
-test: deps build check unit fuzz-short
+test: deps build check unit fuzz-short e2e
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
