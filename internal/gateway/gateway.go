@@ -60,7 +60,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status >= 500 {
 		ev = g.log.Warn()
 	}
-	if ident.ValidNamespace(rt.ns) {
+	// The namespace is logged once the plane has taken the caller's
+	// capability for it; before that it is whatever the caller put in
+	// the path, which may be a secret.
+	if ident.ValidNamespace(rt.ns) && (status < 400 || code == mailclient.CodeMessageNotFound || code == mailclient.CodeRecipientForbidden) {
 		ev = ev.Str("namespace", rt.ns)
 	}
 	ev.Str("method", r.Method).Str("route", rt.kind.String()).Int("status", status).Str("code", code).

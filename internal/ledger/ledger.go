@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -29,6 +30,7 @@ type Ledger struct {
 	read  *sql.DB // WAL readers, never blocked by the writer
 
 	rs, ws *stmts // prepared statements of read and write
+	dir    string // the data directory, for its free space
 
 	offers  chan *pending // sends waiting for the committer
 	closed  chan struct{}
@@ -165,7 +167,7 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		write.Close()
 		return nil, err
 	}
-	l := &Ledger{write: write, read: read, rs: rs, ws: ws, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
+	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
 	go l.commit()
 	return l, nil
 }
@@ -189,9 +191,17 @@ func (l *Ledger) Ping(ctx context.Context) error {
 	return l.rs.queryRow(ctx, qSchema).Scan(&v)
 }
 
-// PingWrite checks that the database takes a write, so that a full disk or
-// a broken file shows.
-func (l *Ledger) PingWrite(ctx context.Context) error {
+// PingWrite checks that the database takes a write and that its file
+// system has minFree bytes left, so that a full disk shows (a one-row
+// update alone still fits in the write-ahead log).
+func (l *Ledger) PingWrite(ctx context.Context, minFree uint64) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(l.dir, &fs); err != nil {
+		return err
+	}
+	if free := fs.Bavail * uint64(fs.Bsize); free < minFree {
+		return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
+	}
 	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
 	return err
 }

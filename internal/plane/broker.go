@@ -66,6 +66,11 @@ type caller struct {
 // storeErr turns an unexpected ledger or store error into an outage answer;
 // the detail goes to the log only.
 func (b *Broker) storeErr(op string, err error) *rpc.Error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The caller went away or ran out of time: not the store's fault.
+		b.log.Debug().Err(err).Str("op", op).Msg("call ended before the store answered")
+		return rpc.Errorf(rpc.CodeDeadlineExceeded, "the call ended before the store answered")
+	}
 	b.log.Error().Err(err).Str("op", op).Msg("store failure")
 	return rpc.Errorf(rpc.CodeStoreUnavailable, "the plane's store is unavailable")
 }
@@ -82,7 +87,7 @@ func (b *Broker) Health(ctx context.Context, c caller) rpc.HealthResponse {
 
 func (b *Broker) ping(ctx context.Context) error {
 	if b.writeFailed.Load() {
-		if err := b.ledger.PingWrite(ctx); err != nil {
+		if err := b.ledger.PingWrite(ctx, 2*MaxMessageBytes); err != nil {
 			return err
 		}
 	}
@@ -225,8 +230,11 @@ func (b *Broker) sendAnswer(ns string, via rpc.Via, e ledger.Entry, replayed boo
 		b.log.Warn().Err(err).Str("namespace", ns).Msg("store refused a message")
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidEnvelope, "the store refused the message")
 	case err != nil:
-		b.writeFailed.Store(true)
-		return rpc.SendResponse{}, b.storeErr("accept", err)
+		e := b.storeErr("accept", err)
+		if e.Code == rpc.CodeStoreUnavailable {
+			b.writeFailed.Store(true)
+		}
+		return rpc.SendResponse{}, e
 	}
 	b.writeFailed.Store(false)
 	if !replayed {

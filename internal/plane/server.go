@@ -164,7 +164,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok {
 		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", role, method))
 	}
-	ctx, cancel := s.callContext(r)
+	ctx, cancel := s.callContext(r, method)
 	defer cancel()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rpc.MaxRequestBytes))
 	if err != nil {
@@ -221,15 +221,21 @@ func (s *Server) forgetGrants() {
 }
 
 // callContext bounds a call by the caller's deadline header, by callLimit,
-// and for a waiting read by its wait on top.
-func (s *Server) callContext(r *http.Request) (context.Context, context.CancelFunc) {
+// and for a waiting read by its wait on top. A call runs to its end even
+// if its caller half-closes the connection (HTTP/1.0 clients do, after a
+// whole request); only a waiting read stops when its caller goes away.
+func (s *Server) callContext(r *http.Request, method string) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(callLimit + rpc.MaxWait)
 	if h := r.Header.Get(rpc.DeadlineHeader); h != "" {
 		if t, err := time.Parse(time.RFC3339Nano, h); err == nil && t.Before(deadline) {
 			deadline = t
 		}
 	}
-	return context.WithDeadline(r.Context(), deadline)
+	parent := context.WithoutCancel(r.Context())
+	if method == rpc.MethodList || method == rpc.MethodLatest {
+		parent = r.Context()
+	}
+	return context.WithDeadline(parent, deadline)
 }
 
 func (s *Server) dispatch(ctx context.Context, c caller, method string, body []byte) (any, error) {

@@ -124,6 +124,11 @@ func serve(c *cli.Context) error {
 	case <-ctx.Done():
 	}
 	log.Info().Msg("shutting down")
+	// Whatever hangs (a store that does not answer), the process ends.
+	time.AfterFunc(15*time.Second, func() {
+		log.Error().Msg("shutdown took longer than 15s; exiting")
+		os.Exit(1)
+	})
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

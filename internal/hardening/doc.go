@@ -1,0 +1,20 @@
+// Package hardening is mailplane's reliability and security suite. It has
+// no code of its own, only tests that run the real binaries as separate
+// processes on real sockets:
+//
+//   - the isolation matrix, generated from the plane's authorization table
+//     and the surfaces' route tables: every credential of two live trials
+//     against every route and every RPC method, for both namespaces;
+//   - faults: SIGKILL of the plane under load, the store's disk full,
+//     Mailpit killed, surfaces killed and restarted;
+//   - exhaustion: connection caps, slow clients, floods of bad
+//     credentials, oversized frames and bodies, with the good clients'
+//     latency and every process's memory measured;
+//   - secrets: every minted secret and every one-time code searched for in
+//     every log line and error body, and every comparison of a secret in
+//     the source checked to be constant-time.
+//
+// By default the tests run in their short form (make test). With
+// MAILPLANE_HARDENING=long (make hardening-long) they run longer and
+// harder, and RELIABILITY.md reports the figures of such a run.
+package hardening
