@@ -49,7 +49,7 @@ fuzz-short:
 fuzz:
 	@scripts/fuzz.sh $${FUZZTIME:-2m}
 
-# The reliability suite's long form, whose figures RELIABILITY.md reports:
+# The reliability suite's long form, whose figures the README's Reliability table reports:
 # every fuzz target for FUZZTIME each (default 60s) with its executions
 # counted, then internal/hardening at full length (MAILPLANE_HARDENING=long).
 .PHONY: hardening-long

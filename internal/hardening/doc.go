@@ -16,5 +16,5 @@
 //
 // By default the tests run in their short form (make test). With
 // MAILPLANE_HARDENING=long (make hardening-long) they run longer and
-// harder, and RELIABILITY.md reports the figures of such a run.
+// harder, and the README's Reliability table reports the figures of such a run.
 package hardening

@@ -397,10 +397,16 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 		}
 		total += e.Size
 	}
-	// Messages load in parallel: each is a round trip to an external store.
+	// From an external store, messages load in parallel: each is a round
+	// trip. From the embedded one they load in turn, which is as fast and
+	// keeps the plane's memory per trial low.
+	parallel := 1
+	if !b.store.Transactional() {
+		parallel = externalLoads
+	}
 	out := make([]rpc.Message, len(entries))
 	errs := make([]error, len(entries))
-	sem := make(chan struct{}, loadParallelism)
+	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i, e := range entries {
 		wg.Add(1)
@@ -419,8 +425,9 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 	return out, nil
 }
 
-// loadParallelism bounds the loads of one read running at once.
-const loadParallelism = 8
+// externalLoads bounds the loads of one read from an external store
+// running at once.
+const externalLoads = 8
 
 func (b *Broker) get(ctx context.Context, ns ledger.Namespace, seq int64) (rpc.Message, error) {
 	e, err := b.ledger.Entry(ctx, ns.Name, seq)
