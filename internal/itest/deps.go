@@ -1,0 +1,35 @@
+package itest
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Module is this repository's module path, for naming its packages.
+const Module = "github.com/websitebench/mailplane/"
+
+// ForbidDeps fails t for every package that the package in the current
+// directory (a binary's) links and must not: one of forbidden, or below
+// it, unless it is one of allowed. It is how each binary proves that it
+// does not link what its zone may not touch.
+func ForbidDeps(t *testing.T, binary string, forbidden, allowed []string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps listed only %q: not a dependency list", deps)
+	}
+	for _, d := range deps {
+		for _, f := range forbidden {
+			f = strings.TrimSuffix(f, "/")
+			if (d == f || strings.HasPrefix(d, f+"/")) && !slices.Contains(allowed, d) {
+				t.Errorf("%s links %s", binary, d)
+			}
+		}
+	}
+}
