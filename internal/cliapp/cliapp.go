@@ -4,12 +4,20 @@
 package cliapp
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rs/zerolog"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/websitebench/mailplane/internal/listen"
+	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -77,18 +85,56 @@ const DefaultSocket = "/run/mailplane/plane.sock"
 // PlaneClient builds the plane client PlaneFlags describe. The grant file
 // is read once, at start; its content never reaches a log.
 func PlaneClient(c *cli.Context) (*rpc.Client, error) {
-	path := c.String("grant-file")
+	grant, err := SecretFlag(c, "grant-file", "grant")
+	if err != nil {
+		return nil, err
+	}
+	return rpc.NewClient(c.String("plane-socket"), grant), nil
+}
+
+// SecretFlag reads the secret in the file that flag names or, under
+// systemd, in $CREDENTIALS_DIRECTORY/credential. Errors name the file,
+// never its content.
+func SecretFlag(c *cli.Context, flag, credential string) (string, error) {
+	path := c.String(flag)
 	if path == "" {
 		if dir := os.Getenv("CREDENTIALS_DIRECTORY"); dir != "" {
-			path = dir + "/grant"
+			path = dir + "/" + credential
 		}
 	}
 	if path == "" {
-		return nil, Usagef("--grant-file is required")
+		return "", Usagef("--%s is required", flag)
 	}
-	grant, err := rpc.ReadSecretFile(path)
+	secret, err := rpc.ReadSecretFile(path)
 	if err != nil {
-		return nil, Usagef("grant: %v", err)
+		return "", Usagef("%s: %v", credential, err)
 	}
-	return rpc.NewClient(c.String("plane-socket"), grant), nil
+	return secret, nil
+}
+
+// RunSurface is the life of a surface with one HTTP listener (the inbox,
+// the gateway): its logger, its plane client, its --listen socket, and
+// serve until SIGINT or SIGTERM.
+func RunSurface(c *cli.Context, name string, serve func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error) error {
+	log, err := logging.FromFlags(c, name)
+	if err != nil {
+		return UsageError{err}
+	}
+	if c.NArg() > 0 {
+		return Usagef("unexpected arguments: %v", c.Args().Slice())
+	}
+	plane, err := PlaneClient(c)
+	if err != nil {
+		return err
+	}
+	defer plane.Close()
+	ln, err := listen.Listen(c.String("listen"))
+	if err != nil {
+		return Usagef("--listen: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = serve(ctx, ln, plane, log)
+	log.Info().Msg(name + " stopped")
+	return err
 }

@@ -2,14 +2,14 @@ package gateway
 
 import (
 	"context"
-	"os/signal"
-	"syscall"
+	"net"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // DefaultListen is the reference's API port.
@@ -32,26 +32,8 @@ func App() *cli.App {
 }
 
 func run(c *cli.Context) error {
-	log, err := logging.FromFlags(c, "mail-gateway")
-	if err != nil {
-		return cliapp.UsageError{Err: err}
-	}
-	if c.NArg() > 0 {
-		return cliapp.Usagef("unexpected arguments: %v", c.Args().Slice())
-	}
-	plane, err := cliapp.PlaneClient(c)
-	if err != nil {
-		return err
-	}
-	defer plane.Close()
-	ln, err := listen.Listen(c.String("listen"))
-	if err != nil {
-		return cliapp.Usagef("--listen: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	log.Info().Str("listen", ln.Addr().String()).Msg("gateway listening")
-	err = Serve(ctx, ln, New(plane, log), log)
-	log.Info().Msg("gateway stopped")
-	return err
+	return cliapp.RunSurface(c, "mail-gateway", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error {
+		log.Info().Str("listen", ln.Addr().String()).Msg("gateway listening")
+		return Serve(ctx, ln, New(plane, log), log)
+	})
 }

@@ -2,15 +2,13 @@ package inbox
 
 import (
 	"context"
-	"os"
-	"os/signal"
+	"net"
 	"regexp"
-	"syscall"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -42,52 +40,25 @@ func App() *cli.App {
 }
 
 func run(c *cli.Context) error {
-	log, err := logging.FromFlags(c, "mail-inbox")
-	if err != nil {
-		return cliapp.UsageError{Err: err}
-	}
-	if c.NArg() > 0 {
-		return cliapp.Usagef("unexpected arguments: %v", c.Args().Slice())
-	}
 	token, err := readToken(c)
 	if err != nil {
 		return err
 	}
-	plane, err := cliapp.PlaneClient(c)
-	if err != nil {
-		return err
-	}
-	defer plane.Close()
-	ln, err := listen.Listen(c.String("listen"))
-	if err != nil {
-		return cliapp.Usagef("--listen: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	log.Info().Str("listen", ln.Addr().String()).Bool("root_redirect", !c.Bool("no-root-redirect")).Msg("inbox listening")
-	err = Serve(ctx, ln, New(plane, token, c.Bool("no-root-redirect"), log), log)
-	log.Info().Msg("inbox stopped")
-	return err
+	return cliapp.RunSurface(c, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error {
+		log.Info().Str("listen", ln.Addr().String()).Bool("root_redirect", !c.Bool("no-root-redirect")).Msg("inbox listening")
+		return Serve(ctx, ln, New(plane, token, c.Bool("no-root-redirect"), log), log)
+	})
 }
 
 // readToken reads the inbox token once, at start. Errors name the file,
 // never its content.
 func readToken(c *cli.Context) (string, error) {
-	path := c.String("token-file")
-	if path == "" {
-		if dir := os.Getenv("CREDENTIALS_DIRECTORY"); dir != "" {
-			path = dir + "/token"
-		}
-	}
-	if path == "" {
-		return "", cliapp.Usagef("--token-file is required")
-	}
-	token, err := rpc.ReadSecretFile(path)
+	token, err := cliapp.SecretFlag(c, "token-file", "token")
 	if err != nil {
-		return "", cliapp.Usagef("token: %v", err)
+		return "", err
 	}
 	if !tokenSyntax.MatchString(token) {
-		return "", cliapp.Usagef("token in %s: want 32 to 256 characters of A-Z a-z 0-9 . _ ~ -", path)
+		return "", cliapp.Usagef("the inbox token: want 32 to 256 characters of A-Z a-z 0-9 . _ ~ -")
 	}
 	return token, nil
 }

@@ -178,29 +178,39 @@ func bareAddress(s string) (string, bool) {
 	return a.Address, true
 }
 
-// addressList reads a string or a list of strings. required means at least
-// one address.
-func addressList(v any, required bool) ([]string, bool) {
-	var raw []any
+// stringList reads JSON's "a string or a list of strings".
+func stringList(v any) ([]string, bool) {
 	switch t := v.(type) {
 	case nil:
-		return nil, !required
+		return nil, true
 	case string:
-		raw = []any{t}
+		return []string{t}, true
 	case []any:
-		raw = t
-	default:
+		out := make([]string, 0, len(t))
+		for _, r := range t {
+			s, ok := r.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// addressList reads a string or a list of strings as bare addresses.
+// required means at least one address.
+func addressList(v any, required bool) ([]string, bool) {
+	raw, ok := stringList(v)
+	if !ok || (required && len(raw) == 0) {
 		return nil, false
 	}
-	if required && len(raw) == 0 {
-		return nil, false
+	if raw == nil {
+		return nil, true
 	}
 	out := make([]string, 0, len(raw))
-	for _, r := range raw {
-		s, ok := r.(string)
-		if !ok {
-			return nil, false
-		}
+	for _, s := range raw {
 		a, ok := bareAddress(s)
 		if !ok {
 			return nil, false
@@ -212,26 +222,15 @@ func addressList(v any, required bool) ([]string, bool) {
 
 // replyTo reads reply_to (a string or a list) and keeps display names.
 func replyTo(v any) ([]string, bool) {
-	var raw []any
-	switch t := v.(type) {
-	case nil:
-		return nil, true
-	case string:
-		raw = []any{t}
-	case []any:
-		raw = t
-	default:
+	raw, ok := stringList(v)
+	if !ok || len(raw) > maxReplyTo {
 		return nil, false
 	}
-	if len(raw) > maxReplyTo {
-		return nil, false
+	if raw == nil {
+		return nil, true
 	}
 	out := make([]string, 0, len(raw))
-	for _, r := range raw {
-		s, ok := r.(string)
-		if !ok {
-			return nil, false
-		}
+	for _, s := range raw {
 		bare, ok := bareAddress(s)
 		if !ok {
 			return nil, false
