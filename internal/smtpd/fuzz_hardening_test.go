@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/connlimit"
-	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/internal/writer/writertest"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -42,9 +41,7 @@ func FuzzSMTPSession(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	p := itest.StartPlane(f, "--quota-messages", "0", "--quota-bytes", "0")
-	id := p.Trial(f, rpc.ProfileCandidate)
-	other := p.Trial(f, rpc.ProfileCandidate)
+	p, id, other := writertest.TwoTrials(f, rpc.ProfileCandidate)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -57,16 +54,7 @@ func FuzzSMTPSession(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, session []byte) {
 		before, beforeOther := writertest.Count(t, p, id), writertest.Count(t, p, other)
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(15 * time.Second))
-		go func() {
-			c.Write(session)
-			c.(*net.TCPConn).CloseWrite()
-		}()
+		c := writertest.Exchange(t, addr, session, 15*time.Second)
 		queued := 0
 		br := bufio.NewReader(c)
 		for {

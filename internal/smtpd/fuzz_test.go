@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/connlimit"
-	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/internal/writer/writertest"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -36,9 +35,7 @@ func FuzzSMTPData(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	p := itest.StartPlane(f, "--quota-messages", "0", "--quota-bytes", "0")
-	id := p.Trial(f, rpc.ProfileSidecar)
-	other := p.Trial(f, rpc.ProfileSidecar)
+	p, id, other := writertest.TwoTrials(f, rpc.ProfileSidecar)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)

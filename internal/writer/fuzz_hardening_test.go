@@ -51,9 +51,7 @@ func FuzzWriterRequest(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	p := itest.StartPlane(f, "--quota-messages", "0", "--quota-bytes", "0")
-	id := p.Trial(f, rpc.ProfileCandidate)
-	other := p.Trial(f, rpc.ProfileCandidate)
+	p, id, other := writertest.TwoTrials(f, rpc.ProfileCandidate)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -68,16 +66,7 @@ func FuzzWriterRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, req []byte) {
 		req = []byte(r.Replace(string(req)))
 		before, beforeOther := writertest.Count(t, p, id), writertest.Count(t, p, other)
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
-		go func() {
-			c.Write(req)
-			c.(*net.TCPConn).CloseWrite()
-		}()
+		c := writertest.Exchange(t, addr, req, 20*time.Second)
 		accepted := 0
 		br := bufio.NewReader(c)
 		for {

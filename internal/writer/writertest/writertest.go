@@ -106,3 +106,25 @@ func Dial(t testing.TB, addr string) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TwoTrials starts a plane without quotas and two trials of profile: the
+// one a test writes into, and another that must stay untouched.
+func TwoTrials(t testing.TB, profile string) (*itest.Plane, rpc.Identity, rpc.Identity) {
+	t.Helper()
+	p := itest.StartPlane(t, "--quota-messages", "0", "--quota-bytes", "0")
+	return p, p.Trial(t, profile), p.Trial(t, profile)
+}
+
+// Exchange sends input to addr all at once and half-closes, as a client
+// that says everything before it listens; the server's answer is read from
+// the returned connection, which gives up after d.
+func Exchange(t testing.TB, addr string, input []byte, d time.Duration) net.Conn {
+	t.Helper()
+	c := Dial(t, addr)
+	c.SetDeadline(time.Now().Add(d))
+	go func() {
+		c.Write(input)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	return c
+}
