@@ -113,70 +113,32 @@ func sidecar(c *cli.Context) (err error) {
 		defer (*b.ln).Close()
 	}
 
-	data := c.String("data")
-	if data == "" {
-		if data, err = os.MkdirTemp("", "mailplane-sidecar-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(data)
+	st, err := newStack(c, c.String("data"), log)
+	if err != nil {
+		return err
 	}
-	socket := filepath.Join(data, "run", "plane.sock")
-	logArgs := []string{"--log-level", c.String("log-level"), "--log-format", c.String("log-format")}
-	var children []*surface
-	defer func() { stopAll(children, log) }()
-	exited := make(chan *surface, 4)
-
-	planeArgs := append(append([]string{}, logArgs...), "serve", "--socket", socket, "--data", filepath.Join(data, "plane"))
+	defer st.close()
+	var store []string
 	if mailpitSocket != "" {
-		planeArgs = append(planeArgs, "--store", "mailpit", "--mailpit-socket", mailpitSocket)
+		store = []string{"--store", "mailpit", "--mailpit-socket", mailpitSocket}
 	}
-	p := &surface{name: "mail-plane", args: planeArgs}
-	if err := start(p, exited); err != nil {
-		return err
-	}
-	children = append(children, p)
 	deadline := time.Now().Add(30 * time.Second)
-	admin, err := waitPlane(ctx, exited, socket, filepath.Join(data, "plane", "admin.grant"), deadline)
+	id, err := st.startPlane(ctx, deadline, &rpc.TrialCreateRequest{Profile: profile, Namespace: c.String("namespace"), BootstrapToken: token}, store...)
 	if err != nil {
 		return err
 	}
-	id, err := admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: profile, Namespace: c.String("namespace"), BootstrapToken: token})
-	admin.Close()
-	if err != nil {
-		return err
-	}
-	trialDir := filepath.Join(data, "trial")
-	if err := WriteParts(trialDir, id); err != nil {
-		return err
-	}
-	planeFlags := append(append([]string{}, logArgs...), "--plane-socket", socket)
+	trial := st.trialDir()
 	surfaces := []*surface{
-		{name: "mail-writer", lns: []net.Listener{writerHTTP, smtp}, args: append(append([]string{}, planeFlags...),
-			"--grant-file", filepath.Join(trialDir, "writer.grant"), "--http-listen", "fd:3", "--smtp-listen", "fd:4",
-			"--smtp-mode", "select", "--smtp-advertise-host", advertise)},
-		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: append(append([]string{}, planeFlags...),
-			"--grant-file", filepath.Join(data, "plane", "gateway.grant"), "--listen", "fd:3")},
+		{name: "mail-writer", lns: []net.Listener{writerHTTP, smtp}, args: st.surfaceArgs(filepath.Join(trial, "writer.grant"),
+			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "select", "--smtp-advertise-host", advertise)},
+		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: st.surfaceArgs(st.gatewayGrant(), "--listen", "fd:3")},
 	}
 	if !authoring {
-		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{inbox}, args: append(append([]string{}, planeFlags...),
-			"--grant-file", filepath.Join(trialDir, "inbox.grant"), "--token-file", filepath.Join(trialDir, "inbox.token"), "--listen", "fd:3")})
+		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{inbox}, args: st.surfaceArgs(filepath.Join(trial, "inbox.grant"),
+			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3")})
 	}
-	for _, s := range surfaces {
-		s.url = "http://" + s.lns[0].Addr().String()
-		if err := start(s, exited); err != nil {
-			return err
-		}
-		children = append(children, s)
-	}
-	for _, ln := range []net.Listener{smtp, inbox, writerHTTP, gatewayHTTP} {
-		if ln != nil {
-			ln.Close() // the children hold their own copies
-		}
-	}
-	for _, s := range surfaces {
-		if err := waitHealthy(ctx, exited, s, deadline); err != nil {
-			return err
-		}
+	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
+		return err
 	}
 	// The API port has the reference's limits, like every door of its.
 	served := make(chan error, 1)
@@ -202,13 +164,7 @@ func sidecar(c *cli.Context) (err error) {
 	}
 	os.Stdout.Sync()
 	log.Info().Str("namespace", id.Namespace).Msg("sidecar is up")
-	select {
-	case <-ctx.Done():
-		log.Info().Msg("stopping")
-		return nil
-	case s := <-exited:
-		return fmt.Errorf("%s exited unexpectedly; stopping everything", s.name)
-	}
+	return st.wait(ctx)
 }
 
 // apiRouter serves the reference's API port from two processes: the

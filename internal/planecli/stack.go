@@ -1,0 +1,276 @@
+package planecli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// stack is a plane and its surfaces run as children of this process, by
+// mail-plane up and mail-plane sidecar. Each child is handed only its own
+// secrets, by flag.
+type stack struct {
+	data, socket string
+	logArgs      []string
+	log          zerolog.Logger
+	children     []*surface
+	exited       chan *surface // each child, when it exits
+	removeData   bool
+}
+
+// surface is one child process of a stack.
+type surface struct {
+	name string
+	args []string
+	lns  []net.Listener // passed as fd 3, 4, ...
+	url  string         // health check base
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// newStack prepares a stack whose data lives in data, or in a new
+// temporary directory (removed by close) when data is empty.
+func newStack(c *cli.Context, data string, log zerolog.Logger) (*stack, error) {
+	s := &stack{log: log, exited: make(chan *surface, 8),
+		logArgs: []string{"--log-level", c.String("log-level"), "--log-format", c.String("log-format")}}
+	var err error
+	if data == "" {
+		if data, err = os.MkdirTemp("", "mailplane-"); err != nil {
+			return nil, err
+		}
+		s.removeData = true
+	}
+	if s.data, err = filepath.Abs(data); err != nil {
+		return nil, err
+	}
+	s.socket = filepath.Join(s.data, "run", "plane.sock")
+	return s, nil
+}
+
+// close stops every child, surfaces first and the plane last, and removes
+// a temporary data directory.
+func (s *stack) close() {
+	stopAll(s.children, s.log)
+	if s.removeData {
+		os.RemoveAll(s.data)
+	}
+}
+
+func (s *stack) trialDir() string     { return filepath.Join(s.data, "trial") }
+func (s *stack) gatewayGrant() string { return filepath.Join(s.data, "plane", "gateway.grant") }
+
+// startPlane runs mail-plane serve with extra flags, waits until it
+// answers, creates the trial req asks for and writes its parts (one file
+// per secret) into trialDir.
+func (s *stack) startPlane(ctx context.Context, deadline time.Time, req *rpc.TrialCreateRequest, extra ...string) (rpc.Identity, error) {
+	args := append(append([]string{}, s.logArgs...), "serve", "--socket", s.socket, "--data", filepath.Join(s.data, "plane"))
+	p := &surface{name: "mail-plane", args: append(args, extra...)}
+	if err := s.start(p); err != nil {
+		return rpc.Identity{}, err
+	}
+	admin, err := waitPlane(ctx, s.exited, s.socket, filepath.Join(s.data, "plane", "admin.grant"), deadline)
+	if err != nil {
+		return rpc.Identity{}, err
+	}
+	defer admin.Close()
+	id, err := admin.TrialCreate(ctx, req)
+	if err != nil {
+		return rpc.Identity{}, err
+	}
+	return id, WriteParts(s.trialDir(), id)
+}
+
+// surfaceArgs are a surface's flags: logging, the plane's socket, its
+// grant file, and more.
+func (s *stack) surfaceArgs(grantFile string, more ...string) []string {
+	args := append(append([]string{}, s.logArgs...), "--plane-socket", s.socket, "--grant-file", grantFile)
+	return append(args, more...)
+}
+
+// startSurfaces starts each surface on its listeners (fd 3, 4, ...),
+// closes this process's copies of them, and waits until every surface
+// answers GET /healthz.
+func (s *stack) startSurfaces(ctx context.Context, deadline time.Time, surfaces ...*surface) error {
+	for _, sf := range surfaces {
+		sf.url = "http://" + sf.lns[0].Addr().String()
+		if err := s.start(sf); err != nil {
+			return err
+		}
+		for _, ln := range sf.lns {
+			ln.Close() // the child holds its own copy
+		}
+	}
+	for _, sf := range surfaces {
+		if err := waitHealthy(ctx, s.exited, sf, deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait returns nil once ctx ends (a signal), and an error if a child
+// exits first.
+func (s *stack) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		s.log.Info().Msg("stopping")
+		return nil
+	case sf := <-s.exited:
+		return fmt.Errorf("%s exited unexpectedly; stopping everything", sf.name)
+	}
+}
+
+// binary finds a mailplane binary next to this one, else on PATH.
+func binary(name string) (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", cliapp.Usagef("%s not found next to mail-plane or on PATH (make build puts all four in bin/)", name)
+	}
+	return p, nil
+}
+
+// start starts a child and counts it among the stack's; when it exits, it
+// is sent on exited.
+func (st *stack) start(s *surface) error {
+	path, err := binary(s.name)
+	if err != nil {
+		return err
+	}
+	s.cmd = exec.Command(path, s.args...)
+	s.cmd.Stdout = os.Stderr // children's output is log, never the bundle
+	s.cmd.Stderr = os.Stderr
+	s.cmd.Env = childEnv(s.name)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	for _, ln := range s.lns {
+		f, err := ln.(*net.TCPListener).File()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, f)
+	}
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.name, err)
+	}
+	s.done = make(chan struct{})
+	st.children = append(st.children, s)
+	go func() {
+		s.cmd.Wait()
+		close(s.done)
+		st.exited <- s
+	}()
+	return nil
+}
+
+// childEnv is the environment of a child: this one's, without anything
+// that names a secret or a file or socket behind one (the sidecar's
+// bootstrap token, Mailpit's socket, a grant or token file, the
+// credentials directory): each child is handed its own by flag. The plane
+// alone keeps WEBSITEBENCH_MAILPIT_HTTP_SOCKET, which it may read.
+func childEnv(name string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == mailpitSocketEnv && name == "mail-plane":
+		case strings.HasPrefix(k, "WEBSITEBENCH_"):
+			continue
+		case k == "MAILPLANE_GRANT_FILE", k == "MAILPLANE_ADMIN_GRANT_FILE", k == "MAILPLANE_TOKEN_FILE",
+			k == "MAILPLANE_SOCKET", k == "MAILPLANE_DATA", k == "CREDENTIALS_DIRECTORY":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// stopAll sends SIGTERM to every child still running, surfaces first and
+// the plane last, and SIGKILL to any that outlives 5 s.
+func stopAll(children []*surface, log zerolog.Logger) {
+	for i := len(children) - 1; i >= 0; i-- {
+		s := children[i]
+		if s.done == nil {
+			continue
+		}
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			log.Warn().Str("child", s.name).Msg("did not stop in 5s; killing")
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	}
+}
+
+// waitPlane waits for the plane to answer a health call with the admin
+// grant it wrote.
+func waitPlane(ctx context.Context, exited <-chan *surface, socket, grantFile string, deadline time.Time) (*rpc.Client, error) {
+	for {
+		if g, err := rpc.ReadSecretFile(grantFile); err == nil {
+			cl := rpc.NewClient(socket, g)
+			hctx, cancel := context.WithTimeout(ctx, time.Second)
+			h, err := cl.Health(hctx)
+			cancel()
+			if err == nil && h.Store == "ok" {
+				return cl, nil
+			}
+			cl.Close()
+		}
+		if err := pause(ctx, exited, deadline, "mail-plane"); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitHealthy waits for GET /healthz on s to answer 200.
+func waitHealthy(ctx context.Context, exited <-chan *surface, s *surface, deadline time.Time) error {
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := hc.Get(s.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := pause(ctx, exited, deadline, s.name); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits a little before the next readiness probe, failing if a child
+// exited, the deadline passed or up is being stopped.
+func pause(ctx context.Context, exited <-chan *surface, deadline time.Time, what string) error {
+	if time.Now().After(deadline) {
+		return fmt.Errorf("%s did not become healthy in time", what)
+	}
+	select {
+	case s := <-exited:
+		return fmt.Errorf("%s exited while starting (its log is above)", s.name)
+	case <-ctx.Done():
+		return errors.New("interrupted while starting")
+	case <-time.After(10 * time.Millisecond):
+		return nil
+	}
+}
