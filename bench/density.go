@@ -188,7 +188,7 @@ func readAll(ctx context.Context, pl *plane, ids []rpc.Identity) error {
 	}
 	gc := rpc.NewClient(pl.socket, g)
 	defer gc.Close()
-	infos, err := pl.admin.TrialList(ctx)
+	infos, err := pl.admin.AllTrials(ctx)
 	if err != nil {
 		return err
 	}

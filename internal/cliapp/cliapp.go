@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -79,6 +80,15 @@ var PlaneFlags = []cli.Flag{
 	&cli.StringFlag{Name: "grant-file", Usage: "file holding this surface's grant (under systemd: $CREDENTIALS_DIRECTORY/grant)", EnvVars: []string{"MAILPLANE_GRANT_FILE"}},
 }
 
+// SurfaceFlags are the flags of an HTTP surface: PlaneFlags and the host
+// names it answers to.
+var SurfaceFlags = append(append([]cli.Flag{}, PlaneFlags...),
+	&cli.StringSliceFlag{Name: "allow-host", Usage: "a DNS name this surface answers to besides localhost and IP literals (repeatable; * for any)", EnvVars: []string{"MAILPLANE_ALLOW_HOSTS"}},
+)
+
+// AllowedHosts is the --allow-host list.
+func AllowedHosts(c *cli.Context) httpserve.Hosts { return httpserve.Hosts(c.StringSlice("allow-host")) }
+
 // DefaultSocket is where the plane listens unless told otherwise.
 const DefaultSocket = "/run/mailplane/plane.sock"
 
@@ -113,9 +123,9 @@ func SecretFlag(c *cli.Context, flag, credential string) (string, error) {
 }
 
 // RunSurface is the life of a surface with one HTTP listener (the inbox,
-// the gateway): its logger, its plane client, its --listen socket, and
-// serve until SIGINT or SIGTERM.
-func RunSurface(c *cli.Context, name string, serve func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error) error {
+// the gateway): its logger, its plane client, its --listen socket, the
+// host names it answers to, and serve until SIGINT or SIGTERM.
+func RunSurface(c *cli.Context, name string, serve func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error) error {
 	log, err := logging.FromFlags(c, name)
 	if err != nil {
 		return UsageError{err}
@@ -134,7 +144,7 @@ func RunSurface(c *cli.Context, name string, serve func(ctx context.Context, ln 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err = serve(ctx, ln, plane, log)
+	err = serve(ctx, ln, plane, log, AllowedHosts(c))
 	log.Info().Msg(name + " stopped")
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -26,14 +27,14 @@ func App() *cli.App {
 		HideHelpCommand: true,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_GATEWAY_LISTEN"}},
-		}, cliapp.PlaneFlags...), logging.Flags...),
+		}, cliapp.SurfaceFlags...), logging.Flags...),
 		Action: run,
 	}
 }
 
 func run(c *cli.Context) error {
-	return cliapp.RunSurface(c, "mail-gateway", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error {
+	return cliapp.RunSurface(c, "mail-gateway", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error {
 		log.Info().Str("listen", ln.Addr().String()).Msg("gateway listening")
-		return Serve(ctx, ln, New(plane, log), log)
+		return Serve(ctx, ln, hosts.Check(New(plane, log)), log)
 	})
 }

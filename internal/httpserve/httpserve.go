@@ -9,6 +9,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -65,4 +66,42 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, log z
 		return err
 	}
 	return nil
+}
+
+// Hosts are the DNS names a surface answers to, besides localhost and any
+// IP literal. A request whose Host header names anything else is refused
+// with 421 before it is routed: a page served from another name that
+// rebinds to this address (DNS rebinding) reaches nothing. An IP literal
+// is always accepted, since no rebinding can produce one.
+type Hosts []string
+
+// Check wraps h with the Host check.
+func (hs Hosts) Check(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hs.allows(r.Host) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			w.Write([]byte("Misdirected request: this server does not answer to that host name.\n"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (hs Hosts) allows(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, allowed := range hs {
+		if allowed == "*" || strings.EqualFold(allowed, host) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,12 +3,14 @@ package inbox
 import (
 	"context"
 	"net"
+	"os"
 	"regexp"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -25,16 +27,18 @@ var tokenSyntax = regexp.MustCompile(`^[A-Za-z0-9._~-]{32,256}$`)
 func App() *cli.App {
 	return &cli.App{
 		Name:  "mail-inbox",
-		Usage: "the agent's HTML inbox for one trial's mail",
-		Description: "Serves GET / (a redirect to /inbox/{token}, unless --no-root-redirect), GET /healthz,\n" +
-			"GET /inbox/{token} and GET /inbox/{token}/messages/{id}, as HTML only. Holds the trial's inbox\n" +
-			"grant and inbox token, nothing else.",
+		Usage: "the agent's HTML inbox: every trial's (shared), or one trial's (--token-file)",
+		Description: "Serves GET /healthz, GET /inbox/{token} and GET /inbox/{token}/messages/{id}, as HTML only.\n" +
+			"Without --token-file it serves every trial of its plane, with a shared inbox grant: the plane finds\n" +
+			"the trial each token opens. With --token-file it serves one trial, with that trial's inbox grant.\n" +
+			"GET / is Not found, unless --root-redirect (one trial only) redirects it to the token URL as the\n" +
+			"reference does: anyone who can reach the port then has the mailbox.",
 		HideHelpCommand: true,
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "token-file", Usage: "file holding the inbox token (under systemd: $CREDENTIALS_DIRECTORY/token)", EnvVars: []string{"MAILPLANE_TOKEN_FILE"}},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding the one trial's inbox token (strict mode; under systemd: $CREDENTIALS_DIRECTORY/token)", EnvVars: []string{"MAILPLANE_TOKEN_FILE"}},
 			&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_INBOX_LISTEN"}},
-			&cli.BoolFlag{Name: "no-root-redirect", Usage: "answer GET / with Not found instead of redirecting to the token URL (for agents handed the full URL)"},
-		}, cliapp.PlaneFlags...), logging.Flags...),
+			&cli.BoolFlag{Name: "root-redirect", Usage: "with --token-file: answer GET / with a redirect to the token URL (the reference's drop-in contract)"},
+		}, cliapp.SurfaceFlags...), logging.Flags...),
 		Action: run,
 	}
 }
@@ -44,15 +48,21 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return cliapp.RunSurface(c, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger) error {
-		log.Info().Str("listen", ln.Addr().String()).Bool("root_redirect", !c.Bool("no-root-redirect")).Msg("inbox listening")
-		return Serve(ctx, ln, New(plane, token, c.Bool("no-root-redirect"), log), log)
+	if c.Bool("root-redirect") && token == "" {
+		return cliapp.Usagef("--root-redirect needs --token-file: a shared inbox has no one token URL")
+	}
+	return cliapp.RunSurface(c, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error {
+		log.Info().Str("listen", ln.Addr().String()).Bool("shared", token == "").Bool("root_redirect", c.Bool("root-redirect")).Msg("inbox listening")
+		return Serve(ctx, ln, hosts.Check(New(plane, token, c.Bool("root-redirect"), log)), log)
 	})
 }
 
-// readToken reads the inbox token once, at start. Errors name the file,
-// never its content.
+// readToken reads the inbox token once, at start: none for a shared inbox.
+// Errors name the file, never its content.
 func readToken(c *cli.Context) (string, error) {
+	if c.String("token-file") == "" && os.Getenv("CREDENTIALS_DIRECTORY") == "" {
+		return "", nil
+	}
 	token, err := cliapp.SecretFlag(c, "token-file", "token")
 	if err != nil {
 		return "", err

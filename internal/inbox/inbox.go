@@ -1,13 +1,17 @@
-// Package inbox is mail-inbox's HTTP surface: the agent's HTML inbox for
-// exactly one namespace (BEHAVIOR.md §6), reachable with no credential but
-// the inbox token in its path.
+// Package inbox is mail-inbox's HTTP surface: the agent's HTML inbox
+// (BEHAVIOR.md §6), each mailbox reachable with no credential but the
+// inbox token in its path.
 //
-// It routes before it reads: the path's shape and the token (compared in
-// constant time) are checked before the plane is asked anything, so a wrong
-// token is "Not found" even while the plane is down. Its plane calls are
-// list and get with an empty namespace: its inbox grant binds it to its
-// trial, so no request can name a second mailbox. It shows no JSON message
-// data and no OTP; message bodies are escaped text whose URLs are links.
+// A shared inbox (no token of its own) serves every trial of its plane:
+// the token in the path is handed to the plane, which finds the trial it
+// opens; a wrong token is "Not found". A trial-bound inbox (strict mode,
+// --token-file) routes before it reads: the path's shape and its one
+// token (compared in constant time) are checked before the plane is asked
+// anything, so a wrong token is "Not found" even while the plane is down,
+// and its grant binds it to its trial. Either way no request can name a
+// namespace, GET / reveals no token unless --root-redirect asks for the
+// reference's redirect, and the page shows no JSON message data and no
+// OTP: message bodies are escaped text whose URLs are links.
 package inbox
 
 import (
@@ -30,24 +34,25 @@ const healthTimeout = 5 * time.Second
 
 // Inbox answers the agent's browser.
 type Inbox struct {
-	plane          *rpc.Client
-	token          []byte // digest of the inbox token
-	base           string // "/inbox/{token}", the inbox page's path
-	noRootRedirect bool
-	log            zerolog.Logger
+	plane        *rpc.Client
+	token        []byte // digest of the inbox token; nil for a shared inbox
+	base         string // "/inbox/{token}", the one inbox page of a trial-bound inbox
+	rootRedirect bool
+	log          zerolog.Logger
 }
 
 // New returns the inbox for token, reading through plane (a client holding
-// the trial's inbox grant). With noRootRedirect, GET / does not hand out
-// the token URL (for agents that were given the full URL).
-func New(plane *rpc.Client, token string, noRootRedirect bool, log zerolog.Logger) *Inbox {
-	return &Inbox{
-		plane:          plane,
-		token:          ident.Digest(token),
-		base:           "/inbox/" + url.PathEscape(token),
-		noRootRedirect: noRootRedirect,
-		log:            log,
+// the trial's inbox grant), or with an empty token a shared inbox for
+// every trial of the plane (a client holding a shared inbox grant). With
+// rootRedirect, GET / redirects to the one token URL, as the reference
+// does; a shared inbox has none.
+func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger) *Inbox {
+	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log}
+	if token != "" {
+		in.token = ident.Digest(token)
+		in.base = "/inbox/" + url.PathEscape(token)
 	}
+	return in
 }
 
 // kind is what a request path asks for.
@@ -65,40 +70,54 @@ var kindNames = [...]string{"not_found", "root", "healthz", "inbox", "message"}
 
 func (k kind) String() string { return kindNames[k] }
 
+// route is a parsed request path.
+type route struct {
+	kind  kind
+	token string // the inbox token in the path
+	id    int64  // routeMessage: 0 for an id no message can have (zero, or too large)
+}
+
+// maxPathSegments bounds the segments a path is split into: no route has
+// more than four.
+const maxPathSegments = 5
+
 // parseRoute maps the escaped path of a request to a route, as the
 // reference does (§6.1): strip slashes, split on "/", percent-decode each
-// segment; the second must be the token. id is 0 for a message id that no
-// message can have (zero, or too large).
-func parseRoute(escapedPath string, token []byte) (kind, int64) {
+// segment; the second is the token: a trial-bound inbox's own (token, a
+// digest), or for a shared inbox (token nil) any well-formed one.
+func parseRoute(escapedPath string, token []byte) route {
 	switch escapedPath {
 	case "/healthz":
-		return routeHealth, 0
+		return route{kind: routeHealth}
 	case "", "/":
-		return routeRoot, 0
+		return route{kind: routeRoot}
 	}
-	raw := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	raw := strings.SplitN(strings.Trim(escapedPath, "/"), "/", maxPathSegments)
 	seg := make([]string, len(raw))
 	for i, s := range raw {
 		d, err := url.PathUnescape(s)
 		if err != nil {
-			return routeNotFound, 0
+			return route{kind: routeNotFound}
 		}
 		seg[i] = d
 	}
-	if len(seg) < 2 || seg[0] != "inbox" || !ident.Equal(seg[1], token) {
-		return routeNotFound, 0
+	if len(seg) < 2 || seg[0] != "inbox" || !tokenSyntax.MatchString(seg[1]) {
+		return route{kind: routeNotFound}
+	}
+	if token != nil && !ident.Equal(seg[1], token) {
+		return route{kind: routeNotFound}
 	}
 	switch {
 	case len(seg) == 2:
-		return routeInbox, 0
+		return route{kind: routeInbox, token: seg[1]}
 	case len(seg) == 4 && seg[2] == "messages" && isID(seg[3]):
 		n, err := strconv.ParseInt(strings.TrimLeft(seg[3], "0"), 10, 64)
 		if err != nil {
 			n = 0
 		}
-		return routeMessage, n
+		return route{kind: routeMessage, token: seg[1], id: n}
 	}
-	return routeNotFound, 0
+	return route{kind: routeNotFound}
 }
 
 // isID reports whether s is ASCII digits (leading zeros are fine).
@@ -113,26 +132,26 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", render.ContentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
-	rt, id := parseRoute(r.URL.EscapedPath(), in.token)
-	status := in.serve(w, r, rt, id)
+	rt := parseRoute(r.URL.EscapedPath(), in.token)
+	status := in.serve(w, r, rt)
 	// The path holds the token: only the route's name is logged.
 	ev := in.log.Debug()
 	if status >= 500 {
 		ev = in.log.Warn()
 	}
-	ev.Str("method", r.Method).Str("route", rt.String()).Int("status", status).Dur("took", time.Since(start)).Msg("request")
+	ev.Str("method", r.Method).Str("route", rt.kind.String()).Int("status", status).Dur("took", time.Since(start)).Msg("request")
 }
 
-func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt kind, id int64) int {
+func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
 	}
-	switch rt {
+	switch rt.kind {
 	case routeHealth:
 		return in.health(w, r)
 	case routeRoot:
-		if in.noRootRedirect {
+		if !in.rootRedirect {
 			return notFound(w)
 		}
 		w.Header().Set("Location", in.base)
@@ -140,22 +159,33 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt kind, id int64
 		w.WriteHeader(http.StatusFound)
 		return http.StatusFound
 	case routeInbox:
-		msgs, err := in.plane.List(r.Context(), &rpc.ReadRequest{})
+		msgs, err := in.plane.List(r.Context(), in.read(rt))
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
-		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Inbox(msgs, in.base))
+		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Inbox(msgs, "/inbox/"+url.PathEscape(rt.token)))
 	case routeMessage:
-		if id < 1 {
+		if rt.id < 1 {
 			return notFound(w)
 		}
-		m, err := in.plane.Get(r.Context(), &rpc.ReadRequest{ID: id})
+		req := in.read(rt)
+		req.ID = rt.id
+		m, err := in.plane.Get(r.Context(), req)
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
-		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Message(m, in.base))
+		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Message(m, "/inbox/"+url.PathEscape(rt.token)))
 	}
 	return notFound(w)
+}
+
+// read is the plane request for rt: a shared inbox names the token, which
+// selects the trial; a trial-bound one names nothing.
+func (in *Inbox) read(rt route) *rpc.ReadRequest {
+	if in.token != nil {
+		return &rpc.ReadRequest{}
+	}
+	return &rpc.ReadRequest{InboxToken: rt.token}
 }
 
 // health answers /healthz from the plane's health call.

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +44,10 @@ var ErrNotFound = errors.New("ledger: not found")
 // ErrExists means a namespace of that name already exists.
 var ErrExists = errors.New("ledger: already exists")
 
-const schemaVersion = "1"
+// schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
+// that find a trial by a credential's digest, and the purge queue; Open
+// migrates a version 1 database in place.
+const schemaVersion = "2"
 
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
@@ -58,7 +62,9 @@ CREATE TABLE IF NOT EXISTS trials (
 	bootstrap_token BLOB NOT NULL,
 	inbox_token BLOB NOT NULL,
 	destroyed INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER,
+	smtp_port INTEGER
 );
 CREATE TABLE IF NOT EXISTS namespaces (
 	name TEXT PRIMARY KEY,
@@ -104,7 +110,33 @@ CREATE TABLE IF NOT EXISTS idempotency (
 	seq INTEGER NOT NULL,
 	PRIMARY KEY (namespace, key)
 );
+CREATE TABLE IF NOT EXISTS purges (
+	tag TEXT PRIMARY KEY,
+	namespace TEXT NOT NULL
+);
 `
+
+// indexes find a trial by the digest of any credential a shared surface
+// is presented, and by its SMTP port. Looking a digest up through an index
+// is not a constant-time comparison, and need not be: what varies is the
+// time to find a SHA-256 of a 256-bit secret, which tells nothing about
+// the secret.
+const indexes = `
+CREATE INDEX IF NOT EXISTS trials_mail_api_token ON trials (mail_api_token);
+CREATE INDEX IF NOT EXISTS trials_bootstrap_token ON trials (bootstrap_token);
+CREATE INDEX IF NOT EXISTS trials_inbox_token ON trials (inbox_token);
+CREATE INDEX IF NOT EXISTS trials_smtp_port ON trials (smtp_port);
+CREATE INDEX IF NOT EXISTS trials_expires_at ON trials (expires_at);
+CREATE INDEX IF NOT EXISTS namespaces_write_capability ON namespaces (write_capability);
+CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
+CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
+`
+
+// migrations bring a database of the version named up by one version.
+var migrations = map[string]string{
+	"1": `ALTER TABLE trials ADD COLUMN expires_at INTEGER;
+ALTER TABLE trials ADD COLUMN smtp_port INTEGER;`,
+}
 
 // Open opens (creating if needed) the ledger in dir, which it creates 0700.
 func Open(ctx context.Context, dir string) (*Ledger, error) {
@@ -134,14 +166,9 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		write.Close()
 		return nil, fmt.Errorf("ledger: schema: %w", err)
 	}
-	if _, err := write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`, schemaVersion); err != nil {
+	if err := migrate(ctx, write, path); err != nil {
 		write.Close()
-		return nil, fmt.Errorf("ledger: schema: %w", err)
-	}
-	var v string
-	if err := write.QueryRowContext(ctx, qSchema).Scan(&v); err != nil || v != schemaVersion {
-		write.Close()
-		return nil, fmt.Errorf("ledger: %s has schema %q, this build reads %q", path, v, schemaVersion)
+		return nil, err
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		write.Close()
@@ -170,6 +197,47 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
 	go l.commit()
 	return l, nil
+}
+
+// migrate stamps a new database with schemaVersion, or brings an older
+// one up to it, one version per transaction.
+func migrate(ctx context.Context, db *sql.DB, path string) error {
+	if _, err := db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`, schemaVersion); err != nil {
+		return fmt.Errorf("ledger: schema: %w", err)
+	}
+	for {
+		var v string
+		if err := db.QueryRowContext(ctx, qSchema).Scan(&v); err != nil {
+			return fmt.Errorf("ledger: schema: %w", err)
+		}
+		if v == schemaVersion {
+			break
+		}
+		step, ok := migrations[v]
+		if !ok {
+			return fmt.Errorf("ledger: %s has schema %q, this build reads %q", path, v, schemaVersion)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		next, _ := strconv.Atoi(v)
+		if _, err := tx.ExecContext(ctx, step); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("ledger: migrating schema %s: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema'`, strconv.Itoa(next+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	if _, err := db.ExecContext(ctx, indexes); err != nil {
+		return fmt.Errorf("ledger: indexes: %w", err)
+	}
+	return nil
 }
 
 // Close stops the committer and closes the database.

@@ -8,25 +8,31 @@ import (
 // The queries on the send and read paths, prepared once when the ledger
 // opens (see stmts).
 const (
-	qSchema            = `SELECT value FROM meta WHERE key = 'schema'`
-	qNamespaceCounters = `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`
-	qIdempotency       = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
-	qInsertMessage     = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qCount             = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
-	qLearn             = `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`
-	qInsertIdempotency = `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`
-	qEntry             = entrySelect + ` WHERE namespace = ? AND seq = ?`
-	qEntries           = entrySelect + ` WHERE namespace = ? AND seq > ? ORDER BY seq`
-	qLearned           = `SELECT EXISTS (SELECT 1 FROM recipients WHERE namespace = ?), EXISTS (SELECT 1 FROM recipients WHERE namespace = ? AND address = ?)`
-	qGrant             = `SELECT role, trial_id, revoked FROM grants WHERE digest = ?`
-	qTrial             = trialSelect + ` WHERE id = ?`
-	qNamespace         = nsSelect + ` WHERE name = ?`
+	qSchema                 = `SELECT value FROM meta WHERE key = 'schema'`
+	qNamespaceCounters      = `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`
+	qIdempotency            = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
+	qInsertMessage          = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	qCount                  = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
+	qLearn                  = `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`
+	qInsertIdempotency      = `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`
+	qEntry                  = entrySelect + ` WHERE namespace = ? AND seq = ?`
+	qEntries                = entrySelect + ` WHERE namespace = ? AND seq > ? ORDER BY seq`
+	qLearned                = `SELECT EXISTS (SELECT 1 FROM recipients WHERE namespace = ?), EXISTS (SELECT 1 FROM recipients WHERE namespace = ? AND address = ?)`
+	qGrant                  = `SELECT role, trial_id, revoked FROM grants WHERE digest = ?`
+	qTrial                  = trialSelect + ` AND id = ?`
+	qTrialByMailAPIToken    = trialSelect + ` AND mail_api_token = ?`
+	qTrialByBootstrapToken  = trialSelect + ` AND bootstrap_token = ?`
+	qTrialByInboxToken      = trialSelect + ` AND inbox_token = ?`
+	qTrialByWriteCapability = trialSelect + ` AND id = (SELECT trial_id FROM namespaces WHERE write_capability = ?)`
+	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
+	qNamespace              = nsSelect + ` WHERE name = ?`
 )
 
 // readQueries run on the read handle, writeQueries inside the committer's
 // transactions; Precheck runs the decision's reads on the read handle too.
 var (
-	readQueries  = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency}
+	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
+		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort}
 	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qLearn, qInsertIdempotency, qEntry}
 )
 

@@ -10,9 +10,8 @@ import (
 
 // Namespace states.
 const (
-	StateActive    = "active"
-	StateSealed    = "sealed"
-	StateDestroyed = "destroyed"
+	StateActive = "active"
+	StateSealed = "sealed"
 )
 
 // Trial is a trial's durable row. Secrets are digests.
@@ -23,9 +22,15 @@ type Trial struct {
 	MailAPIToken   []byte
 	BootstrapToken []byte
 	InboxToken     []byte
-	Destroyed      bool
 	Created        time.Time
+	Expires        time.Time // zero: no TTL
+	SMTPPort       int       // the trial's own SMTP port on a shared writer; 0: none
 }
+
+// Expired reports whether the trial's TTL has passed at now. An expired
+// trial is closed: nothing it holds works any more, even before the
+// plane's reaper has deleted it.
+func (t Trial) Expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
 
 // Namespace is a namespace's durable row.
 type Namespace struct {
@@ -61,8 +66,8 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, now())
+		res, err := tx.ExecContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, now(), nullMillis(t.Expires), nullInt(t.SMTPPort))
 		if err != nil {
 			return err
 		}
@@ -114,7 +119,7 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 // Seal stops a namespace from taking mail; reads with its capability go on.
 func (l *Ledger) Seal(ctx context.Context, name string) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state <> ?`, StateSealed, name, StateDestroyed)
+		res, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state IN (?, ?)`, StateSealed, name, StateActive, StateSealed)
 		if err != nil {
 			return err
 		}
@@ -125,28 +130,104 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 	})
 }
 
-// Destroy revokes every grant of the trial, forgets its capabilities and
-// idempotency keys, and marks its namespaces destroyed. Names stay taken.
-func (l *Ledger) Destroy(ctx context.Context, trialID int64) error {
-	return l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE trials SET destroyed = 1 WHERE id = ? AND destroyed = 0`, trialID)
+// CloseTrial deletes a trial whole, in one transaction: its grants (so
+// they are refused from the commit on), its namespaces with their
+// capabilities, index, learned recipients and idempotency keys. purge
+// runs inside the same transaction for each of the trial's namespaces: a
+// store in the ledger's database deletes their bodies there. With queue,
+// the namespaces are also queued for an external store to purge after the
+// commit (Purges, Purged), so that a store that is down now is purged
+// later. It returns the trial and its namespaces as they were.
+func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
+	var t Trial
+	var nss []Namespace
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, trialSelect+` AND id = ?`, trialID)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		ts, err := scanTrials(rows)
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
 			return ErrNotFound
 		}
-		stmts := []string{
-			`UPDATE grants SET revoked = 1 WHERE trial_id = ?`,
-			`DELETE FROM idempotency WHERE namespace IN (SELECT name FROM namespaces WHERE trial_id = ?)`,
-			`UPDATE namespaces SET state = 'destroyed', read_capability = NULL, write_capability = NULL, bootstrap_capability = NULL WHERE trial_id = ?`,
+		t = ts[0]
+		rows, err = tx.QueryContext(ctx, nsSelect+` WHERE trial_id = ?`, trialID)
+		if err != nil {
+			return err
 		}
-		for _, s := range stmts {
-			if _, err := tx.ExecContext(ctx, s, trialID); err != nil {
+		if nss, err = scanNamespaces(rows); err != nil {
+			return err
+		}
+		for _, ns := range nss {
+			if purge != nil {
+				if err := purge(tx, ns); err != nil {
+					return err
+				}
+			}
+			if queue {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO purges (tag, namespace) VALUES (?, ?) ON CONFLICT DO NOTHING`, ns.Tag, ns.Name); err != nil {
+					return err
+				}
+			}
+			for _, q := range []string{
+				`DELETE FROM messages WHERE namespace = ?`,
+				`DELETE FROM recipients WHERE namespace = ?`,
+				`DELETE FROM idempotency WHERE namespace = ?`,
+			} {
+				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
+					return err
+				}
+			}
+		}
+		for _, q := range []string{
+			`DELETE FROM grants WHERE trial_id = ?`,
+			`DELETE FROM namespaces WHERE trial_id = ?`,
+			`DELETE FROM trials WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, trialID); err != nil {
 				return err
 			}
 		}
 		return nil
+	})
+	return t, nss, err
+}
+
+// Purges returns namespaces whose bodies an external store still has to
+// delete.
+func (l *Ledger) Purges(ctx context.Context) ([]Namespace, error) {
+	rows, err := l.read.QueryContext(ctx, `SELECT namespace, tag FROM purges ORDER BY rowid LIMIT 1000`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Namespace
+	for rows.Next() {
+		var ns Namespace
+		if err := rows.Scan(&ns.Name, &ns.Tag); err != nil {
+			return nil, err
+		}
+		out = append(out, ns)
+	}
+	return out, rows.Err()
+}
+
+// Purged records that the store has deleted the bodies stored under tag.
+func (l *Ledger) Purged(ctx context.Context, tag string) error {
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM purges WHERE tag = ?`, tag)
+		return err
+	})
+}
+
+// SetSMTPPort gives a trial its own SMTP port (0 takes it away).
+func (l *Ledger) SetSMTPPort(ctx context.Context, trialID int64, port int) error {
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE trials SET smtp_port = ? WHERE id = ?`, nullInt(port), trialID)
+		return err
 	})
 }
 
@@ -161,7 +242,43 @@ func (l *Ledger) Grant(ctx context.Context, digest []byte) (Grant, error) {
 
 // Trial returns a trial by id.
 func (l *Ledger) Trial(ctx context.Context, id int64) (Trial, error) {
-	rows, err := l.rs.query(ctx, qTrial, id)
+	return l.oneTrial(ctx, qTrial, id)
+}
+
+// Credential kinds a trial can be found by.
+type Credential int
+
+const (
+	ByMailAPIToken Credential = iota + 1
+	ByBootstrapToken
+	ByInboxToken
+	ByWriteCapability // of any of the trial's namespaces
+)
+
+// TrialBy returns the trial that holds the credential whose digest is d.
+func (l *Ledger) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial, error) {
+	q := map[Credential]string{
+		ByMailAPIToken:    qTrialByMailAPIToken,
+		ByBootstrapToken:  qTrialByBootstrapToken,
+		ByInboxToken:      qTrialByInboxToken,
+		ByWriteCapability: qTrialByWriteCapability,
+	}[kind]
+	if q == "" || len(d) == 0 {
+		return Trial{}, ErrNotFound
+	}
+	return l.oneTrial(ctx, q, d)
+}
+
+// TrialByPort returns the trial that owns an SMTP port.
+func (l *Ledger) TrialByPort(ctx context.Context, port int) (Trial, error) {
+	if port <= 0 {
+		return Trial{}, ErrNotFound
+	}
+	return l.oneTrial(ctx, qTrialByPort, port)
+}
+
+func (l *Ledger) oneTrial(ctx context.Context, query string, args ...any) (Trial, error) {
+	rows, err := l.rs.query(ctx, query, args...)
 	if err != nil {
 		return Trial{}, err
 	}
@@ -175,16 +292,56 @@ func (l *Ledger) Trial(ctx context.Context, id int64) (Trial, error) {
 	return ts[0], nil
 }
 
-// Trials returns every trial, oldest first.
-func (l *Ledger) Trials(ctx context.Context) ([]Trial, error) {
-	rows, err := l.read.QueryContext(ctx, trialSelect+` ORDER BY id`)
+// Trials returns at most limit trials with an id above after, oldest
+// first.
+func (l *Ledger) Trials(ctx context.Context, after int64, limit int) ([]Trial, error) {
+	rows, err := l.read.QueryContext(ctx, trialSelect+` AND id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, err
 	}
 	return scanTrials(rows)
 }
 
-const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, destroyed, created_at FROM trials`
+// Expired returns up to limit trials whose TTL has passed at now.
+func (l *Ledger) Expired(ctx context.Context, now time.Time, limit int) ([]Trial, error) {
+	rows, err := l.read.QueryContext(ctx, trialSelect+` AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanTrials(rows)
+}
+
+// NextExpiry returns the earliest TTL of an open trial, zero if none.
+func (l *Ledger) NextExpiry(ctx context.Context) (time.Time, error) {
+	var ms sql.NullInt64
+	err := l.read.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM trials WHERE destroyed = 0`).Scan(&ms)
+	if err != nil || !ms.Valid {
+		return time.Time{}, err
+	}
+	return fromMillis(ms.Int64), nil
+}
+
+// SMTPPorts returns the SMTP ports open trials own.
+func (l *Ledger) SMTPPorts(ctx context.Context) ([]int, error) {
+	rows, err := l.read.QueryContext(ctx, `SELECT smtp_port FROM trials WHERE destroyed = 0 AND smtp_port IS NOT NULL ORDER BY smtp_port`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// trialSelect selects open trials; a caller appends " AND …". Rows marked
+// destroyed come only from databases of schema 1, whose destroy kept them.
+const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port FROM trials WHERE destroyed = 0`
 
 func scanTrials(rows *sql.Rows) ([]Trial, error) {
 	defer rows.Close()
@@ -192,10 +349,15 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 	for rows.Next() {
 		var t Trial
 		var created int64
-		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &t.Destroyed, &created); err != nil {
+		var expires, port sql.NullInt64
+		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port); err != nil {
 			return nil, err
 		}
 		t.Created = fromMillis(created)
+		if expires.Valid {
+			t.Expires = fromMillis(expires.Int64)
+		}
+		t.SMTPPort = int(port.Int64)
 		out = append(out, t)
 	}
 	return out, rows.Err()
@@ -279,6 +441,20 @@ func insertGrant(ctx context.Context, tx *sql.Tx, g Grant) error {
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO grants (digest, role, trial_id, created_at) VALUES (?, ?, ?, ?)`, g.Digest, g.Role, trial, now())
 	return err
+}
+
+func nullMillis(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func nullInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
 }
 
 func nonNil(s []string) []string {

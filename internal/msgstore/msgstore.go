@@ -46,6 +46,11 @@ type Store interface {
 	// the message it finds still belongs to ns and to env's recipients: its
 	// own search is an index, not an authorization.
 	Get(ctx context.Context, ns Namespace, ref string, env Envelope) ([]byte, error)
+	// Purge deletes every body stored for ns (a closed trial's). A
+	// transactional store deletes through tx, inside the ledger's close;
+	// an external one is called after it with a nil tx, and again later
+	// if it fails, until it succeeds.
+	Purge(ctx context.Context, tx *sql.Tx, ns Namespace) error
 	// Transactional reports whether Put must run inside the ledger's
 	// transaction (a store in the ledger's own database). An external
 	// store's Put is called before that transaction, with a nil tx and a

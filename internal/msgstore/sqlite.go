@@ -50,6 +50,14 @@ func (s *SQLite) Get(ctx context.Context, ns Namespace, ref string, _ Envelope) 
 	return raw, err
 }
 
+func (s *SQLite) Purge(ctx context.Context, tx *sql.Tx, ns Namespace) error {
+	if tx == nil {
+		return errors.New("msgstore: the SQLite store deletes only inside a ledger transaction")
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM bodies WHERE namespace = ?`, ns.Name)
+	return err
+}
+
 // Transactional: bodies commit with their index entry.
 func (s *SQLite) Transactional() bool { return true }
 

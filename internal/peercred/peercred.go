@@ -62,6 +62,18 @@ func (r Rule) Admits(c Cred) bool {
 // the socket's file mode lets connect.
 type Policy map[string]Rule
 
+// AdmitsAny reports whether c may use a grant of at least one of roles:
+// a peer no role admits is refused before its grant is looked up.
+func (p Policy) AdmitsAny(c Cred, roles []string) bool {
+	for _, role := range roles {
+		r, ok := p[role]
+		if !ok || r.Admits(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseAllow parses "ROLE=ID[,ID...]" entries into p, into UIDs or GIDs.
 func (p Policy) ParseAllow(entries []string, gid bool, roles []string) error {
 	for _, e := range entries {

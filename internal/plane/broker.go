@@ -49,18 +49,18 @@ type Broker struct {
 	// writeFailed is set when a send failed in the store and cleared when
 	// one succeeds; while it is set, health probes the write path.
 	writeFailed atomic.Bool
+	// onRevoke is called once a revocation has committed (the server's
+	// grant cache).
+	onRevoke func()
+	// advertise is what trial.open hands out of the shared surfaces.
+	advertise Advertise
+	ports     portPool
 }
 
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
-	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}}}
-}
-
-// caller is who is calling, as the server established it.
-type caller struct {
-	role  rpc.Role
-	trial int64 // for roles bound to a trial
-	bind  binding
+	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}},
+		onRevoke: func() {}, ports: newPortPool()}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
@@ -76,8 +76,8 @@ func (b *Broker) storeErr(op string, err error) *rpc.Error {
 }
 
 // Health reports the store's state.
-func (b *Broker) Health(ctx context.Context, c caller) rpc.HealthResponse {
-	h := rpc.HealthResponse{Role: c.role, Store: "ok"}
+func (b *Broker) Health(ctx context.Context, role rpc.Role) rpc.HealthResponse {
+	h := rpc.HealthResponse{Role: role, Store: "ok"}
 	if err := b.ping(ctx); err != nil {
 		b.log.Warn().Err(err).Msg("health: store unavailable")
 		h.Store = "unavailable"
@@ -94,72 +94,11 @@ func (b *Broker) ping(ctx context.Context) error {
 	return errors.Join(b.ledger.Ping(ctx), b.store.Ping(ctx))
 }
 
-// trialNamespace returns the trial of a trial-bound caller and its current
-// namespace.
-func (b *Broker) trialNamespace(ctx context.Context, c caller) (ledger.Trial, ledger.Namespace, error) {
-	t, err := b.ledger.Trial(ctx, c.trial)
-	if err != nil {
-		return t, ledger.Namespace{}, b.storeErr("trial", err)
-	}
-	ns, err := b.ledger.Namespace(ctx, t.Namespace)
-	if err != nil {
-		return t, ns, b.storeErr("namespace", err)
-	}
-	return t, ns, nil
-}
-
-// Send decides on one message and, if it is accepted, stores it durably
-// before answering.
-func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.SendResponse, error) {
-	t, ns, err := b.trialNamespace(ctx, c)
-	if err != nil {
-		return rpc.SendResponse{}, err
-	}
-	switch req.Via {
-	case rpc.ViaHTTP:
-		ok := false
-		if t.Profile == rpc.ProfileCandidate {
-			ok = ident.Equal(req.Credential, t.MailAPIToken) || ident.Equal(req.Credential, ns.WriteCapability)
-		} else {
-			ok = ident.Equal(req.Credential, t.BootstrapToken)
-		}
-		if !ok {
-			return rpc.SendResponse{}, rpc.Errorf(rpc.CodeUnauthorized, "the credential does not open this trial's mail API")
-		}
-	case rpc.ViaSMTP:
-	case rpc.ViaSMTPSelect:
-		fixed, err := b.fixedAfterRotation(ctx, t)
-		if err != nil {
-			return rpc.SendResponse{}, err
-		}
-		if fixed {
-			break // the headers are ignored (and scrubbed) from now on
-		}
-		if !ident.ValidNamespace(req.Namespace) {
-			return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidCapability, "no valid namespace selected")
-		}
-		if req.Namespace != ns.Name {
-			// Another namespace of this trial (sealed by a rotation) or none
-			// of its own: either way it cannot be selected.
-			sel, err := b.ledger.Namespace(ctx, req.Namespace)
-			if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-				return rpc.SendResponse{}, b.storeErr("namespace", err)
-			}
-			if err != nil || sel.TrialID != t.ID {
-				return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidCapability, "namespace or capability does not match")
-			}
-			ns = sel
-		}
-		selector := ns.ReadCapability
-		if t.Profile == rpc.ProfileCandidate {
-			selector = ns.WriteCapability
-		}
-		if !ident.Equal(req.Credential, selector) {
-			return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidCapability, "namespace or capability does not match")
-		}
-	default:
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "via must be http, smtp or smtp-select")
-	}
+// Send decides on one message for the trial and namespace its credential
+// was bound to and, if it is accepted, stores it durably before
+// answering.
+func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.SendResponse, error) {
+	ns := t.ns
 	if req.CredentialOnly {
 		return rpc.SendResponse{Namespace: ns.Name}, nil
 	}
@@ -178,30 +117,39 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	if len(req.IdempotencyKey) > 256 {
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "idempotency key longer than 256 bytes")
 	}
-	stored := mailmsg.Scrub(req.Raw, req.From, req.To)
-	env := msgstore.Envelope{From: req.From, To: req.To}
-	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
 	offer := &ledger.Offer{
 		Namespace:      ns.Name,
 		UUID:           ident.UUID(),
 		From:           req.From,
 		To:             req.To,
-		Size:           len(stored),
 		IdempotencyKey: req.IdempotencyKey,
 		Fingerprint:    req.Fingerprint,
 		MaxMessages:    b.quotas.Messages,
 		MaxBytes:       b.quotas.Bytes,
-		Put: func(tx *sql.Tx, seq int64) (string, error) {
-			return b.store.Put(ctx, tx, sns, seq, env, stored)
-		},
+	}
+	// A read-only precheck before any work on the body: a namespace that
+	// is full, sealed or replaying a key costs a message nothing to refuse.
+	// Accept decides again.
+	if e, replayed, err := b.ledger.Precheck(ctx, offer); err != nil || replayed {
+		return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
+	}
+	stored := mailmsg.Scrub(req.Raw, req.From, req.To)
+	if err := ctx.Err(); err != nil {
+		return rpc.SendResponse{}, b.storeErr("scrub", err)
+	}
+	offer.Size = len(stored)
+	env := msgstore.Envelope{From: req.From, To: req.To}
+	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
+	offer.Put = func(tx *sql.Tx, seq int64) (string, error) {
+		return b.store.Put(ctx, tx, sns, seq, env, stored)
 	}
 	if !b.store.Transactional() {
 		// An external store is written before the ledger's transaction, so
 		// that its writes run concurrently instead of one at a time inside
-		// the ledger's single writer. A read-only precheck spares it mail
-		// that would be refused; Accept decides again. A send that loses a
+		// the ledger's single writer; a second precheck, now with the
+		// size, spares it mail the byte quota refuses. A send that loses a
 		// race at the quota's edge leaves an unindexed copy in the store,
-		// which nothing ever reads.
+		// which nothing reads and the trial's purge deletes.
 		e, replayed, err := b.ledger.Precheck(ctx, offer)
 		if err != nil || replayed {
 			return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
@@ -276,59 +224,57 @@ func checkEnvelope(from string, to []string, allowed []string) error {
 	return nil
 }
 
-// Bootstrap trades the trial's bootstrap token for write coordinates.
-func (b *Broker) Bootstrap(ctx context.Context, c caller, req *rpc.BootstrapRequest) (rpc.BootstrapResponse, error) {
-	t, ns, err := b.trialNamespace(ctx, c)
-	if err != nil {
-		return rpc.BootstrapResponse{}, err
-	}
-	if !ident.Equal(req.Token, t.BootstrapToken) || ns.State == ledger.StateDestroyed {
-		return rpc.BootstrapResponse{}, rpc.Errorf(rpc.CodeForbidden, "the token does not open this trial's bootstrap")
-	}
-	return rpc.BootstrapResponse{Namespace: ns.Name, Capability: ns.BootstrapCapability}, nil
+// Bootstrap trades the trial's bootstrap token for write coordinates:
+// the namespace, the capability the trial hands out for it, and the
+// trial's own SMTP port where it has one.
+func (b *Broker) Bootstrap(_ context.Context, t target, _ *rpc.BootstrapRequest) (rpc.BootstrapResponse, error) {
+	return rpc.BootstrapResponse{Namespace: t.ns.Name, Capability: t.ns.BootstrapCapability, SMTPPort: t.trial.SMTPPort}, nil
 }
 
-// readNamespace resolves the namespace a read is about: the trial's own for
-// an inbox, the named one opened by its read capability for a gateway.
-func (b *Broker) readNamespace(ctx context.Context, c caller, req *rpc.ReadRequest) (ledger.Namespace, error) {
-	if c.bind == bindTrial {
-		_, ns, err := b.trialNamespace(ctx, c)
-		if err != nil {
-			return ns, err
-		}
-		if req.Namespace != "" && req.Namespace != ns.Name {
-			return ns, rpc.Errorf(rpc.CodePermissionDenied, "this grant reads only its own namespace")
-		}
-		return ns, nil
+// List answers a list: the namespace's messages, oldest first.
+func (b *Broker) List(ctx context.Context, t target, req *rpc.ReadRequest) (rpc.ListResponse, error) {
+	msgs, err := b.read(ctx, t, req, false)
+	return rpc.ListResponse{Messages: msgs}, err
+}
+
+// Latest answers the newest matching message.
+func (b *Broker) Latest(ctx context.Context, t target, req *rpc.ReadRequest) (rpc.Message, error) {
+	msgs, err := b.read(ctx, t, req, true)
+	if err != nil {
+		return rpc.Message{}, err
 	}
-	if !ident.ValidNamespace(req.Namespace) {
-		return ledger.Namespace{}, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
+	if len(msgs) == 0 {
+		return rpc.Message{}, rpc.Errorf(rpc.CodeNotFound, "no message")
 	}
-	ns, err := b.ledger.Namespace(ctx, req.Namespace)
+	return msgs[len(msgs)-1], nil
+}
+
+// Get answers one message by its id.
+func (b *Broker) Get(ctx context.Context, t target, req *rpc.ReadRequest) (rpc.Message, error) {
+	e, err := b.ledger.Entry(ctx, t.ns.Name, req.ID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return ns, rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace")
+		return rpc.Message{}, rpc.Errorf(rpc.CodeNotFound, "no such message")
 	}
 	if err != nil {
-		return ns, b.storeErr("namespace", err)
+		return rpc.Message{}, b.storeErr("entry", err)
 	}
-	if !ident.Equal(req.Capability, ns.ReadCapability) {
-		return ns, rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace")
+	m, err := b.load(ctx, t, e)
+	if err != nil {
+		return m, err
 	}
-	return ns, nil
+	return m, b.stillOpen(ctx, t)
 }
 
-// Read answers list, latest and get.
-func (b *Broker) Read(ctx context.Context, c caller, method string, req *rpc.ReadRequest) (any, error) {
-	ns, err := b.readNamespace(ctx, c, req)
-	if err != nil {
-		return nil, err
+// read collects the messages a list or latest answers, waiting for one if
+// asked to.
+func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, latest bool) ([]rpc.Message, error) {
+	if req.WaitMillis < 0 || req.After < 0 {
+		return nil, rpc.Errorf(rpc.CodeBadRequest, "wait_ms and after must not be negative")
 	}
-	if method == rpc.MethodGet {
-		return b.get(ctx, ns, req.ID)
-	}
-	if c.bind == bindTrial {
+	if t.role == rpc.RoleInbox {
 		req.Recipient = "" // the inbox shows its whole namespace
 	}
+	ns := t.ns
 	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait)
 	if req.Recipient != "" && wait <= 0 {
 		some, known, err := b.ledger.Learned(ctx, ns.Name, req.Recipient)
@@ -342,8 +288,12 @@ func (b *Broker) Read(ctx context.Context, c caller, method string, req *rpc.Rea
 	deadline := time.Now().Add(wait)
 	for {
 		woken := b.wake.watch(ns.Name)
-		msgs, err := b.collect(ctx, ns, req, method == rpc.MethodLatest)
+		msgs, err := b.collect(ctx, t, req, latest)
 		if err != nil {
+			return nil, err
+		}
+		// A trial closed while this read ran must show nothing of it.
+		if err := b.stillOpen(ctx, t); err != nil {
 			return nil, err
 		}
 		if len(msgs) > 0 || time.Until(deadline) <= 0 {
@@ -353,13 +303,7 @@ func (b *Broker) Read(ctx context.Context, c caller, method string, req *rpc.Rea
 					return nil, b.storeErr("ping", err)
 				}
 			}
-			if method == rpc.MethodLatest {
-				if len(msgs) == 0 {
-					return nil, rpc.Errorf(rpc.CodeNotFound, "no message")
-				}
-				return msgs[len(msgs)-1], nil
-			}
-			return rpc.ListResponse{Messages: msgs}, nil
+			return msgs, nil
 		}
 		timer := time.NewTimer(time.Until(deadline))
 		select {
@@ -374,10 +318,26 @@ func (b *Broker) Read(ctx context.Context, c caller, method string, req *rpc.Rea
 	}
 }
 
+// stillOpen refuses, after the fact, a read whose trial was closed while
+// it ran: what it loaded must not be answered.
+func (b *Broker) stillOpen(ctx context.Context, t target) error {
+	ns, err := b.ledger.Namespace(ctx, t.ns.Name)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && ns.TrialID != t.ns.TrialID) {
+		if t.role == rpc.RoleInbox {
+			return refusal[credInbox]
+		}
+		return refusal[credRead]
+	}
+	if err != nil {
+		return b.storeErr("namespace", err)
+	}
+	return nil
+}
+
 // collect loads the matching messages, oldest first; for latest only the
 // newest one.
-func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.ReadRequest, latest bool) ([]rpc.Message, error) {
-	entries, err := b.ledger.Entries(ctx, ns.Name, req.After)
+func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, latest bool) ([]rpc.Message, error) {
+	entries, err := b.ledger.Entries(ctx, t.ns.Name, req.After)
 	if err != nil {
 		return nil, b.storeErr("entries", err)
 	}
@@ -389,13 +349,16 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 	if latest && len(entries) > 0 {
 		entries = entries[len(entries)-1:]
 	}
+	// A page ends before the answer could outgrow the client's frame: a
+	// message's encoded size is bounded by encodedBound (each field's
+	// worst case after JSON escaping), so a reader pages on with After.
 	total := 0
 	for i, e := range entries {
-		if i == maxListMessages || total+e.Size > maxListBytes {
+		if i > 0 && (i == maxListMessages || total+encodedBound(e.Size) > maxListBytes) {
 			entries = entries[:i]
 			break
 		}
-		total += e.Size
+		total += encodedBound(e.Size)
 	}
 	// From an external store, messages load in parallel: each is a round
 	// trip. From the embedded one they load in turn, which is as fast and
@@ -413,7 +376,7 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = b.load(ctx, ns, e)
+			out[i], errs[i] = b.load(ctx, t, e)
 		}()
 	}
 	wg.Wait()
@@ -429,24 +392,28 @@ func (b *Broker) collect(ctx context.Context, ns ledger.Namespace, req *rpc.Read
 // running at once.
 const externalLoads = 8
 
-func (b *Broker) get(ctx context.Context, ns ledger.Namespace, seq int64) (rpc.Message, error) {
-	e, err := b.ledger.Entry(ctx, ns.Name, seq)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return rpc.Message{}, rpc.Errorf(rpc.CodeNotFound, "no such message")
-	}
-	if err != nil {
-		return rpc.Message{}, b.storeErr("entry", err)
-	}
-	return b.load(ctx, ns, e)
-}
+// encodedBound bounds the JSON size of a message of size stored bytes: its
+// text and HTML parts together decode to at most size bytes, and each byte
+// escapes to at most six (\u00XX); the rest is metadata.
+func encodedBound(size int) int { return 6*size + 4096 }
 
 // load reads one indexed message from the store and parses it.
-func (b *Broker) load(ctx context.Context, ns ledger.Namespace, e ledger.Entry) (rpc.Message, error) {
+func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Message, error) {
+	ns := t.ns
 	raw, err := b.store.Get(ctx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}, e.Ref, msgstore.Envelope{From: e.From, To: e.To})
+	if errors.Is(err, msgstore.ErrNotFound) {
+		// Purged under this read: its trial was closed, not an outage.
+		if cerr := b.stillOpen(ctx, t); cerr != nil {
+			return rpc.Message{}, cerr
+		}
+	}
 	if err != nil {
 		return rpc.Message{}, b.storeErr("get", err)
 	}
 	p := mailmsg.Parse(raw)
+	if t.role == rpc.RoleInbox {
+		p.HTML = "" // the inbox shows text only: its HTML is not sent
+	}
 	m := rpc.Message{
 		ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
 		Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,

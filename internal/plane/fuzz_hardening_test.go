@@ -67,7 +67,7 @@ func FuzzRPCFrame(f *testing.F) {
 	count := func(t *testing.T, id rpc.Identity) int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ts, err := p.Admin.TrialList(ctx)
+		ts, err := p.Admin.AllTrials(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,8 +37,10 @@ func FuzzRPC(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	admin, _ := b.CreateGrant(ctx, rpc.RoleAdmin)
-	gateway, _ := b.CreateGrant(ctx, rpc.RoleGateway)
+	adminG, _ := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleAdmin})
+	admin := adminG.Grant
+	gatewayG, _ := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
+	gateway := gatewayG.Grant
 	grants := []string{"", id.WriterGrant, id.InboxGrant, gateway, admin, "mpg_x"}
 
 	f.Add("send", []byte(`{"via":"smtp","from":"no-reply@candidate.websitebench.local","to":["a@b.c"],"raw":"U3ViamVjdDogeA0KDQp5"}`), uint8(1))

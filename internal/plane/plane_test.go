@@ -481,7 +481,7 @@ func TestDurability(t *testing.T) {
 	if _, err := w.gateway.List(ctx(t), &rpc.ReadRequest{Namespace: w.a.Namespace, Capability: w.a.ReadCapability, Recipient: "nobody@example.com"}); code(err) != rpc.CodeRecipientForbidden {
 		t.Fatalf("learned recipients lost: %v", err)
 	}
-	ts, err := w.plane.Admin.TrialList(ctx(t))
+	ts, err := w.plane.Admin.AllTrials(ctx(t))
 	if err != nil || len(ts) != 2 || ts[0].Messages != 201 {
 		t.Fatalf("trials after restart: %v %+v", err, ts)
 	}

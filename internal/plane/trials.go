@@ -3,12 +3,16 @@ package plane
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -16,19 +20,27 @@ var profiles = []string{rpc.ProfileCandidate, rpc.ProfileSidecar, rpc.ProfileAut
 
 // CreateTrial mints a trial's whole identity from the CSPRNG, stores only
 // digests of its secrets (and the one capability /internal/bootstrap hands
-// out), and returns the identity once.
+// out), and returns the identity once. Its writer and inbox grants bind
+// one surface process each to it (strict mode).
 func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (rpc.Identity, error) {
+	id, _, err := b.createTrial(ctx, req, 0)
+	return id, err
+}
+
+// createTrial mints and stores a trial; ttl > 0 gives it an expiry, and on
+// a supervised stack it takes an SMTP port of its own from the pool.
+func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration) (rpc.Identity, ledger.Trial, error) {
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
 	}
 	if !slices.Contains(profiles, req.Profile) {
-		return rpc.Identity{}, rpc.Errorf(rpc.CodeBadRequest, "profile must be candidate, sidecar or authoring")
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeBadRequest, "profile must be candidate, sidecar or authoring")
 	}
 	if req.Namespace == "" {
 		req.Namespace = ident.Namespace()
 	}
 	if !ident.ValidNamespace(req.Namespace) {
-		return rpc.Identity{}, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
 	}
 	senders := req.AllowedSenders
 	if senders == nil && req.Profile == rpc.ProfileCandidate {
@@ -36,11 +48,11 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 	}
 	for _, s := range senders {
 		if !mailmsg.ValidAddress(s) {
-			return rpc.Identity{}, rpc.Errorf(rpc.CodeBadRequest, "invalid allowed sender")
+			return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeBadRequest, "invalid allowed sender")
 		}
 	}
 	if req.BootstrapToken != "" && len(req.BootstrapToken) < 32 {
-		return rpc.Identity{}, rpc.Errorf(rpc.CodeBadRequest, "a bootstrap token must be at least 32 characters")
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeBadRequest, "a bootstrap token must be at least 32 characters")
 	}
 	id := rpc.Identity{
 		Namespace:       req.Namespace,
@@ -59,20 +71,85 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 		BootstrapToken: ident.Digest(id.BootstrapToken),
 		InboxToken:     ident.Digest(id.InboxToken),
 	}
+	if ttl > 0 {
+		t.Expires = time.Now().Add(ttl)
+	}
+	if req.Profile == rpc.ProfileCandidate {
+		port, err := b.ports.take(ctx)
+		if err != nil {
+			return rpc.Identity{}, ledger.Trial{}, err
+		}
+		t.SMTPPort = port
+	}
 	ns := newNamespace(id.Profile, id.Namespace, id.ReadCapability, id.WriteCapability, senders)
 	grants := []ledger.Grant{
 		{Digest: ident.Digest(id.WriterGrant), Role: string(rpc.RoleWriter)},
 		{Digest: ident.Digest(id.InboxGrant), Role: string(rpc.RoleInbox)},
 	}
 	err := b.ledger.CreateTrial(ctx, t, ns, grants)
+	if err != nil {
+		b.ports.giveBack(t.SMTPPort)
+	}
 	if errors.Is(err, ledger.ErrExists) {
-		return rpc.Identity{}, rpc.Errorf(rpc.CodeConflict, "namespace %s already exists", id.Namespace)
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeConflict, "namespace %s already exists", id.Namespace)
 	}
 	if err != nil {
-		return rpc.Identity{}, b.storeErr("create trial", err)
+		return rpc.Identity{}, ledger.Trial{}, b.storeErr("create trial", err)
 	}
-	b.log.Info().Str("namespace", id.Namespace).Str("profile", id.Profile).Msg("trial created")
-	return id, nil
+	ev := b.log.Info().Str("namespace", id.Namespace).Str("profile", id.Profile)
+	if ttl > 0 {
+		ev = ev.Dur("ttl", ttl)
+	}
+	if t.SMTPPort > 0 {
+		ev = ev.Int("smtp_port", t.SMTPPort)
+	}
+	ev.Msg("trial created")
+	return id, *t, nil
+}
+
+// Advertise is what the plane hands out of the shared surfaces in a
+// trial's bundle: their URLs, as their clients reach them, and the SMTP
+// host with the shared SMTP port (AUTH selects the trial there).
+type Advertise struct {
+	WriterURL, InboxURL, GatewayURL string
+	SMTPHost                        string
+	SMTPPort                        int
+}
+
+// SetAdvertise sets what trial.open hands out.
+func (b *Broker) SetAdvertise(a Advertise) { b.advertise = a }
+
+// OpenTrial opens a trial on the running stack and answers its bundle: the
+// same as mail-plane up --json's, for surfaces shared by every trial.
+func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.Bundle, error) {
+	if b.advertise.WriterURL == "" {
+		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "this plane serves no shared surfaces (serve --advertise-*): use trial.create")
+	}
+	if req.TTLMillis < 0 {
+		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "ttl_ms must not be negative")
+	}
+	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile}, time.Duration(req.TTLMillis)*time.Millisecond)
+	if err != nil {
+		return rpc.Bundle{}, err
+	}
+	return b.bundle(id, t.SMTPPort), nil
+}
+
+// bundle is a trial's part of the stack's bundle.
+func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
+	a := b.advertise
+	if smtpPort == 0 {
+		smtpPort = a.SMTPPort
+	}
+	return rpc.Bundle{
+		Namespace:            id.Namespace,
+		CandidateEnvironment: wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken),
+		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
+		APIURL:               a.GatewayURL,
+		ReadCapability:       id.ReadCapability,
+		SMTPPort:             smtpPort,
+		WriterURL:            a.WriterURL,
+	}
 }
 
 func newNamespace(profile, name, readCap, writeCap string, senders []string) *ledger.Namespace {
@@ -100,11 +177,11 @@ func (b *Broker) trialOf(ctx context.Context, name string) (ledger.Trial, ledger
 		return ledger.Trial{}, ns, b.storeErr("namespace", err)
 	}
 	t, err := b.ledger.Trial(ctx, ns.TrialID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return t, ns, rpc.Errorf(rpc.CodeNotFound, "the trial of %s is closed", name)
+	}
 	if err != nil {
 		return t, ns, b.storeErr("trial", err)
-	}
-	if t.Destroyed {
-		return t, ns, rpc.Errorf(rpc.CodeNotFound, "the trial of %s is destroyed", name)
 	}
 	return t, ns, nil
 }
@@ -147,22 +224,105 @@ func (b *Broker) SealTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Empt
 	return rpc.Empty{}, nil
 }
 
-// DestroyTrial revokes every grant and credential of a trial.
-func (b *Broker) DestroyTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Empty, error) {
+// CloseTrial closes a trial: every grant, token and capability of it is
+// refused from the moment the close commits, its messages are deleted,
+// its SMTP port is released, and readers waiting on it wake to find it
+// gone.
+func (b *Broker) CloseTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Empty, error) {
 	t, _, err := b.trialOf(ctx, req.Namespace)
 	if err != nil {
 		return rpc.Empty{}, err
 	}
-	if err := b.ledger.Destroy(ctx, t.ID); err != nil {
-		return rpc.Empty{}, b.storeErr("destroy", err)
-	}
-	b.log.Info().Str("namespace", t.Namespace).Msg("trial destroyed")
-	return rpc.Empty{}, nil
+	return rpc.Empty{}, b.closeTrial(ctx, t.ID, "closed")
 }
 
-// ListTrials describes every trial without its secrets.
-func (b *Broker) ListTrials(ctx context.Context) (rpc.TrialListResponse, error) {
-	ts, err := b.ledger.Trials(ctx)
+// closeTrial deletes trial id whole; how says why, for the log.
+func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
+	external := !b.store.Transactional()
+	purge := func(tx *sql.Tx, ns ledger.Namespace) error {
+		return b.store.Purge(ctx, tx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag})
+	}
+	if external {
+		purge = nil
+	}
+	t, nss, err := b.ledger.CloseTrial(ctx, id, external, purge)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return rpc.Errorf(rpc.CodeNotFound, "no such trial")
+	}
+	if err != nil {
+		return b.storeErr("close", err)
+	}
+	b.onRevoke()
+	b.ports.release(t.SMTPPort)
+	for _, ns := range nss {
+		b.wake.notify(ns.Name) // its readers wake to find it gone
+	}
+	b.log.Info().Str("namespace", t.Namespace).Str("how", how).Msg("trial " + how)
+	if external {
+		b.purgeQueued(ctx)
+	}
+	return nil
+}
+
+// purgeQueued asks an external store to delete what closed trials left in
+// it; what fails stays queued for the next round.
+func (b *Broker) purgeQueued(ctx context.Context) {
+	nss, err := b.ledger.Purges(ctx)
+	if err != nil {
+		b.log.Warn().Err(err).Msg("purge queue unreadable")
+		return
+	}
+	for _, ns := range nss {
+		if err := b.store.Purge(ctx, nil, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}); err != nil {
+			b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("purge failed; will retry")
+			return
+		}
+		if err := b.ledger.Purged(ctx, ns.Tag); err != nil {
+			b.log.Warn().Err(err).Msg("purge not recorded; will retry")
+			return
+		}
+	}
+}
+
+// reapEvery is how often the plane closes expired trials and retries
+// purges. An expired trial is refused from its expiry on, whenever the
+// reaper comes.
+const reapEvery = 500 * time.Millisecond
+
+// Run closes expired trials and retries queued purges until ctx ends.
+func (b *Broker) Run(ctx context.Context) {
+	tick := time.NewTicker(reapEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ts, err := b.ledger.Expired(ctx, time.Now(), 256)
+		if err != nil {
+			b.log.Warn().Err(err).Msg("expiry check failed")
+			continue
+		}
+		for _, t := range ts {
+			if err := b.closeTrial(ctx, t.ID, "expired"); err != nil {
+				b.log.Warn().Err(err).Str("namespace", t.Namespace).Msg("closing an expired trial failed; will retry")
+			}
+		}
+		if !b.store.Transactional() {
+			b.purgeQueued(ctx)
+		}
+	}
+}
+
+// ListTrials describes open trials without their secrets, a page at a
+// time.
+func (b *Broker) ListTrials(ctx context.Context, req *rpc.TrialListRequest) (rpc.TrialListResponse, error) {
+	limit := req.Limit
+	if limit <= 0 || limit > rpc.MaxTrialPage {
+		limit = rpc.MaxTrialPage
+	}
+	ts, err := b.ledger.Trials(ctx, req.After, limit)
 	if err != nil {
 		return rpc.TrialListResponse{}, b.storeErr("trials", err)
 	}
@@ -172,7 +332,11 @@ func (b *Broker) ListTrials(ctx context.Context) (rpc.TrialListResponse, error) 
 		if err != nil {
 			return out, b.storeErr("namespaces", err)
 		}
-		info := rpc.TrialInfo{Namespace: t.Namespace, Profile: t.Profile, State: ledger.StateActive, Created: t.Created, Namespaces: []string{}}
+		info := rpc.TrialInfo{Namespace: t.Namespace, Profile: t.Profile, State: ledger.StateActive, Created: t.Created,
+			Namespaces: []string{}, SMTPPort: t.SMTPPort}
+		if !t.Expires.IsZero() {
+			info.Expires = &t.Expires
+		}
 		for _, ns := range nss {
 			info.Namespaces = append(info.Namespaces, ns.Name)
 			info.Messages += ns.MessageCount
@@ -181,25 +345,26 @@ func (b *Broker) ListTrials(ctx context.Context) (rpc.TrialListResponse, error) 
 				info.State = ns.State
 			}
 		}
-		if t.Destroyed {
-			info.State = ledger.StateDestroyed
-		}
 		out.Trials = append(out.Trials, info)
+	}
+	if len(ts) == limit {
+		out.Next = ts[len(ts)-1].ID
 	}
 	return out, nil
 }
 
-// CreateGrant mints a grant for a role not bound to a trial.
-func (b *Broker) CreateGrant(ctx context.Context, role rpc.Role) (string, error) {
-	if role != rpc.RoleGateway && role != rpc.RoleAdmin {
-		return "", rpc.Errorf(rpc.CodeBadRequest, "only gateway and admin grants are minted alone; writer and inbox grants come with a trial")
+// CreateGrant mints a grant bound to no trial: a gateway's or an admin's,
+// or a writer's or inbox's that serves every trial (a shared surface).
+func (b *Broker) CreateGrant(ctx context.Context, req *rpc.GrantCreateRequest) (rpc.GrantResponse, error) {
+	if !slices.Contains(rpc.RoleNames, string(req.Role)) {
+		return rpc.GrantResponse{}, rpc.Errorf(rpc.CodeBadRequest, "role must be one of %v", rpc.RoleNames)
 	}
 	g := ident.Grant()
-	if err := b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(g), Role: string(role)}); err != nil {
-		return "", b.storeErr("grant", err)
+	if err := b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(g), Role: string(req.Role)}); err != nil {
+		return rpc.GrantResponse{}, b.storeErr("grant", err)
 	}
-	b.log.Info().Str("role", string(role)).Msg("grant created")
-	return g, nil
+	b.log.Info().Str("role", string(req.Role)).Msg("grant created")
+	return rpc.GrantResponse{Grant: g}, nil
 }
 
 // EnsureGrant makes a grant read from a file valid for role (the plane's

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -32,8 +33,8 @@ func envCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					env := CandidateEnvironment(id, c.Int("writer-port"), c.Int("smtp-port"))
-					if err := CheckCandidateEnvironment(env, c.String("socket"), os.Getenv(mailpitSocketEnv), id.ReadCapability); err != nil {
+					env := wbenv.Candidate(wbenv.LocalURL(c.Int("writer-port")), "127.0.0.1", c.Int("smtp-port"), id.MailAPIToken, id.BootstrapToken)
+					if err := wbenv.Check(env, c.String("socket"), os.Getenv(wbenv.MailpitHTTPSocket), id.ReadCapability); err != nil {
 						return err
 					}
 					return printEnv(env, c.Bool("json"))
@@ -51,7 +52,7 @@ func envCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return printEnv(AuthoringEnvironment(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")), c.Bool("json"))
+					return printEnv(wbenv.Authoring(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")), c.Bool("json"))
 				},
 			},
 			{
@@ -66,8 +67,8 @@ func envCommand() *cli.Command {
 						"MAILPLANE_SOCKET":           c.String("socket"),
 						"MAILPLANE_ADMIN_GRANT_FILE": c.String("grant-file"),
 					}
-					if s := os.Getenv(mailpitSocketEnv); s != "" {
-						env[mailpitSocketEnv] = s
+					if s := os.Getenv(wbenv.MailpitHTTPSocket); s != "" {
+						env[wbenv.MailpitHTTPSocket] = s
 					}
 					return printEnv(env, c.Bool("json"))
 				},
@@ -75,9 +76,6 @@ func envCommand() *cli.Command {
 		},
 	}
 }
-
-// mailpitSocketEnv names Mailpit's HTTP socket, as the reference reads it.
-const mailpitSocketEnv = "WEBSITEBENCH_MAILPIT_HTTP_SOCKET"
 
 // readParts reads back what WriteParts wrote.
 func readParts(dir string) (rpc.Identity, error) {

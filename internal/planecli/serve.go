@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,8 +31,6 @@ import (
 
 // DefaultData is where serve keeps its database and bootstrap grants.
 const DefaultData = "/var/lib/mailplane"
-
-var roleNames = []string{string(rpc.RoleWriter), string(rpc.RoleInbox), string(rpc.RoleGateway), string(rpc.RoleAdmin)}
 
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
@@ -60,6 +60,10 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "allow-uid", Usage: "ROLE=UID[,UID...]: only these uids may use ROLE's grants (repeatable)"},
 			&cli.StringSliceFlag{Name: "allow-gid", Usage: "ROLE=GID[,GID...]: only these gids may use ROLE's grants (repeatable)"},
 			&cli.DurationFlag{Name: "rpc-read-timeout", Value: plane.DefaultReadTimeout, Usage: "how long a caller may take to send one request"},
+			&cli.StringFlag{Name: "advertise-writer", Usage: "URL of the shared mail-writer's HTTP door, as candidates reach it (enables trial.open)"},
+			&cli.StringFlag{Name: "advertise-inbox", Usage: "URL of the shared mail-inbox, as agents reach it"},
+			&cli.StringFlag{Name: "advertise-gateway", Usage: "URL of mail-gateway, as evaluators reach it"},
+			&cli.StringFlag{Name: "advertise-smtp", Usage: "HOST:PORT of the shared writer's SMTP listener (AUTH selects the trial there)"},
 		}, storeFlags()...),
 		Action: serve,
 	}
@@ -75,10 +79,10 @@ func serve(c *cli.Context) error {
 		return cliapp.Usagef("--socket-mode %q: want an octal file mode such as 0660", c.String("socket-mode"))
 	}
 	peers := peercred.Policy{}
-	if err := peers.ParseAllow(c.StringSlice("allow-uid"), false, roleNames); err != nil {
+	if err := peers.ParseAllow(c.StringSlice("allow-uid"), false, rpc.RoleNames); err != nil {
 		return cliapp.Usagef("--allow-uid: %v", err)
 	}
-	if err := peers.ParseAllow(c.StringSlice("allow-gid"), true, roleNames); err != nil {
+	if err := peers.ParseAllow(c.StringSlice("allow-gid"), true, rpc.RoleNames); err != nil {
 		return cliapp.Usagef("--allow-gid: %v", err)
 	}
 	quotas := plane.Quotas{Messages: c.Int64("quota-messages"), Bytes: c.Int64("quota-bytes")}
@@ -100,11 +104,18 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	broker := plane.NewBroker(l, store, quotas, log)
+	adv, err := advertise(c)
+	if err != nil {
+		return err
+	}
+	broker.SetAdvertise(adv)
 	grants := c.String("grants-dir")
 	if grants == "" {
 		grants = data
 	}
-	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway} {
+	// The gateway's and admin's grants, and the shared writer's and
+	// inbox's: surfaces that serve every trial.
+	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway, rpc.RoleWriter, rpc.RoleInbox} {
 		if err := ensureGrantFile(ctx, broker, filepath.Join(grants, string(role)+".grant"), role); err != nil {
 			return err
 		}
@@ -114,6 +125,7 @@ func serve(c *cli.Context) error {
 		return cliapp.Usagef("%v", err)
 	}
 	srv := plane.NewServer(broker, peers, c.Duration("rpc-read-timeout"), log).HTTPServer()
+	go broker.Run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("socket", c.String("socket")).Str("store", c.String("store")).Str("data", data).
@@ -136,6 +148,38 @@ func serve(c *cli.Context) error {
 	}
 	os.Remove(c.String("socket"))
 	return nil
+}
+
+// advertise reads the --advertise-* flags: all or none.
+func advertise(c *cli.Context) (plane.Advertise, error) {
+	var a plane.Advertise
+	names := []string{"advertise-writer", "advertise-inbox", "advertise-gateway", "advertise-smtp"}
+	set := 0
+	for _, n := range names {
+		if c.String(n) != "" {
+			set++
+		}
+	}
+	if set == 0 {
+		return a, nil
+	}
+	if set != len(names) {
+		return a, cliapp.Usagef("--advertise-writer, --advertise-inbox, --advertise-gateway and --advertise-smtp go together")
+	}
+	for _, n := range names[:3] {
+		u, err := url.Parse(c.String(n))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return a, cliapp.Usagef("--%s %q: want an origin such as http://127.0.0.1:8030", n, c.String(n))
+		}
+	}
+	host, port, err := net.SplitHostPort(c.String("advertise-smtp"))
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
+		return a, cliapp.Usagef("--advertise-smtp %q: want HOST:PORT", c.String("advertise-smtp"))
+	}
+	trim := func(n string) string { return strings.TrimSuffix(c.String(n), "/") }
+	return plane.Advertise{WriterURL: trim("advertise-writer"), InboxURL: trim("advertise-inbox"), GatewayURL: trim("advertise-gateway"),
+		SMTPHost: host, SMTPPort: p}, nil
 }
 
 // openStore opens the message store the flags ask for.

@@ -21,6 +21,7 @@ import (
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -68,20 +69,20 @@ func sidecar(c *cli.Context) (err error) {
 		return cliapp.Usagef("--profile %q: want sidecar or authoring", profile)
 	}
 	authoring := profile == rpc.ProfileAuthoring
-	token := os.Getenv("WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN")
+	token := os.Getenv(wbenv.MailboxBootstrapToken)
 	if len([]rune(token)) < 32 {
 		return cli.Exit(errBootstrapToken, 1)
 	}
-	mailpitSocket := strings.TrimSpace(os.Getenv(mailpitSocketEnv))
+	mailpitSocket := strings.TrimSpace(os.Getenv(wbenv.MailpitHTTPSocket))
 	if mailpitSocket == "" && c.Bool("require-mailpit") {
 		return cli.Exit(errMailpitMissing, 1)
 	}
 	if mailpitSocket != "" && !mailpitReady(mailpitSocket) {
 		return cli.Exit(errMailpitReady, 1)
 	}
-	apiHost := firstNonEmpty(c.String("api-bind-host"), os.Getenv("WEBSITEBENCH_MAILBOX_API_BIND"), c.String("bind-host"))
-	inboxHost := firstNonEmpty(c.String("inbox-bind-host"), os.Getenv("WEBSITEBENCH_MAILBOX_INBOX_BIND"), c.String("bind-host"))
-	advertise := firstNonEmpty(strings.TrimSpace(os.Getenv("WEBSITEBENCH_MAILBOX_SMTP_ADVERTISE_HOST")), apiHost)
+	apiHost := firstNonEmpty(c.String("api-bind-host"), os.Getenv(wbenv.MailboxAPIBind), c.String("bind-host"))
+	inboxHost := firstNonEmpty(c.String("inbox-bind-host"), os.Getenv(wbenv.MailboxInboxBind), c.String("bind-host"))
+	advertise := firstNonEmpty(strings.TrimSpace(os.Getenv(wbenv.MailboxSMTPAdvertiseHost)), apiHost)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -123,19 +124,30 @@ func sidecar(c *cli.Context) (err error) {
 		store = []string{"--store", "mailpit", "--mailpit-socket", mailpitSocket}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	id, err := st.startPlane(ctx, deadline, &rpc.TrialCreateRequest{Profile: profile, Namespace: c.String("namespace"), BootstrapToken: token}, store...)
+	admin, err := st.startPlane(ctx, deadline, store...)
 	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	id, err := admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: profile, Namespace: c.String("namespace"), BootstrapToken: token})
+	if err != nil {
+		return err
+	}
+	if err := WriteParts(st.trialDir(), id); err != nil {
 		return err
 	}
 	trial := st.trialDir()
 	surfaces := []*surface{
 		{name: "mail-writer", lns: []net.Listener{writerHTTP, smtp}, args: st.surfaceArgs(filepath.Join(trial, "writer.grant"),
 			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "select", "--smtp-advertise-host", advertise)},
-		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: st.surfaceArgs(st.gatewayGrant(), "--listen", "fd:3")},
+		{name: "mail-gateway", lns: []net.Listener{gatewayHTTP}, args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")},
 	}
 	if !authoring {
 		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{inbox}, args: st.surfaceArgs(filepath.Join(trial, "inbox.grant"),
-			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3")})
+			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3",
+			// The reference's contract: GET / hands out the mailbox, to any
+			// host name the agent uses.
+			"--root-redirect", "--allow-host", "*")})
 	}
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		return err
@@ -156,7 +168,7 @@ func sidecar(c *cli.Context) (err error) {
 
 	if authoring {
 		apiURL := "http://127.0.0.1:" + strconv.Itoa(api.Addr().(*net.TCPAddr).Port)
-		if err := printJSON(AuthoringEnvironment(id, apiURL, advertise, smtp.Addr().(*net.TCPAddr).Port)); err != nil {
+		if err := printJSON(wbenv.Authoring(id, apiURL, advertise, smtp.Addr().(*net.TCPAddr).Port)); err != nil {
 			return err
 		}
 	} else {

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -34,12 +35,13 @@ type stack struct {
 
 // surface is one child process of a stack.
 type surface struct {
-	name string
-	args []string
-	lns  []net.Listener // passed as fd 3, 4, ...
-	url  string         // health check base
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	name  string
+	args  []string
+	lns   []net.Listener // passed as fd 3, 4, ...
+	files []*os.File     // passed after lns
+	url   string         // health check base
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the process has exited
 }
 
 // newStack prepares a stack whose data lives in data, or in a new
@@ -70,28 +72,23 @@ func (s *stack) close() {
 	}
 }
 
-func (s *stack) trialDir() string     { return filepath.Join(s.data, "trial") }
-func (s *stack) gatewayGrant() string { return filepath.Join(s.data, "plane", "gateway.grant") }
+func (s *stack) trialDir() string { return filepath.Join(s.data, "trial") }
 
-// startPlane runs mail-plane serve with extra flags, waits until it
-// answers, creates the trial req asks for and writes its parts (one file
-// per secret) into trialDir.
-func (s *stack) startPlane(ctx context.Context, deadline time.Time, req *rpc.TrialCreateRequest, extra ...string) (rpc.Identity, error) {
+// grantFile is the file of the plane's own grant for role: the admin's,
+// the gateway's, and the shared writer's and inbox's.
+func (s *stack) grantFile(role rpc.Role) string {
+	return filepath.Join(s.data, "plane", string(role)+".grant")
+}
+
+// startPlane runs mail-plane serve with extra flags and waits until it
+// answers; it returns a client with the plane's admin grant.
+func (s *stack) startPlane(ctx context.Context, deadline time.Time, extra ...string) (*rpc.Client, error) {
 	args := append(append([]string{}, s.logArgs...), "serve", "--socket", s.socket, "--data", filepath.Join(s.data, "plane"))
 	p := &surface{name: "mail-plane", args: append(args, extra...)}
 	if err := s.start(p); err != nil {
-		return rpc.Identity{}, err
+		return nil, err
 	}
-	admin, err := waitPlane(ctx, s.exited, s.socket, filepath.Join(s.data, "plane", "admin.grant"), deadline)
-	if err != nil {
-		return rpc.Identity{}, err
-	}
-	defer admin.Close()
-	id, err := admin.TrialCreate(ctx, req)
-	if err != nil {
-		return rpc.Identity{}, err
-	}
-	return id, WriteParts(s.trialDir(), id)
+	return waitPlane(ctx, s.exited, s.socket, s.grantFile(rpc.RoleAdmin), deadline)
 }
 
 // surfaceArgs are a surface's flags: logging, the plane's socket, its
@@ -112,6 +109,9 @@ func (s *stack) startSurfaces(ctx context.Context, deadline time.Time, surfaces 
 		}
 		for _, ln := range sf.lns {
 			ln.Close() // the child holds its own copy
+		}
+		for _, f := range sf.files {
+			f.Close()
 		}
 	}
 	for _, sf := range surfaces {
@@ -169,6 +169,7 @@ func (st *stack) start(s *surface) error {
 		defer f.Close()
 		s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, f)
 	}
+	s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, s.files...)
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
@@ -192,8 +193,8 @@ func childEnv(name string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case k == mailpitSocketEnv && name == "mail-plane":
-		case strings.HasPrefix(k, "WEBSITEBENCH_"):
+		case k == wbenv.MailpitHTTPSocket && name == "mail-plane":
+		case strings.HasPrefix(k, wbenv.Prefix):
 			continue
 		case k == "MAILPLANE_GRANT_FILE", k == "MAILPLANE_ADMIN_GRANT_FILE", k == "MAILPLANE_TOKEN_FILE",
 			k == "MAILPLANE_SOCKET", k == "MAILPLANE_DATA", k == "CREDENTIALS_DIRECTORY":

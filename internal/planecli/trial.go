@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -59,8 +60,42 @@ func namespaceArg(c *cli.Context) (string, error) {
 func trialCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "trial",
-		Usage: "create, rotate, seal, destroy and list trials on a running plane",
+		Usage: "open, close, create, rotate, seal and list trials on a running plane",
 		Subcommands: []*cli.Command{
+			{
+				Name:  "open",
+				Usage: "open a trial on a running stack of shared surfaces (mail-plane up, or serve --advertise-*)",
+				Description: "Prints the trial's bundle, in the shape of mail-plane up --json: namespace, candidate_environment,\n" +
+					"inbox_url (with the token path), api_url, read_capability, smtp_port (the trial's own) and\n" +
+					"writer_url. With --ttl the plane closes the trial by itself once the TTL has passed.",
+				Flags: append(adminFlags(),
+					&cli.DurationFlag{Name: "ttl", Usage: "close the trial this long after it opens (0: never)"},
+					&cli.StringFlag{Name: "profile", Value: rpc.ProfileCandidate, Usage: "candidate, sidecar or authoring"},
+				),
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return cliapp.Usagef("trial open takes no arguments")
+					}
+					if c.Duration("ttl") < 0 {
+						return cliapp.Usagef("--ttl must not be negative")
+					}
+					client, err := adminClient(c)
+					if err != nil {
+						return err
+					}
+					ctx, cancel := callContext()
+					defer cancel()
+					b, err := client.TrialOpen(ctx, &rpc.TrialOpenRequest{Profile: c.String("profile"), TTLMillis: c.Duration("ttl").Milliseconds()})
+					if err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(b)
+					}
+					printSummary(stackBundle{Bundle: &b, Trials: []rpc.Bundle{b}, PlaneSocket: c.String("socket"), AdminGrantFile: c.String("grant-file")})
+					return nil
+				},
+			},
 			{
 				Name:  "create",
 				Usage: "mint a trial: a namespace with its capabilities, tokens and surface grants",
@@ -113,12 +148,21 @@ func trialCommand() *cli.Command {
 			simpleTrialCommand("seal", "stop a namespace from taking mail; the evaluator can still read it", func(ctx context.Context, cl *rpc.Client, ns string) error {
 				return cl.TrialSeal(ctx, ns)
 			}),
-			simpleTrialCommand("destroy", "revoke every grant, token and capability of a trial", func(ctx context.Context, cl *rpc.Client, ns string) error {
-				return cl.TrialDestroy(ctx, ns)
+			simpleTrialCommand("close", "close a trial: revoke every grant, token and capability of it, and delete its mail", func(ctx context.Context, cl *rpc.Client, ns string) error {
+				return cl.TrialClose(ctx, ns)
+			}),
+			simpleTrialCommand("destroy", "the same as close", func(ctx context.Context, cl *rpc.Client, ns string) error {
+				return cl.TrialClose(ctx, ns)
 			}),
 			{
-				Name: "list", Usage: "describe every trial (no secrets)",
-				Flags: adminFlags(),
+				Name: "list", Usage: "describe open trials (no secrets), a page of at most 10,000 at a time",
+				Description: "Without --json, a table with each trial's message count and age; when more trials remain,\n" +
+					"the last line names the --after that lists the next page. --json prints the page as the\n" +
+					"plane answers it: {\"trials\": [...], \"next\": N}.",
+				Flags: append(adminFlags(),
+					&cli.Int64Flag{Name: "after", Usage: "list the page after this cursor (the previous page's next)"},
+					&cli.IntFlag{Name: "limit", Value: rpc.MaxTrialPage, Usage: "trials per page (at most 10000)"},
+				),
 				Action: func(c *cli.Context) error {
 					client, err := adminClient(c)
 					if err != nil {
@@ -126,17 +170,26 @@ func trialCommand() *cli.Command {
 					}
 					ctx, cancel := callContext()
 					defer cancel()
-					ts, err := client.TrialList(ctx)
+					page, err := client.TrialList(ctx, &rpc.TrialListRequest{After: c.Int64("after"), Limit: c.Int("limit")})
 					if err != nil {
 						return err
 					}
 					if c.Bool("json") {
-						return printJSON(rpc.TrialListResponse{Trials: ts})
+						return printJSON(page)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NAMESPACE\tPROFILE\tSTATE\tMESSAGES\tBYTES\tCREATED")
-					for _, t := range ts {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", t.Namespace, t.Profile, t.State, t.Messages, t.Bytes, t.Created.Format(time.RFC3339))
+					fmt.Fprintln(tw, "NAMESPACE\tPROFILE\tSTATE\tMESSAGES\tBYTES\tAGE\tSMTP PORT\tEXPIRES")
+					now := time.Now()
+					for _, t := range page.Trials {
+						expires := "-"
+						if t.Expires != nil {
+							expires = t.Expires.Sub(now).Round(time.Second).String()
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Namespace, t.Profile, t.State, t.Messages, t.Bytes,
+							now.Sub(t.Created).Round(time.Second), t.SMTPPort, expires)
+					}
+					if page.Next != 0 {
+						fmt.Fprintf(tw, "more: --after %d\n", page.Next)
 					}
 					return tw.Flush()
 				},
@@ -207,7 +260,7 @@ func trialCreate(c *cli.Context) error {
 		}
 	}
 	if authoringEnv {
-		return printJSON(AuthoringEnvironment(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")))
+		return printJSON(wbenv.Authoring(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")))
 	}
 	if c.Bool("json") {
 		return printJSON(id)

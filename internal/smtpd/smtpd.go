@@ -3,8 +3,9 @@
 // the plane's verdict into an SMTP reply.
 //
 // It holds no credential of its own beyond the plane client it is given.
-// On a fixed listener every message goes to the writer's trial
-// (rpc.ViaSMTP); on a selecting listener the message names its namespace
+// On a fixed listener every message goes to the writer's trial, or on a
+// shared writer to the trial that owns the listener's port (rpc.ViaSMTP
+// with the port); on a selecting listener the message names its namespace
 // and capability in X-WebsiteBench-Namespace / X-WebsiteBench-Capability
 // headers (folded or not), which are passed to the plane unchecked: the
 // plane decides, and scrubs those headers before storing.
@@ -131,7 +132,11 @@ func (s *Server) Close() error { return s.smtp.Close() }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	cc, _ := c.Conn().(*commandConn)
-	return &session{srv: s, conn: cc}, nil
+	port := 0
+	if a, ok := c.Conn().LocalAddr().(*net.TCPAddr); ok {
+		port = a.Port
+	}
+	return &session{srv: s, conn: cc, port: port}, nil
 }
 
 // Replies. Texts are the reference's (BEHAVIOR.md §7); enhanced codes are
@@ -146,6 +151,7 @@ var (
 	errLocal             = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Local error in processing"}
 	errIncomplete        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Message incomplete; nothing delivered"}
 	errCommandLimit      = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Command limit exceeded"}
+	errAuthRequired      = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
 )
 
 // refusal turns a plane error into the reply for a DATA that was not
@@ -155,8 +161,12 @@ func (s *Server) refusal(err error) *smtp.SMTPError {
 	switch code {
 	case rpc.CodeInvalidCapability:
 		return errInvalidCapability
-	case rpc.CodeInvalidEnvelope, rpc.CodeSealed, rpc.CodeUnauthorized:
+	case rpc.CodeInvalidEnvelope, rpc.CodeSealed:
 		return errNotAllowed
+	case rpc.CodeUnauthorized:
+		// A shared listener whose port no trial owns: the client must say
+		// which trial it writes to, by AUTH.
+		return errAuthRequired
 	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied:
 		// The plane no longer honours this writer's grant: its trial was
 		// destroyed (or the grant is wrong). Policy, not an outage.
@@ -182,6 +192,7 @@ func (s *Server) refusal(err error) *smtp.SMTPError {
 type session struct {
 	srv  *Server
 	conn *commandConn
+	port int // the listener's: on a shared writer it selects the trial
 	from string
 	to   []string
 }
@@ -224,7 +235,7 @@ func (s *session) Data(r io.Reader) error {
 		// none of them may deliver.
 		return errCommandLimit
 	}
-	req := &rpc.SendRequest{Via: rpc.ViaSMTP, From: s.from, To: s.to, Raw: raw}
+	req := &rpc.SendRequest{Via: rpc.ViaSMTP, Port: s.port, From: s.from, To: s.to, Raw: raw}
 	if s.srv.cfg.Mode == Select {
 		req.Via = rpc.ViaSMTPSelect
 		req.Namespace, _ = mailmsg.HeaderValue(raw, NamespaceHeader)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/fdpass"
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/smtpd"
@@ -27,11 +28,12 @@ const shutdownGrace = 5 * time.Second
 
 // App returns mail-writer's command line.
 func App() *cli.App {
-	flags := append(append([]cli.Flag{}, logging.Flags...), cliapp.PlaneFlags...)
+	flags := append(append([]cli.Flag{}, logging.Flags...), cliapp.SurfaceFlags...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "http-listen", Usage: "POST /emails, /internal/bootstrap and /healthz: host:port, fd:N or systemd:NAME"},
 		&cli.StringFlag{Name: "smtp-listen", Usage: "SMTP: host:port, fd:N or systemd:NAME"},
 		&cli.StringFlag{Name: "smtp-mode", Value: string(smtpd.Fixed), Usage: "fixed (every message to this trial) or select (by X-WebsiteBench-Namespace/-Capability headers)"},
+		&cli.IntFlag{Name: "port-control", Usage: "inherited file descriptor on which a supervisor hands this writer per-trial SMTP listeners (mail-plane up); the writer never binds them itself"},
 		&cli.StringFlag{Name: "smtp-advertise-host", Usage: "smtp_host in /internal/bootstrap (default: the SMTP listener's host, 127.0.0.1 if it listens on all)", EnvVars: []string{"WEBSITEBENCH_MAILBOX_SMTP_ADVERTISE_HOST"}},
 		&cli.Int64Flag{Name: "max-message-bytes", Value: smtpd.DefaultMaxMessageBytes, Usage: "largest POST /emails body and SMTP message (the plane's own limit still applies)"},
 		&cli.IntFlag{Name: "max-recipients", Value: smtpd.DefaultMaxRecipients, Usage: "recipients per message (to+cc+bcc; RCPT TO per transaction)"},
@@ -99,18 +101,29 @@ func run(c *cli.Context) error {
 	}
 
 	h := NewHandler(Config{MaxBodyBytes: maxBytes, MaxRecipients: maxRcpt, SMTPHost: host, SMTPPort: smtpAddr.Port, Idle: idle}, plane, log)
-	hs := NewHTTPServer(h, idle, lifetime, log)
-	ss := smtpd.New(smtpd.Config{Mode: mode, MaxMessageBytes: maxBytes, MaxRecipients: maxRcpt, MaxCommands: maxCmds}, plane, log)
+	hs := NewHTTPServer(cliapp.AllowedHosts(c).Check(h), idle, lifetime, log)
+	smtpCfg := smtpd.Config{Mode: mode, MaxMessageBytes: maxBytes, MaxRecipients: maxRcpt, MaxCommands: maxCmds}
+	ss := smtpd.New(smtpCfg, plane, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		errc <- hs.Serve(connlimit.Listen(httpLn, connlimit.Limits{MaxConns: maxConns, Lifetime: lifetime}))
 	}()
 	go func() {
 		errc <- ss.Serve(connlimit.Listen(smtpLn, connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}))
 	}()
+	if fd := c.Int("port-control"); fd > 0 {
+		ctl, err := fdpass.Conn(fd)
+		if err != nil {
+			return cliapp.Usagef("--port-control: %v", err)
+		}
+		go func() {
+			errc <- servePorts(ctl, func() *smtpd.Server { return smtpd.New(smtpCfg, plane, log) },
+				connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}, log)
+		}()
+	}
 	log.Info().Str("http", httpLn.Addr().String()).Str("smtp", smtpLn.Addr().String()).Str("smtp_mode", string(mode)).
 		Str("smtp_advertise", net.JoinHostPort(host, fmt.Sprint(smtpAddr.Port))).Msg("writer listening")
 
@@ -132,6 +145,48 @@ func run(c *cli.Context) error {
 	return failed
 }
 
+// servePorts serves the per-trial SMTP listeners the supervisor hands
+// over ctl, each by its own server (so that closing one forgets it), and
+// closes those it takes back, until ctl closes (the supervisor is gone:
+// the writer stops with it).
+func servePorts(ctl *net.UnixConn, newServer func() *smtpd.Server, limits connlimit.Limits, log zerolog.Logger) error {
+	defer ctl.Close()
+	servers := map[int]*smtpd.Server{}
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	for {
+		m, err := fdpass.Receive(ctl)
+		if errors.Is(err, fdpass.ErrMalformed) {
+			log.Error().Msg("port control: malformed message ignored")
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("port control: %w", err)
+		}
+		if old, ok := servers[m.Port]; ok {
+			old.Close()
+			delete(servers, m.Port)
+			log.Debug().Int("port", m.Port).Msg("per-trial SMTP port closed")
+		}
+		if m.Op == fdpass.OpRemove {
+			continue
+		}
+		ln, err := net.FileListener(m.File)
+		m.File.Close()
+		if err != nil {
+			log.Error().Err(err).Int("port", m.Port).Msg("port control: not a listener")
+			continue
+		}
+		s := newServer()
+		servers[m.Port] = s
+		go s.Serve(connlimit.Listen(ln, limits))
+		log.Debug().Int("port", m.Port).Msg("per-trial SMTP port serving")
+	}
+}
+
 // advertiseHost is the SMTP host to hand out: the listener's address, or
 // 127.0.0.1 when it listens on every address.
 func advertiseHost(ip net.IP) string {
@@ -144,7 +199,7 @@ func advertiseHost(ip net.IP) string {
 // NewHTTPServer returns the http.Server for h. net/http keeps the idle
 // bound itself (between requests and while a request's header arrives);
 // the listener adds the connection cap and lifetime.
-func NewHTTPServer(h *Handler, idle, lifetime time.Duration, zl zerolog.Logger) *http.Server {
+func NewHTTPServer(h http.Handler, idle, lifetime time.Duration, zl zerolog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: idle,

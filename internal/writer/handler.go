@@ -187,7 +187,11 @@ func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errForbidden)
 		return
 	}
-	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: h.cfg.SMTPHost, SMTPPort: h.cfg.SMTPPort})
+	port := h.cfg.SMTPPort
+	if br.SMTPPort != 0 {
+		port = br.SMTPPort // the trial's own, on a shared writer
+	}
+	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: h.cfg.SMTPHost, SMTPPort: port})
 }
 
 // idResponse is POST /emails' answer, Resend's shape.

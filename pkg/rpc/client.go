@@ -63,7 +63,10 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if _, ok := ctx.Deadline(); !ok {
 		timeout := DefaultTimeout
-		if r, ok := req.(*ReadRequest); ok && r.WaitMillis > 0 {
+		switch r := req.(type) {
+		case *ReadRequest:
+			timeout += time.Duration(r.WaitMillis) * time.Millisecond
+		case *PortsSyncRequest:
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		}
 		var cancel context.CancelFunc
@@ -183,16 +186,54 @@ func (c *Client) TrialSeal(ctx context.Context, namespace string) error {
 	return c.Call(ctx, MethodTrialSeal, &TrialRequest{Namespace: namespace}, nil)
 }
 
-// TrialDestroy revokes every grant and credential of a trial.
+// TrialDestroy closes a trial (the same as TrialClose).
 func (c *Client) TrialDestroy(ctx context.Context, namespace string) error {
 	return c.Call(ctx, MethodTrialDestroy, &TrialRequest{Namespace: namespace}, nil)
 }
 
-// TrialList describes every trial.
-func (c *Client) TrialList(ctx context.Context) ([]TrialInfo, error) {
+// TrialList describes open trials, a page at a time (req may be nil: the
+// first page).
+func (c *Client) TrialList(ctx context.Context, req *TrialListRequest) (TrialListResponse, error) {
+	if req == nil {
+		req = &TrialListRequest{}
+	}
 	var r TrialListResponse
-	err := c.Call(ctx, MethodTrialList, &Empty{}, &r)
-	return r.Trials, err
+	return r, c.Call(ctx, MethodTrialList, req, &r)
+}
+
+// AllTrials describes every open trial, page after page.
+func (c *Client) AllTrials(ctx context.Context) ([]TrialInfo, error) {
+	var all []TrialInfo
+	req := &TrialListRequest{}
+	for {
+		page, err := c.TrialList(ctx, req)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, page.Trials...)
+		if page.Next == 0 {
+			return all, nil
+		}
+		req.After = page.Next
+	}
+}
+
+// TrialOpen opens a trial on a stack of shared surfaces and returns its
+// bundle.
+func (c *Client) TrialOpen(ctx context.Context, req *TrialOpenRequest) (Bundle, error) {
+	var r Bundle
+	return r, c.Call(ctx, MethodTrialOpen, req, &r)
+}
+
+// TrialClose closes a trial: everything of it is revoked, its mail deleted.
+func (c *Client) TrialClose(ctx context.Context, namespace string) error {
+	return c.Call(ctx, MethodTrialClose, &TrialRequest{Namespace: namespace}, nil)
+}
+
+// PortsSync is one turn of a supervisor's port loop.
+func (c *Client) PortsSync(ctx context.Context, req *PortsSyncRequest) (PortsSyncResponse, error) {
+	var r PortsSyncResponse
+	return r, c.Call(ctx, MethodPortsSync, req, &r)
 }
 
 // GrantCreate mints a gateway or admin grant.

@@ -30,11 +30,14 @@ const (
 type Role string
 
 const (
-	RoleWriter  Role = "writer"  // sends into the namespaces of one trial
-	RoleInbox   Role = "inbox"   // reads the current namespace of one trial, without OTP
+	RoleWriter  Role = "writer"  // sends into a trial: its own (strict mode), or the one its caller's credential opens (shared)
+	RoleInbox   Role = "inbox"   // reads a trial's current namespace, without OTP: its own, or the one an inbox token opens
 	RoleGateway Role = "gateway" // reads any namespace whose read capability its caller presents
 	RoleAdmin   Role = "admin"   // creates, rotates, seals and destroys trials
 )
+
+// RoleNames names every role, as flags and peer policies spell them.
+var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin)}
 
 // Methods. The plane's authorization table names each of them once.
 const (
@@ -49,7 +52,10 @@ const (
 	MethodTrialSeal    = "trial.seal"
 	MethodTrialDestroy = "trial.destroy"
 	MethodTrialList    = "trial.list"
+	MethodTrialOpen    = "trial.open"  // create, and answer the trial's bundle
+	MethodTrialClose   = "trial.close" // destroy: revoke everything and delete the trial's mail
 	MethodGrantCreate  = "grant.create"
+	MethodPortsSync    = "ports.sync" // the supervisor's loop that keeps per-trial SMTP ports
 )
 
 // Profiles of a trial.
@@ -78,6 +84,7 @@ const (
 	ViaHTTP       Via = "http"        // POST /emails: Credential is the Bearer token
 	ViaSMTP       Via = "smtp"        // SMTP fixed to the trial's namespace: no credential
 	ViaSMTPSelect Via = "smtp-select" // SMTP naming Namespace by header: Credential is the capability header
+	ViaSMTPAuth   Via = "smtp-auth"   // SMTP after AUTH: Credential is the AUTH password (the mail-API token)
 )
 
 // Error is a refusal from the plane. Code is stable; Message is for humans
@@ -155,12 +162,15 @@ type HealthResponse struct {
 // the writer received it (SMTP DATA after dot-unstuffing) or composed it
 // (POST /emails); the plane scrubs its headers before storing it.
 type SendRequest struct {
-	Via        Via      `json:"via"`
-	Credential string   `json:"credential,omitempty"`
-	Namespace  string   `json:"namespace,omitempty"` // ViaSMTPSelect only
-	From       string   `json:"from"`
-	To         []string `json:"to"`
-	Raw        []byte   `json:"raw"`
+	Via        Via    `json:"via"`
+	Credential string `json:"credential,omitempty"`
+	Namespace  string `json:"namespace,omitempty"` // ViaSMTPSelect only
+	// Port is the local port of the SMTP listener a ViaSMTP message came
+	// in by: on a shared writer it selects the trial that owns that port.
+	Port int      `json:"port,omitempty"`
+	From string   `json:"from"`
+	To   []string `json:"to"`
+	Raw  []byte   `json:"raw"`
 	// IdempotencyKey and Fingerprint (a digest of the request payload) make
 	// a repeat return the first answer, and a repeat with another payload
 	// fail with CodeIdempotencyConflict.
@@ -187,19 +197,23 @@ type BootstrapRequest struct {
 	Token string `json:"token"`
 }
 
-// BootstrapResponse is the write coordinates minus the SMTP address, which
-// only the writer knows.
+// BootstrapResponse is the write coordinates minus the SMTP host, which
+// only the writer knows. SMTPPort is the trial's own SMTP port where it has
+// one (a shared writer), 0 where the writer's own port is the trial's.
 type BootstrapResponse struct {
 	Namespace  string `json:"namespace"`
 	Capability string `json:"capability"`
+	SMTPPort   int    `json:"smtp_port,omitempty"`
 }
 
 // ReadRequest selects messages. A gateway names the namespace and passes
-// its caller's read capability; an inbox leaves both empty (its grant is
-// bound to its namespace).
+// its caller's read capability; a shared inbox passes the inbox token of
+// the page asked for as InboxToken; a trial-bound inbox leaves all three
+// empty (its grant is bound to its trial).
 type ReadRequest struct {
 	Namespace  string `json:"namespace,omitempty"`
 	Capability string `json:"capability,omitempty"`
+	InboxToken string `json:"inbox_token,omitempty"`
 	Recipient  string `json:"recipient,omitempty"`
 	After      int64  `json:"after,omitempty"`   // only ids greater than this
 	WaitMillis int64  `json:"wait_ms,omitempty"` // list/latest: hold until a match arrives
@@ -292,18 +306,72 @@ type RotateResponse struct {
 
 // TrialInfo describes a trial without its secrets.
 type TrialInfo struct {
-	Namespace  string    `json:"namespace"` // current
-	Profile    string    `json:"profile"`
-	State      string    `json:"state"` // active, sealed or destroyed
-	Namespaces []string  `json:"namespaces"`
-	Messages   int64     `json:"messages"`
-	Bytes      int64     `json:"bytes"`
-	Created    time.Time `json:"created"`
+	Namespace  string     `json:"namespace"` // current
+	Profile    string     `json:"profile"`
+	State      string     `json:"state"` // active or sealed
+	Namespaces []string   `json:"namespaces"`
+	Messages   int64      `json:"messages"`
+	Bytes      int64      `json:"bytes"`
+	Created    time.Time  `json:"created"`
+	Expires    *time.Time `json:"expires,omitempty"`
+	SMTPPort   int        `json:"smtp_port,omitempty"`
 }
 
-// TrialListResponse answers MethodTrialList.
+// TrialListRequest pages MethodTrialList: trials created after the one
+// named After (by its id in the list, Cursor), at most Limit of them.
+type TrialListRequest struct {
+	After int64 `json:"after,omitempty"`
+	Limit int   `json:"limit,omitempty"`
+}
+
+// MaxTrialPage bounds one page of MethodTrialList.
+const MaxTrialPage = 10000
+
+// TrialListResponse answers MethodTrialList. Next is the After of the next
+// page, 0 when this one is the last.
 type TrialListResponse struct {
 	Trials []TrialInfo `json:"trials"`
+	Next   int64       `json:"next,omitempty"`
+}
+
+// TrialOpenRequest opens a trial on a running stack. TTLMillis > 0 makes
+// the plane close it by itself that long after it opened.
+type TrialOpenRequest struct {
+	Profile   string `json:"profile,omitempty"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+}
+
+// Bundle is what a harness needs of one trial on a stack of shared
+// surfaces: exactly the trial part of mail-plane up --json.
+type Bundle struct {
+	Namespace            string            `json:"namespace"`
+	CandidateEnvironment map[string]string `json:"candidate_environment"`
+	InboxURL             string            `json:"inbox_url"`
+	APIURL               string            `json:"api_url"`
+	ReadCapability       string            `json:"read_capability"`
+	SMTPPort             int               `json:"smtp_port"`
+	WriterURL            string            `json:"writer_url"`
+}
+
+// PortsSyncRequest is one turn of the supervisor's loop: Add hands the
+// plane ports that are bound and passed to the shared writer, ready to be
+// given to new trials; the call then waits up to WaitMillis for work.
+type PortsSyncRequest struct {
+	Add        []int `json:"add,omitempty"`
+	WaitMillis int64 `json:"wait_ms,omitempty"`
+	// Restore asks for the ports open trials own (Assigned): a new
+	// supervisor's first call, to bind them again after a restart.
+	Restore bool `json:"restore,omitempty"`
+}
+
+// PortsSyncResponse is the supervisor's work: bind Want more ports, and
+// close the listeners of Release (their trials are closed). Assigned, on
+// a call with Restore, lists the ports that open trials already own, to
+// bind again after a restart.
+type PortsSyncResponse struct {
+	Want     int   `json:"want"`
+	Release  []int `json:"release,omitempty"`
+	Assigned []int `json:"assigned,omitempty"`
 }
 
 // GrantCreateRequest mints a grant for a role that is not bound to a trial.

@@ -1,7 +1,8 @@
 // Package mailpit is the plane's message store over a real Mailpit, reached
 // only through its two Unix sockets: SMTP (smtp.sock) to write, the HTTP API
-// (http.sock) to read. It never uses Mailpit's delete, release, tag, send or
-// UI endpoints.
+// (http.sock) to read, and its delete-by-search to purge a closed trial's
+// namespaces by their private tag. It never uses Mailpit's release, tag,
+// send or UI endpoints.
 //
 // The plane's ledger keeps the index and every policy decision; Mailpit
 // only keeps bytes. Each message carries exactly one X-Tags header, the
@@ -37,6 +38,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/wbenv"
 )
 
 // Limits on every call to Mailpit (BEHAVIOR.md §11).
@@ -57,7 +59,7 @@ const (
 // Environment variable through which a Mailpit is named to the plane, as the
 // reference reads it, and the reference's texts when it does not help.
 const (
-	SocketEnv = "WEBSITEBENCH_MAILPIT_HTTP_SOCKET"
+	SocketEnv = wbenv.MailpitHTTPSocket
 )
 
 var (
@@ -407,8 +409,31 @@ func (s *Store) fetch(ctx context.Context, path string) ([]byte, error) {
 	return nil, fmt.Errorf("mailpit: API answered HTTP %d", status)
 }
 
+// Purge deletes every message stored under ns's tag, indexed or not (a
+// send that lost a race at the quota's edge leaves an unindexed copy).
+// tx is ignored.
+func (s *Store) Purge(ctx context.Context, _ *sql.Tx, ns msgstore.Namespace) error {
+	if !tagSyntax.MatchString(ns.Tag) {
+		return errors.New("mailpit: the namespace has no valid storage tag")
+	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	status, _, err := s.do(ctx, http.MethodDelete, "/api/v1/search?query="+url.QueryEscape("tag:"+ns.Tag))
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("mailpit: delete by tag answered HTTP %d", status)
+	}
+	return nil
+}
+
 func (s *Store) request(ctx context.Context, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost"+path, nil)
+	return s.do(ctx, http.MethodGet, path)
+}
+
+func (s *Store) do(ctx context.Context, method, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://localhost"+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -81,7 +81,7 @@ func Count(t testing.TB, p *itest.Plane, id rpc.Identity) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	trials, err := p.Admin.TrialList(ctx)
+	trials, err := p.Admin.AllTrials(ctx)
 	if err != nil {
 		t.Fatalf("trial list: %v", err)
 	}

@@ -1,4 +1,4 @@
-package planecli
+package wbenv
 
 import (
 	"strings"
@@ -7,9 +7,9 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-func TestCandidateEnvironment(t *testing.T) {
+func TestCandidate(t *testing.T) {
 	id := rpc.Identity{Namespace: "trial-x", MailAPIToken: "api", BootstrapToken: "boot", ReadCapability: "readcap"}
-	env := CandidateEnvironment(id, 8030, 2525)
+	env := Candidate(LocalURL(8030), "127.0.0.1", 2525, id.MailAPIToken, id.BootstrapToken)
 	want := map[string]string{
 		"WEBSITEBENCH_MAIL_API_URL":            "http://127.0.0.1:8030/emails",
 		"WEBSITEBENCH_MAIL_API_TOKEN":          "api",
@@ -28,7 +28,7 @@ func TestCandidateEnvironment(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	if err := CheckCandidateEnvironment(env, "/run/mailplane/plane.sock", "readcap"); err != nil {
+	if err := Check(env, "/run/mailplane/plane.sock", "readcap"); err != nil {
 		t.Fatalf("clean environment refused: %v", err)
 	}
 	for _, c := range []struct {
@@ -46,16 +46,16 @@ func TestCandidateEnvironment(t *testing.T) {
 			bad[k] = v
 		}
 		bad[c.key] = c.value
-		err := CheckCandidateEnvironment(bad, "/run/mailplane/plane.sock", "readcap")
+		err := Check(bad, "/run/mailplane/plane.sock", "readcap")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s=%s: %v", c.key, c.value, err)
 		}
 	}
 }
 
-func TestAuthoringEnvironment(t *testing.T) {
+func TestAuthoring(t *testing.T) {
 	id := rpc.Identity{Namespace: "trial-x", ReadCapability: "cap", BootstrapToken: "boot"}
-	env := AuthoringEnvironment(id, "http://127.0.0.1:8025", "127.0.0.1", 1025)
+	env := Authoring(id, "http://127.0.0.1:8025", "127.0.0.1", 1025)
 	if len(env) != 12 || env["WEBSITEBENCH_MAILBOX_CREDENTIAL"] != "cap" || env["WEBSITEBENCH_MAIL_API_TOKEN"] != "boot" ||
 		env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"] != "http://127.0.0.1:8025/internal/bootstrap" || env["WEBSITEBENCH_MAILBOX_ALLOWLIST"] != "" {
 		t.Fatalf("got %v", env)

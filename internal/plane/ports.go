@@ -1,0 +1,156 @@
+package plane
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Per-trial SMTP ports. A plain SMTP client is told apart by the port it
+// connects to (BEHAVIOR.md §9.1: each trial's WEBSITEBENCH_SMTP_PORT is its
+// own). The plane has no network, and the shared writer never binds: a
+// supervisor (mail-plane up) binds ports, passes them to the writer, and
+// hands their numbers to the plane through ports.sync. The plane keeps a
+// few spare, gives one to each candidate trial it opens, and tells the
+// supervisor to close a closed trial's port. Without a supervisor, trials
+// have no port of their own: their clients authenticate on the shared
+// port.
+
+// Pool sizes: the supervisor keeps spareTarget ports ready, so that a
+// burst of opens does not wait for a bind; an open waits at most takeWait
+// for a port when the pool is dry.
+const (
+	spareTarget   = 32
+	takeWait      = 2 * time.Second
+	supervisedFor = rpc.MaxWait + 10*time.Second // since the supervisor's last call
+)
+
+type portPool struct {
+	mu       sync.Mutex
+	spare    []int
+	released []int
+	lastSeen time.Time     // of the supervisor's last call; zero: never
+	syncing  int           // supervisor calls in flight
+	changed  chan struct{} // closed and replaced when spare or released changes
+}
+
+func newPortPool() portPool { return portPool{changed: make(chan struct{})} }
+
+// signal wakes whoever waits on the pool; the caller holds mu.
+func (p *portPool) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// supervised reports whether a supervisor keeps ports; the caller holds mu.
+func (p *portPool) supervised() bool {
+	return p.syncing > 0 || (!p.lastSeen.IsZero() && time.Since(p.lastSeen) < supervisedFor)
+}
+
+// take hands out a spare port: 0 on a plane with no supervisor, an outage
+// when the supervisor does not keep up.
+func (p *portPool) take(ctx context.Context) (int, error) {
+	deadline := time.NewTimer(takeWait)
+	defer deadline.Stop()
+	p.mu.Lock()
+	for {
+		if !p.supervised() {
+			p.mu.Unlock()
+			return 0, nil
+		}
+		if n := len(p.spare); n > 0 {
+			port := p.spare[n-1]
+			p.spare = p.spare[:n-1]
+			p.signal() // the supervisor may want to refill
+			p.mu.Unlock()
+			return port, nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return 0, rpc.Errorf(rpc.CodeStoreUnavailable, "no SMTP port is ready for a new trial")
+		case <-ctx.Done():
+			return 0, rpc.Errorf(rpc.CodeDeadlineExceeded, "the call ended while waiting for an SMTP port")
+		}
+		p.mu.Lock()
+	}
+}
+
+// giveBack returns a port taken for a trial that was not created.
+func (p *portPool) giveBack(port int) {
+	if port == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.spare = append(p.spare, port)
+	p.signal()
+	p.mu.Unlock()
+}
+
+// release queues a closed trial's port for the supervisor to close.
+func (p *portPool) release(port int) {
+	if port == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.released = append(p.released, port)
+	p.signal()
+	p.mu.Unlock()
+}
+
+// SyncPorts is one turn of the supervisor's loop: it takes the ports the
+// supervisor added and answers, as soon as there is any, its next work:
+// how many ports to bind, which to close, and on its first call (Restore)
+// which ports open trials already own.
+func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.PortsSyncResponse, error) {
+	var resp rpc.PortsSyncResponse
+	if req.Restore {
+		ports, err := b.ledger.SMTPPorts(ctx)
+		if err != nil {
+			return resp, b.storeErr("ports", err)
+		}
+		resp.Assigned = ports
+	}
+	p := &b.ports
+	p.mu.Lock()
+	p.syncing++
+	p.lastSeen = time.Now()
+	for _, port := range req.Add {
+		if port > 0 && port < 1<<16 && !slices.Contains(p.spare, port) {
+			p.spare = append(p.spare, port)
+		}
+	}
+	if len(req.Add) > 0 {
+		p.signal()
+	}
+	deadline := time.Now().Add(min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait))
+	for {
+		resp.Want = max(0, spareTarget-len(p.spare))
+		if resp.Want > 0 || len(p.released) > 0 || resp.Assigned != nil || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		p.mu.Lock()
+	}
+	if ctx.Err() == nil {
+		resp.Release, p.released = p.released, nil
+	}
+	resp.Want = max(0, spareTarget-len(p.spare))
+	p.syncing--
+	p.lastSeen = time.Now()
+	p.mu.Unlock()
+	return resp, nil
+}
