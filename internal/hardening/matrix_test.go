@@ -137,7 +137,7 @@ type world struct {
 	profile string
 	ids     [2]rpc.Identity
 	creds   []cred
-	authz   map[string]map[rpc.Role]bool
+	authz   map[string]map[string]bool
 	writers [2]*surface
 	selects [2]*surface
 	inboxes [2]*surface
@@ -186,7 +186,9 @@ func TestIsolationMatrix(t *testing.T) {
 }
 
 func isolationMatrix(t *testing.T, profile string) int {
-	s := newSys(t, "--quota-messages", "0", "--quota-bytes", "0")
+	// Advertised URLs (never dialled) let the admin's trial.open answer.
+	s := newSys(t, "--quota-messages", "0", "--quota-bytes", "0", "--advertise-writer", "http://127.0.0.1:9",
+		"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9")
 	w := &world{sys: s, profile: profile, authz: plane.Authz(), byPart: map[string]int{},
 		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4)}
 	for i := range w.ids {
@@ -292,7 +294,10 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "trial.rotate", method: rpc.MethodTrialRotate, targets: both, mutating: true, request: func(ns, _, _ string) any { return &rpc.TrialRotateRequest{Namespace: ns} }},
 		{name: "trial.seal", method: rpc.MethodTrialSeal, targets: both, mutating: true, request: trialReq},
 		{name: "trial.destroy", method: rpc.MethodTrialDestroy, targets: both, mutating: true, request: trialReq},
-		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(string, string, string) any { return &rpc.Empty{} }},
+		{name: "trial.close", method: rpc.MethodTrialClose, targets: both, mutating: true, request: trialReq},
+		{name: "trial.open", method: rpc.MethodTrialOpen, targets: none, request: func(string, string, string) any { return &rpc.TrialOpenRequest{Profile: w.profile} }},
+		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(string, string, string) any { return &rpc.PortsSyncRequest{} }},
+		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(string, string, string) any { return &rpc.TrialListRequest{} }},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(string, string, string) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "unknown method", method: "mail.drop", targets: none, request: func(string, string, string) any { return &rpc.Empty{} }},
 	}
@@ -302,7 +307,7 @@ func (w *world) rpcOps() []rpcOp {
 // and for a send the namespace its message must land in.
 func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) {
 	role := g.role()
-	if role == "" || !w.authz[op.method][role] {
+	if role == "" || !w.authz[op.method][string(role)] {
 		return false, -1
 	}
 	own := g.trial // the trial a trial-bound grant belongs to
@@ -417,6 +422,12 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		var id rpc.Identity
 		json.Unmarshal(raw, &id)
 		w.identity(id)
+	case "trial.open":
+		var b rpc.Bundle
+		json.Unmarshal(raw, &b)
+		w.secret("opened read capability", b.ReadCapability)
+		w.secret("opened mail-API token", b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"])
+		w.secret("opened bootstrap token", b.CandidateEnvironment["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"])
 	case "trial.rotate":
 		var r rpc.RotateResponse
 		json.Unmarshal(raw, &r)
@@ -477,7 +488,7 @@ func (w *world) expectRoute(r route, instance, target int, c cred) bool {
 	if r.open {
 		return true
 	}
-	if !w.authz[r.method][r.role] || !slices.Contains(r.keys, c.kind) {
+	if !w.authz[r.method][string(r.role)] || !slices.Contains(r.keys, c.kind) {
 		return false
 	}
 	owner := instance

@@ -42,8 +42,13 @@ func TestParseRoute(t *testing.T) {
 		"/inbox/%zz":                                                   {routeNotFound, 0},
 		"/inbox//" + testToken:                                         {routeNotFound, 0},
 	} {
-		if k, id := parseRoute(path, tok); k != w.kind || id != w.id {
+		if rt := parseRoute(path, tok); rt.kind != w.kind || rt.id != w.id {
+			k, id := rt.kind, rt.id
 			t.Errorf("parseRoute(%q) = %v %d, want %v %d", path, k, id, w.kind, w.id)
+		}
+		// A shared inbox routes the same paths, with the token they name.
+		if rt := parseRoute(path, nil); w.kind != routeNotFound && (rt.kind != w.kind || rt.id != w.id || (rt.kind >= routeInbox && rt.token != testToken)) {
+			t.Errorf("shared parseRoute(%q) = %+v, want %v %d", path, rt, w.kind, w.id)
 		}
 	}
 }
@@ -56,7 +61,11 @@ func FuzzParseRoute(f *testing.F) {
 	}
 	tok := ident.Digest(testToken)
 	f.Fuzz(func(t *testing.T, path string) {
-		k, id := parseRoute(path, tok)
+		rt := parseRoute(path, tok)
+		k, id := rt.kind, rt.id
+		if shared := parseRoute(path, nil); shared.kind >= routeInbox && !tokenSyntax.MatchString(shared.token) {
+			t.Fatalf("shared parseRoute(%q) routed a malformed token", path)
+		}
 		if id < 0 || (k != routeMessage && id != 0) {
 			t.Fatalf("parseRoute(%q) = %v %d", path, k, id)
 		}

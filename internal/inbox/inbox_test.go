@@ -86,12 +86,9 @@ func TestRoutes(t *testing.T) {
 	}
 	tokenAt0 := fmt.Sprintf("%%%02X", tok[0]) + tok[1:]
 	for _, c := range []tc{
-		{"GET", "/", 302, "", func(t *testing.T, ans answer) {
-			if ans.header.Get("Location") != base || ans.header.Get("Content-Length") != "0" || ans.body != "" {
-				t.Errorf("redirect: Location %q, Content-Length %q, body %q", ans.header.Get("Location"), ans.header.Get("Content-Length"), ans.body)
-			}
-		}},
-		{"GET", "/?next=/elsewhere", 302, "", nil},
+		// GET / reveals no token by default.
+		{"GET", "/", 404, htmlType, isNotFound},
+		{"GET", "/?next=/elsewhere", 404, htmlType, isNotFound},
 		{"GET", "/healthz", 200, jsonType, contains(`{"status":"ok"}`)},
 		{"GET", "/inbox", 404, htmlType, isNotFound},
 		{"GET", "/api/namespaces/" + id.Namespace + "/messages", 404, htmlType, isNotFound},
@@ -187,20 +184,30 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// With --no-root-redirect, GET / reveals nothing; the token URL still works.
-func TestNoRootRedirect(t *testing.T) {
+// By default GET / reveals nothing, and the token URL works; with
+// --root-redirect (the reference's drop-in contract) GET / redirects to
+// the token URL, with no-store and no-referrer.
+func TestRootRedirect(t *testing.T) {
 	plane := itest.StartPlane(t)
 	id := plane.Trial(t, rpc.ProfileCandidate)
-	in := startInbox(t, plane, id, "--no-root-redirect")
+	in := startInbox(t, plane, id)
 	for _, path := range []string{"/", "", "/?x=1"} {
 		ans := do(t, "GET", in.URL+path)
-		if ans.status != 404 || ans.body != notFoundPage || ans.header.Get("Location") != "" {
+		if ans.status != 404 || ans.body != notFoundPage || ans.header.Get("Location") != "" || strings.Contains(ans.body, in.Token) {
 			t.Fatalf("GET %q: %d Location %q", path, ans.status, ans.header.Get("Location"))
 		}
 		checkHeaders(t, ans)
 	}
 	if ans := do(t, "GET", in.URL+"/inbox/"+in.Token); ans.status != 200 {
 		t.Fatalf("token URL: %d", ans.status)
+	}
+	redirecting := startInbox(t, plane, id, "--root-redirect")
+	for _, path := range []string{"/", "/?next=/elsewhere"} {
+		ans := do(t, "GET", redirecting.URL+path)
+		if ans.status != 302 || ans.header.Get("Location") != "/inbox/"+in.Token || ans.header.Get("Content-Length") != "0" || ans.body != "" {
+			t.Fatalf("GET %q with --root-redirect: %d Location %q body %q", path, ans.status, ans.header.Get("Location"), ans.body)
+		}
+		checkHeaders(t, ans)
 	}
 }
 
@@ -229,7 +236,7 @@ func TestOutage(t *testing.T) {
 		{base + "/other", 404, notFoundPage},
 		{base + "/messages/x", 404, notFoundPage},
 		{base + "/messages/0", 404, notFoundPage},
-		{"/", 302, ""},
+		{"/", 404, notFoundPage},
 	} {
 		t.Run(strings.ReplaceAll(c.path, in.Token, "{token}"), func(t *testing.T) {
 			ans := do(t, "GET", in.URL+c.path)
@@ -270,7 +277,7 @@ func TestCommandLine(t *testing.T) {
 	grant := itest.WriteSecret(t, "grant", id.InboxGrant)
 	token := itest.WriteSecret(t, "token", id.InboxToken)
 	for _, args := range [][]string{
-		{"--plane-socket", plane.Socket, "--grant-file", grant, "--listen", "127.0.0.1:0"},                                                     // no token
+		{"--plane-socket", plane.Socket, "--grant-file", grant, "--listen", "127.0.0.1:0", "--root-redirect"},                                  // a shared inbox has no one token URL
 		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", "/nonexistent", "--listen", "127.0.0.1:0"},                     // unreadable token
 		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", itest.WriteSecret(t, "t", "short"), "--listen", "127.0.0.1:0"}, // too short
 		{"--plane-socket", plane.Socket, "--grant-file", grant, "--token-file", itest.WriteSecret(t, "t", strings.Repeat("a/", 20)), "--listen", "127.0.0.1:0"},
@@ -346,7 +353,7 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	open = append(open, c)
-	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {

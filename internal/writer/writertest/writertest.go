@@ -35,7 +35,9 @@ func Start(t testing.TB, plane *itest.Plane, id rpc.Identity, mode string, extra
 		SMTPPort: sp,
 	}
 	w.args = append([]string{"--log-level", "debug", "--plane-socket", plane.Socket, "--grant-file", grant,
-		"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", w.SMTPAddr, "--smtp-mode", mode}, extra...)
+		"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", w.SMTPAddr, "--smtp-mode", mode,
+		// The raw requests of the check tables name these hosts.
+		"--allow-host", "writer", "--allow-host", "x"}, extra...)
 	w.Proc = itest.Start(t, "mail-writer", w.args...)
 	itest.WaitHTTP(t, w.URL+"/healthz", 200, w.Proc)
 	return w
