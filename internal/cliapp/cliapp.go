@@ -87,7 +87,9 @@ var SurfaceFlags = append(append([]cli.Flag{}, PlaneFlags...),
 )
 
 // AllowedHosts is the --allow-host list.
-func AllowedHosts(c *cli.Context) httpserve.Hosts { return httpserve.Hosts(c.StringSlice("allow-host")) }
+func AllowedHosts(c *cli.Context) httpserve.Hosts {
+	return httpserve.Hosts(c.StringSlice("allow-host"))
+}
 
 // DefaultSocket is where the plane listens unless told otherwise.
 const DefaultSocket = "/run/mailplane/plane.sock"
