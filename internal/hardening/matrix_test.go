@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -25,14 +26,24 @@ import (
 )
 
 // The isolation matrix: every credential two live trials hold, the
-// plane-wide grants and no credential at all, against every RPC method in
-// the plane's authorization table and every route in the surfaces' route
-// tables, aimed at both trials' namespaces. What each cell should answer
-// is computed from plane.Authz() (which role may call which method) and
-// from what each route is keyed by; exactly the permitted cells succeed,
-// every other cell is a refusal (never an outage), and every message a
-// permitted cell sent is found in the namespace it was meant for and in
-// no other.
+// plane-wide grants (the gateway's, the admin's, and the shared writer's
+// and inbox's) and no credential at all, against every RPC method in the
+// plane's authorization table and every route of every surface instance,
+// aimed at both trials' namespaces (and, for plain SMTP, at both trials'
+// ports). What each cell should answer is computed from plane.Authz()
+// (which principal may call which method) and from what each call or route
+// is keyed by (the grant's trial, the credential presented, the namespace
+// named, the port); exactly the permitted cells succeed, every other cell
+// is a refusal (never an outage), and every message a permitted cell sent
+// is found in the namespace it was meant for and in no other.
+//
+// It runs in two modes. Strict: a plane (serve) with one writer, one
+// namespace-selecting writer and one inbox per trial, each with its
+// trial-bound grant. Shared: a whole `mail-plane up` stack, whose one
+// writer and one inbox serve every trial, plus one shared
+// namespace-selecting writer (as mail-plane sidecar runs); each candidate
+// trial has its own SMTP port, bound by up's supervisor and served by the
+// shared writer.
 
 // credKind is what a credential is.
 type credKind int
@@ -46,12 +57,14 @@ const (
 	bootstrapToken
 	writerGrant
 	inboxGrant
+	sharedWriterGrant
+	sharedInboxGrant
 	gatewayGrant
 	adminGrant
 )
 
 var credNames = [...]string{"none", "read capability", "write capability", "inbox token", "mail-API token",
-	"bootstrap token", "writer grant", "inbox grant", "gateway grant", "admin grant"}
+	"bootstrap token", "writer grant", "inbox grant", "shared writer grant", "shared inbox grant", "gateway grant", "admin grant"}
 
 // cred is one credential: of trial 0 (A) or 1 (B), or of nobody (-1).
 type cred struct {
@@ -64,31 +77,48 @@ func (c cred) String() string {
 	if c.trial < 0 {
 		return credNames[c.kind]
 	}
-	return "ABCDEFGH"[c.trial:c.trial+1] + "'s " + credNames[c.kind]
+	return trialName(c.trial) + "'s " + credNames[c.kind]
 }
 
-// role is the role of a grant, "" for anything else.
-func (c cred) role() rpc.Role {
+func trialName(i int) string { return "ABCDEFGH"[i : i+1] }
+
+// principal is who a grant makes its holder, named as plane.Authz() names
+// principals; "" for a credential that is no grant.
+func (c cred) principal() string {
 	switch c.kind {
 	case writerGrant:
-		return rpc.RoleWriter
+		return principalOf(rpc.RoleWriter, false)
 	case inboxGrant:
-		return rpc.RoleInbox
+		return principalOf(rpc.RoleInbox, false)
+	case sharedWriterGrant:
+		return principalOf(rpc.RoleWriter, true)
+	case sharedInboxGrant:
+		return principalOf(rpc.RoleInbox, true)
 	case gatewayGrant:
-		return rpc.RoleGateway
+		return principalOf(rpc.RoleGateway, false)
 	case adminGrant:
-		return rpc.RoleAdmin
+		return principalOf(rpc.RoleAdmin, false)
 	}
 	return ""
 }
 
-// trialBound says which roles' grants are bound to one trial: their calls
-// can only ever touch that trial's namespace (the plane's bindTrial).
-var trialBound = map[rpc.Role]bool{rpc.RoleWriter: true, rpc.RoleInbox: true}
+// principalOf names a role's principal: a writer's or inbox's grant is a
+// trial's (strict mode) or shared by every trial.
+func principalOf(role rpc.Role, shared bool) string {
+	if shared {
+		return "shared " + string(role)
+	}
+	return string(role)
+}
+
+// isShared says whether a principal's calls select their trial by the
+// credential, port or namespace they present (a shared surface's), not by
+// the grant.
+func isShared(principal string) bool { return strings.HasPrefix(principal, "shared ") }
 
 // credentials lists every credential of the world: each trial's seven,
-// the gateway and admin grants, and none.
-func credentials(ids [2]rpc.Identity, gateway, admin string) []cred {
+// the plane-wide grants, and none.
+func credentials(ids [2]rpc.Identity, plane map[credKind]string) []cred {
 	out := []cred{{kind: noCred, trial: -1}}
 	for i, id := range ids {
 		for k, v := range map[credKind]string{
@@ -99,7 +129,9 @@ func credentials(ids [2]rpc.Identity, gateway, admin string) []cred {
 			out = append(out, cred{kind: k, trial: i, value: v})
 		}
 	}
-	out = append(out, cred{kind: gatewayGrant, trial: -1, value: gateway}, cred{kind: adminGrant, trial: -1, value: admin})
+	for k, v := range plane {
+		out = append(out, cred{kind: k, trial: -1, value: v})
+	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].trial != out[j].trial {
 			return out[i].trial < out[j].trial
@@ -111,8 +143,9 @@ func credentials(ids [2]rpc.Identity, gateway, admin string) []cred {
 
 // keys are the credential kinds that open what a profile's trial offers
 // (rpc.ProfileCandidate, rpc.ProfileSidecar): the write credentials of
-// POST /emails, the selector of SMTP select, the bootstrap token, the read
-// capability of every evaluator read, the inbox token of the inbox.
+// POST /emails (and SMTP AUTH), the selector of SMTP select. The bootstrap
+// token, the read capability of every evaluator read and the inbox token
+// of the inbox are the same for every profile.
 type keys struct {
 	emails, smtpSelect []credKind
 }
@@ -130,19 +163,36 @@ func senderOf(profile string) string {
 	return "site@reference.example"
 }
 
-// world is the running system of one matrix: a plane, two trials, a fixed
-// and a selecting writer and an inbox per trial, and one gateway.
+const (
+	strictMode = "strict"
+	sharedMode = "shared"
+)
+
+// instance is one running surface the matrix sends requests to: a
+// process, or one of the shared writer's per-trial SMTP listeners.
+type instance struct {
+	surface  string // writer, inbox, gateway
+	shared   bool   // holds a shared grant (writer, inbox)
+	owner    int    // the trial it serves alone: its grant's, or its port's; -1: none
+	name     string
+	url      string     // HTTP base; "": its HTTP routes are not run on it
+	smtp     string     // SMTP address; "": none
+	smtpMode smtpd.Mode // of smtp
+}
+
+// world is the running system of one matrix: a plane, two trials, their
+// surfaces (strict) or the shared ones, and one gateway.
 type world struct {
 	*sys
-	profile string
-	ids     [2]rpc.Identity
-	creds   []cred
-	authz   map[string]map[string]bool
-	writers [2]*surface
-	selects [2]*surface
-	inboxes [2]*surface
-	gw      *surface
-	hc      *http.Client
+	profile, mode string
+	ids           [2]rpc.Identity
+	ports         [2]int // each trial's own SMTP port; 0: none
+	unowned       int    // an SMTP port no trial owns (the shared one), 0 without
+	shared        map[credKind]string
+	creds         []cred
+	authz         map[string]map[string]bool
+	instances     []instance
+	hc            *http.Client
 
 	cells    int
 	allowed  int // cells the table permits
@@ -174,27 +224,57 @@ func (w *world) sent(subject string, dest int) {
 
 // TestIsolationMatrix runs the matrix for a candidate's trials (as
 // mail-plane up makes them) and for the drop-in sidecar's, whose write
-// and selection credentials differ.
+// and selection credentials differ, in strict mode and on shared surfaces.
 func TestIsolationMatrix(t *testing.T) {
-	total := 0
-	for _, profile := range []string{rpc.ProfileCandidate, rpc.ProfileSidecar} {
-		t.Run(profile, func(t *testing.T) {
-			total += isolationMatrix(t, profile)
-		})
+	total := map[string]int{}
+	for _, mode := range []string{strictMode, sharedMode} {
+		for _, profile := range []string{rpc.ProfileCandidate, rpc.ProfileSidecar} {
+			t.Run(mode+"/"+profile, func(t *testing.T) {
+				total[mode] += isolationMatrix(t, mode, profile)
+			})
+		}
 	}
-	figure(t, "isolation-matrix cells=%d profiles=2", total)
+	figure(t, "isolation-matrix cells=%d strict=%d shared=%d profiles=2", total[strictMode]+total[sharedMode], total[strictMode], total[sharedMode])
 }
 
-func isolationMatrix(t *testing.T, profile string) int {
-	// Advertised URLs (never dialled) let the admin's trial.open answer.
-	s := newSys(t, "--quota-messages", "0", "--quota-bytes", "0", "--advertise-writer", "http://127.0.0.1:9",
-		"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9")
-	w := &world{sys: s, profile: profile, authz: plane.Authz(), byPart: map[string]int{},
+func isolationMatrix(t *testing.T, mode, profile string) int {
+	w := &world{profile: profile, mode: mode, authz: plane.Authz(), byPart: map[string]int{},
 		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4)}
+	var grantsDir string
+	var up *upSys
+	if mode == strictMode {
+		// Advertised URLs (never dialled) let the admin's trial.open answer.
+		w.sys = newSys(t, "--quota-messages", "0", "--quota-bytes", "0", "--advertise-writer", "http://127.0.0.1:9",
+			"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9")
+		grantsDir = w.plane.data
+	} else {
+		up = newUpSys(t, "--quota-messages", "0", "--quota-bytes", "0")
+		w.sys = up.sys
+		grantsDir = filepath.Dir(up.bundle.AdminGrantFile)
+		w.unowned = up.bundle.SharedSMTPPort
+	}
+	s := w.sys
+	w.shared = map[credKind]string{
+		sharedWriterGrant: s.sharedGrant(grantsDir, rpc.RoleWriter),
+		sharedInboxGrant:  s.sharedGrant(grantsDir, rpc.RoleInbox),
+		gatewayGrant:      s.plane.gatewayGrant,
+		adminGrant:        s.plane.adminGrant,
+	}
 	for i := range w.ids {
 		w.ids[i] = s.trial(profile)
 	}
-	w.creds = credentials(w.ids, s.plane.gatewayGrant, s.plane.adminGrant)
+	trials, err := s.plane.admin.AllTrials(ctxT(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range w.ids {
+		for _, tr := range trials {
+			if tr.Namespace == id.Namespace {
+				w.ports[i] = tr.SMTPPort
+			}
+		}
+	}
+	w.creds = credentials(w.ids, w.shared)
 	// Message 1 of each namespace names its namespace, so that every page
 	// and answer shows whose mail it holds.
 	for i, id := range w.ids {
@@ -204,12 +284,32 @@ func isolationMatrix(t *testing.T, profile string) int {
 			t.Fatalf("seed %d: %v", i, err)
 		}
 	}
-	for i, id := range w.ids {
-		w.writers[i] = s.writer(id, string(smtpd.Fixed))
-		w.selects[i] = s.writer(id, string(smtpd.Select))
-		w.inboxes[i] = s.inbox(id)
+	if mode == strictMode {
+		for i, id := range w.ids {
+			wr, sel, in := s.writer(id, string(smtpd.Fixed)), s.writer(id, string(smtpd.Select)), s.inbox(id)
+			n := trialName(i) + "'s "
+			w.instances = append(w.instances,
+				instance{surface: "writer", owner: i, name: n + "writer", url: wr.url, smtp: wr.smtp, smtpMode: smtpd.Fixed},
+				instance{surface: "writer", owner: i, name: n + "selecting writer", smtp: sel.smtp, smtpMode: smtpd.Select},
+				instance{surface: "inbox", owner: i, name: n + "inbox", url: in.url})
+		}
+		w.instances = append(w.instances, instance{surface: "gateway", owner: -1, name: "gateway", url: s.gateway().url})
+	} else {
+		b := up.bundle
+		sel := s.sharedWriter(w.shared[sharedWriterGrant], string(smtpd.Select))
+		w.instances = append(w.instances,
+			instance{surface: "writer", shared: true, owner: -1, name: "shared writer", url: b.WriterURL,
+				smtp: "127.0.0.1:" + strconv.Itoa(b.SharedSMTPPort), smtpMode: smtpd.Fixed},
+			instance{surface: "writer", shared: true, owner: -1, name: "shared selecting writer", smtp: sel.smtp, smtpMode: smtpd.Select},
+			instance{surface: "inbox", shared: true, owner: -1, name: "shared inbox", url: b.InboxBaseURL},
+			instance{surface: "gateway", owner: -1, name: "gateway", url: b.APIURL})
+		for i, p := range w.ports {
+			if p > 0 {
+				w.instances = append(w.instances, instance{surface: "writer", shared: true, owner: i,
+					name: fmt.Sprintf("shared writer on %s's port", trialName(i)), smtp: "127.0.0.1:" + strconv.Itoa(p), smtpMode: smtpd.Fixed})
+			}
+		}
 	}
-	w.gw = s.gateway()
 
 	start := time.Now()
 	w.rpcMatrix()
@@ -220,7 +320,8 @@ func isolationMatrix(t *testing.T, profile string) int {
 	for _, p := range parts {
 		fmt.Fprintf(&b, " %s=%d", p, w.byPart[p])
 	}
-	figure(t, "isolation-matrix profile=%s credentials=%d cells=%d permitted=%d%s took=%v", profile, len(w.creds), w.cells, w.allowed, b.String(), time.Since(start).Round(time.Millisecond))
+	figure(t, "isolation-matrix mode=%s profile=%s credentials=%d instances=%d trial_ports=%v cells=%d permitted=%d%s took=%v",
+		mode, profile, len(w.creds), len(w.instances), w.ports, w.cells, w.allowed, b.String(), time.Since(start).Round(time.Millisecond))
 	if w.failures > 0 {
 		t.Fatalf("%d of %d cells answered other than the authorization table says", w.failures, w.cells)
 	}
@@ -257,75 +358,150 @@ func (w *world) checkDestinations() {
 	}
 }
 
+// callArgs is what one RPC cell's request is made of: the namespace and
+// SMTP port it aims at, the credential it carries, the subject of the
+// message it may send.
+type callArgs struct {
+	ns      string
+	port    int
+	inner   string
+	subject string
+}
+
 // rpcOp is one kind of plane call. A namespace-bearing call is aimed at A,
-// at B and (for reads) at no namespace; a call that carries a credential
-// of its own is made with every credential.
+// at B and (for reads) at no namespace; plain SMTP is aimed at A's port,
+// B's and one no trial owns; a call that carries a credential of its own
+// is made with every credential.
 type rpcOp struct {
 	name     string
 	method   string
-	targets  []int // -1: no namespace named
+	targets  []int // -1: no namespace named (plain SMTP: a port no trial owns)
 	inner    bool
 	mutating bool // changes a trial: permitted cells aim at scratch trials
-	request  func(ns, inner, subject string) any
+	request  func(a callArgs) any
 }
 
 func (w *world) rpcOps() []rpcOp {
 	from := senderOf(w.profile)
-	send := func(via rpc.Via) func(ns, inner, subject string) any {
-		return func(ns, inner, subject string) any {
-			return &rpc.SendRequest{Via: via, Credential: inner, Namespace: ns, From: from, To: []string{"cell@example.com"}, Raw: rawMail(subject, "x")}
+	send := func(via rpc.Via) func(callArgs) any {
+		return func(a callArgs) any {
+			return &rpc.SendRequest{Via: via, Credential: a.inner, Namespace: a.ns, Port: a.port, From: from,
+				To: []string{"cell@example.com"}, Raw: rawMail(a.subject, "x")}
 		}
 	}
-	read := func(id int64) func(ns, inner, subject string) any {
-		return func(ns, inner, _ string) any { return &rpc.ReadRequest{Namespace: ns, Capability: inner, ID: id} }
+	read := func(id int64) func(callArgs) any {
+		return func(a callArgs) any { return &rpc.ReadRequest{Namespace: a.ns, Capability: a.inner, ID: id} }
 	}
-	trialReq := func(ns, _, _ string) any { return &rpc.TrialRequest{Namespace: ns} }
+	byToken := func(id int64) func(callArgs) any {
+		return func(a callArgs) any { return &rpc.ReadRequest{Namespace: a.ns, InboxToken: a.inner, ID: id} }
+	}
+	empty := func(callArgs) any { return &rpc.Empty{} }
+	trialReq := func(a callArgs) any { return &rpc.TrialRequest{Namespace: a.ns} }
 	both, reads, none := []int{0, 1}, []int{0, 1, -1}, []int{-1}
+	// ports.sync comes after every call that opens a trial: it makes a
+	// plane with no supervisor behave as a supervised one, whose new
+	// candidate trials wait for a port.
 	return []rpcOp{
-		{name: "health", method: rpc.MethodHealth, targets: none, request: func(string, string, string) any { return &rpc.Empty{} }},
+		{name: "health", method: rpc.MethodHealth, targets: none, request: empty},
 		{name: "send/http", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaHTTP)},
-		{name: "send/smtp", method: rpc.MethodSend, targets: both, request: send(rpc.ViaSMTP)},
+		{name: "send/smtp-auth", method: rpc.MethodSend, targets: none, inner: true, request: send(rpc.ViaSMTPAuth)},
+		{name: "send/smtp", method: rpc.MethodSend, targets: reads, request: send(rpc.ViaSMTP)},
 		{name: "send/smtp-select", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaSMTPSelect)},
-		{name: "bootstrap", method: rpc.MethodBootstrap, targets: none, inner: true, request: func(_, inner, _ string) any { return &rpc.BootstrapRequest{Token: inner} }},
+		{name: "bootstrap", method: rpc.MethodBootstrap, targets: none, inner: true, request: func(a callArgs) any { return &rpc.BootstrapRequest{Token: a.inner} }},
 		{name: "list", method: rpc.MethodList, targets: reads, inner: true, request: read(0)},
 		{name: "get", method: rpc.MethodGet, targets: reads, inner: true, request: read(1)},
 		{name: "latest", method: rpc.MethodLatest, targets: reads, inner: true, request: read(0)},
-		{name: "trial.create", method: rpc.MethodTrialCreate, targets: none, request: func(string, string, string) any { return &rpc.TrialCreateRequest{Profile: w.profile} }},
-		{name: "trial.rotate", method: rpc.MethodTrialRotate, targets: both, mutating: true, request: func(ns, _, _ string) any { return &rpc.TrialRotateRequest{Namespace: ns} }},
+		{name: "list/inbox-token", method: rpc.MethodList, targets: none, inner: true, request: byToken(0)},
+		{name: "get/inbox-token", method: rpc.MethodGet, targets: none, inner: true, request: byToken(1)},
+		{name: "latest/inbox-token", method: rpc.MethodLatest, targets: none, inner: true, request: byToken(0)},
+		{name: "trial.create", method: rpc.MethodTrialCreate, targets: none, request: func(callArgs) any { return &rpc.TrialCreateRequest{Profile: w.profile} }},
+		{name: "trial.rotate", method: rpc.MethodTrialRotate, targets: both, mutating: true, request: func(a callArgs) any { return &rpc.TrialRotateRequest{Namespace: a.ns} }},
 		{name: "trial.seal", method: rpc.MethodTrialSeal, targets: both, mutating: true, request: trialReq},
 		{name: "trial.destroy", method: rpc.MethodTrialDestroy, targets: both, mutating: true, request: trialReq},
 		{name: "trial.close", method: rpc.MethodTrialClose, targets: both, mutating: true, request: trialReq},
-		{name: "trial.open", method: rpc.MethodTrialOpen, targets: none, request: func(string, string, string) any { return &rpc.TrialOpenRequest{Profile: w.profile} }},
-		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(string, string, string) any { return &rpc.PortsSyncRequest{} }},
-		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(string, string, string) any { return &rpc.TrialListRequest{} }},
-		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(string, string, string) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
-		{name: "unknown method", method: "mail.drop", targets: none, request: func(string, string, string) any { return &rpc.Empty{} }},
+		{name: "trial.open", method: rpc.MethodTrialOpen, targets: none, request: func(callArgs) any {
+			return &rpc.TrialOpenRequest{Profile: w.profile, TTLMillis: time.Hour.Milliseconds()}
+		}},
+		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(callArgs) any { return &rpc.TrialListRequest{} }},
+		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
+		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
+		{name: "unknown method", method: "mail.drop", targets: none, request: empty},
 	}
 }
 
+// opens is the trial a call keyed by a credential of trial sel is bound
+// to: for a shared principal that trial, for a trial-bound one its own
+// trial, and only if the credential is its own.
+func opens(shared bool, own, sel int) (bool, int) {
+	switch {
+	case sel < 0:
+		return false, -1
+	case shared:
+		return true, sel
+	case sel == own:
+		return true, own
+	}
+	return false, -1
+}
+
 // expectRPC is what the table says of one call: whether it is permitted,
-// and for a send the namespace its message must land in.
+// and for a send, read or bootstrap the trial whose namespace it touches.
 func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) {
-	role := g.role()
-	if role == "" || !w.authz[op.method][string(role)] {
+	p := g.principal()
+	if p == "" || !w.authz[op.method][p] {
 		return false, -1
 	}
+	shared := isShared(p)
 	own := g.trial // the trial a trial-bound grant belongs to
 	k := profileKeys[w.profile]
-	switch op.name {
-	case "send/http":
-		return inner.trial == own && slices.Contains(k.emails, inner.kind), own
-	case "send/smtp":
-		return true, own
-	case "send/smtp-select":
-		return target == own && inner.trial == own && slices.Contains(k.smtpSelect, inner.kind), own
-	case "bootstrap":
-		return inner.trial == own && inner.kind == bootstrapToken, -1
-	case "list", "get", "latest":
-		if trialBound[role] {
-			return target == own || target == -1, own
+	// sel is the trial inner opens if it is a credential of the kinds
+	// keys (the call is keyed by it).
+	sel := func(keys ...credKind) int {
+		if slices.Contains(keys, inner.kind) {
+			return inner.trial
 		}
-		return target >= 0 && inner.trial == target && inner.kind == readCap, target
+		return -1
+	}
+	name := op.name
+	if strings.HasSuffix(name, "/inbox-token") && inner.value == "" {
+		// No token: the request names no credential of its own, and is
+		// the capability read it then looks like.
+		name = strings.TrimSuffix(name, "/inbox-token")
+	}
+	switch name {
+	case "send/http", "send/smtp-auth":
+		return opens(shared, own, sel(k.emails...))
+	case "send/smtp":
+		// Keyed by the port: a trial-bound writer's every listener is its
+		// trial's; a shared writer's port is its owner's.
+		if !shared {
+			return true, own
+		}
+		if target >= 0 && w.ports[target] > 0 {
+			return true, target
+		}
+		return false, -1
+	case "send/smtp-select":
+		if target < 0 || inner.trial != target {
+			return false, -1
+		}
+		return opens(shared, own, sel(k.smtpSelect...))
+	case "bootstrap":
+		return opens(shared, own, sel(bootstrapToken))
+	case "list", "get", "latest":
+		switch {
+		case p == string(rpc.RoleGateway):
+			return target >= 0 && sel(readCap) == target, target
+		case shared: // a capability opens no trial for a shared inbox
+			return false, -1
+		}
+		// A trial-bound inbox reads its own namespace, named or not.
+		return target == own || target == -1, own
+	case "list/inbox-token", "get/inbox-token", "latest/inbox-token":
+		if p == string(rpc.RoleGateway) {
+			return false, -1 // the gateway is keyed by a read capability only
+		}
+		return opens(shared, own, sel(inboxToken))
 	}
 	return true, -1
 }
@@ -334,9 +510,14 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 func (w *world) rpcMatrix() {
 	t := w.t
 	ops := w.rpcOps()
-	for m := range w.authz {
+	for m, principals := range w.authz {
 		if !slices.ContainsFunc(ops, func(op rpcOp) bool { return op.method == m }) {
 			t.Fatalf("the authorization table has method %q, which the matrix does not call", m)
+		}
+		for p := range principals {
+			if !slices.ContainsFunc(w.creds, func(c cred) bool { return c.principal() == p }) {
+				t.Fatalf("the authorization table names principal %q, whose grant the matrix does not hold", p)
+			}
 		}
 	}
 	innerNone := []cred{{kind: noCred, trial: -1}}
@@ -352,29 +533,37 @@ func (w *world) rpcMatrix() {
 				for _, inner := range inners {
 					n++
 					want, dest := w.expectRPC(op, g, target, inner)
-					ns := ""
+					a := callArgs{inner: inner.value, subject: fmt.Sprintf("cell rpc %d %s", n, op.name), port: w.unowned}
+					where := nsName(target)
 					if target >= 0 {
-						ns = w.ids[target].Namespace
+						a.ns, a.port = w.ids[target].Namespace, w.ports[target]
 					}
+					if op.name == "send/smtp" {
+						where = fmt.Sprintf("%s (%d)", portName(target), a.port)
+					}
+					var scratch rpc.Identity
 					if want && op.mutating {
-						ns = w.trial(w.profile).Namespace // a scratch trial
+						scratch = w.trial(w.profile)
+						a.ns = scratch.Namespace
 					}
-					subject := fmt.Sprintf("cell rpc %d %s", n, op.name)
-					name := fmt.Sprintf("%s as %s on %s with %s", op.name, g, nsName(target), inner)
+					name := fmt.Sprintf("%s as %s on %s with %s", op.name, g, where, inner)
 					var resp json.RawMessage
 					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					err := cl.Call(ctx, op.method, op.request(ns, inner.value, subject), &resp)
+					err := cl.Call(ctx, op.method, op.request(a), &resp)
 					cancel()
 					if err != nil && rpc.IsOutage(err) {
 						t.Errorf("rpc: %s: an outage answer to a healthy plane: %v", name, err)
 					}
 					if err != nil {
-						w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(ns, inner.value, subject), inner.value), err.Error())
+						w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(a), inner.value), err.Error())
 					}
 					ok := err == nil && w.rpcAnswerBelongs(op, resp, dest, name)
 					w.cell("rpc", name, want, ok, fmt.Sprint(err))
 					if ok && dest >= 0 && strings.HasPrefix(op.name, "send") {
-						w.sent(subject, dest)
+						w.sent(a.subject, dest)
+					}
+					if ok && (op.name == "trial.close" || op.name == "trial.destroy") {
+						w.checkClosed(scratch)
 					}
 				}
 			}
@@ -387,18 +576,63 @@ func nsName(target int) string {
 	if target < 0 {
 		return "no namespace"
 	}
-	return "ABCDEFGH"[target:target+1] + "'s namespace"
+	return trialName(target) + "'s namespace"
+}
+
+func portName(target int) string {
+	if target < 0 {
+		return "a port no trial owns"
+	}
+	return trialName(target) + "'s SMTP port"
+}
+
+// checkClosed: once a trial is closed, none of its credentials opens
+// anything on any door that would have taken it (the shared writer's, the
+// shared inbox's, the gateway's, its own grants).
+func (w *world) checkClosed(id rpc.Identity) {
+	from := senderOf(w.profile)
+	write := id.MailAPIToken
+	if w.profile != rpc.ProfileCandidate {
+		write = id.BootstrapToken
+	}
+	calls := []struct {
+		what, grant, method string
+		req                 any
+	}{
+		{"send with its write credential", w.shared[sharedWriterGrant], rpc.MethodSend,
+			&rpc.SendRequest{Via: rpc.ViaHTTP, Credential: write, From: from, To: []string{"cell@example.com"}, Raw: rawMail("cell closed", "x")}},
+		{"bootstrap with its token", w.shared[sharedWriterGrant], rpc.MethodBootstrap, &rpc.BootstrapRequest{Token: id.BootstrapToken}},
+		{"list with its inbox token", w.shared[sharedInboxGrant], rpc.MethodList, &rpc.ReadRequest{InboxToken: id.InboxToken}},
+		{"list with its read capability", w.shared[gatewayGrant], rpc.MethodList, &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability}},
+		{"send with its writer grant", id.WriterGrant, rpc.MethodSend,
+			&rpc.SendRequest{Via: rpc.ViaSMTP, From: from, To: []string{"cell@example.com"}, Raw: rawMail("cell closed", "x")}},
+		{"list with its inbox grant", id.InboxGrant, rpc.MethodList, &rpc.ReadRequest{}},
+	}
+	for _, c := range calls {
+		cl := rpc.NewClient(w.plane.socket, c.grant)
+		var resp json.RawMessage
+		err := cl.Call(ctxT(w.t, 20*time.Second), c.method, c.req, &resp)
+		cl.Close()
+		if err != nil && rpc.IsOutage(err) {
+			w.t.Errorf("closed trial: %s: an outage answer: %v", c.what, err)
+		}
+		if err != nil {
+			w.saw(fmt.Sprintf("%+v", c.req), err.Error())
+		}
+		w.cell("closed", "a closed trial's "+c.what, false, err == nil, string(resp))
+	}
 }
 
 // rpcAnswerBelongs checks that a successful answer is about the namespace
 // the cell was allowed to touch, and records secrets it hands out.
 func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name string) bool {
 	t := w.t
-	switch op.name {
-	case "send/http", "send/smtp", "send/smtp-select":
+	mine := func(ns string) bool { return dest >= 0 && ns == w.ids[dest].Namespace }
+	switch strings.TrimSuffix(op.name, "/inbox-token") {
+	case "send/http", "send/smtp", "send/smtp-select", "send/smtp-auth":
 		var r rpc.SendResponse
 		json.Unmarshal(raw, &r)
-		if r.Namespace != w.ids[dest].Namespace {
+		if !mine(r.Namespace) {
 			t.Errorf("rpc: %s: message went to %s", name, r.Namespace)
 			return false
 		}
@@ -406,7 +640,7 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		var r rpc.ListResponse
 		json.Unmarshal(raw, &r)
 		for _, m := range r.Messages {
-			if m.Namespace != w.ids[dest].Namespace {
+			if !mine(m.Namespace) {
 				t.Errorf("rpc: %s: listed a message of %s", name, m.Namespace)
 				return false
 			}
@@ -414,7 +648,7 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 	case "get", "latest":
 		var m rpc.Message
 		json.Unmarshal(raw, &m)
-		if m.Namespace != w.ids[dest].Namespace {
+		if !mine(m.Namespace) {
 			t.Errorf("rpc: %s: read a message of %s", name, m.Namespace)
 			return false
 		}
@@ -428,6 +662,17 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		w.secret("opened read capability", b.ReadCapability)
 		w.secret("opened mail-API token", b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"])
 		w.secret("opened bootstrap token", b.CandidateEnvironment["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"])
+		if i := strings.LastIndex(b.InboxURL, "/inbox/"); i >= 0 {
+			w.secret("opened inbox token", b.InboxURL[i+len("/inbox/"):])
+		}
+		if b.Namespace == "" || b.Namespace == w.ids[0].Namespace || b.Namespace == w.ids[1].Namespace || b.ReadCapability == "" {
+			t.Errorf("rpc: %s: a bundle that is not a new trial's: namespace %q", name, b.Namespace)
+			return false
+		}
+		if w.mode == sharedMode && w.profile == rpc.ProfileCandidate && (b.SMTPPort <= 0 || b.SMTPPort == w.unowned) {
+			t.Errorf("rpc: %s: a candidate trial opened on up has SMTP port %d, not one of its own", name, b.SMTPPort)
+			return false
+		}
 	case "trial.rotate":
 		var r rpc.RotateResponse
 		json.Unmarshal(raw, &r)
@@ -436,26 +681,47 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		var r rpc.GrantResponse
 		json.Unmarshal(raw, &r)
 		w.secret("minted gateway grant", r.Grant)
+	case "ports.sync":
+		var r rpc.PortsSyncResponse
+		json.Unmarshal(raw, &r)
+		for i, p := range w.ports {
+			if p > 0 && !slices.Contains(r.Assigned, p) {
+				t.Errorf("rpc: %s: the ports open trials own (%v) lack %s's %d", name, r.Assigned, trialName(i), p)
+				return false
+			}
+		}
 	case "bootstrap":
 		var r rpc.BootstrapResponse
 		json.Unmarshal(raw, &r)
-		return r.Namespace != "" && slices.ContainsFunc(w.ids[:], func(id rpc.Identity) bool {
-			return id.Namespace == r.Namespace && (r.Capability == id.WriteCapability || r.Capability == id.ReadCapability)
-		})
+		if !mine(r.Namespace) {
+			return false
+		}
+		id := w.ids[dest]
+		return (r.Capability == id.WriteCapability || r.Capability == id.ReadCapability) && r.SMTPPort == w.ports[dest]
 	}
 	return true
 }
 
+// selects says what a route's request is bound to.
+type selects int
+
+const (
+	selOpen       selects = iota + 1 // nothing: open to anyone (health)
+	selNothing                       // nothing, and so it is refused to everyone (the inbox's root)
+	selInstance                      // the trial the instance serves alone (fixed SMTP: its grant's or its port's)
+	selCredential                    // the trial the credential presented opens (keys), on a namespace-naming route the one named
+)
+
 // route is one route of a surface, as the surface's own route table names
-// it, with the plane method and role its answer depends on and the
-// credential kinds that open it (none: open to anyone).
+// it, with the plane method its answer depends on, what selects its trial
+// and the credential kinds that open it.
 type route struct {
 	surface string // writer, inbox, gateway
 	kind    string // the name in the surface's route table
 	role    rpc.Role
 	method  string
+	selects selects
 	keys    []credKind
-	open    bool
 	ns      bool // the request names a namespace (in its path or headers)
 }
 
@@ -463,162 +729,203 @@ func (w *world) routes() []route {
 	k := profileKeys[w.profile]
 	read := []credKind{readCap}
 	return []route{
-		{surface: "writer", kind: "/healthz", role: rpc.RoleWriter, method: rpc.MethodHealth, open: true},
-		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, keys: []credKind{bootstrapToken}},
-		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.emails},
-		{surface: "writer", kind: "smtp " + string(smtpd.Fixed), role: rpc.RoleWriter, method: rpc.MethodSend, open: true, ns: true},
-		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.smtpSelect, ns: true},
-		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, open: true},
-		{surface: "inbox", kind: "healthz", role: rpc.RoleInbox, method: rpc.MethodHealth, open: true},
-		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, keys: []credKind{inboxToken}},
-		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, keys: []credKind{inboxToken}},
-		{surface: "gateway", kind: "healthz", role: rpc.RoleGateway, method: rpc.MethodHealth, open: true},
-		{surface: "gateway", kind: "list", role: rpc.RoleGateway, method: rpc.MethodList, keys: read, ns: true},
-		{surface: "gateway", kind: "latest", role: rpc.RoleGateway, method: rpc.MethodLatest, keys: read, ns: true},
-		{surface: "gateway", kind: "message", role: rpc.RoleGateway, method: rpc.MethodGet, keys: read, ns: true},
-		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, keys: read, ns: true},
-		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, keys: read, ns: true},
+		{surface: "writer", kind: "/healthz", role: rpc.RoleWriter, method: rpc.MethodHealth, selects: selOpen},
+		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, selects: selCredential, keys: []credKind{bootstrapToken}},
+		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
+		{surface: "writer", kind: "smtp " + string(smtpd.Fixed), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selInstance, ns: true},
+		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.smtpSelect, ns: true},
+		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selNothing},
+		{surface: "inbox", kind: "healthz", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selOpen},
+		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, selects: selCredential, keys: []credKind{inboxToken}},
+		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: []credKind{inboxToken}},
+		{surface: "gateway", kind: "healthz", role: rpc.RoleGateway, method: rpc.MethodHealth, selects: selOpen},
+		{surface: "gateway", kind: "list", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "latest", role: rpc.RoleGateway, method: rpc.MethodLatest, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
 	}
 }
 
-// expectRoute is what the table says of one request to instance (the
-// trial whose writer or inbox it is; -1 for the shared gateway), naming
-// namespace target, with c.
-func (w *world) expectRoute(r route, instance, target int, c cred) bool {
-	if r.open {
-		return true
-	}
-	if !w.authz[r.method][string(r.role)] || !slices.Contains(r.keys, c.kind) {
+// runsOn says whether route r is asked of instance in.
+func runsOn(r route, in instance) bool {
+	if r.surface != in.surface {
 		return false
 	}
-	owner := instance
-	if r.ns {
-		owner = target
+	if mode, ok := strings.CutPrefix(r.kind, "smtp "); ok {
+		return in.smtp != "" && string(in.smtpMode) == mode
 	}
-	if trialBound[r.role] && owner != instance {
-		return false
-	}
-	return c.trial == owner
+	return in.url != ""
 }
 
-// surfaceMatrix sends every credential to every route of every surface.
+// expectRoute is what the table says of one request to instance in,
+// naming namespace target, with c: whether it is permitted, and the trial
+// whose mail it touches.
+func (w *world) expectRoute(r route, in instance, target int, c cred) (bool, int) {
+	switch r.selects {
+	case selOpen:
+		return true, -1
+	case selNothing:
+		return false, -1
+	}
+	if !w.authz[r.method][principalOf(r.role, in.shared)] {
+		return false, -1
+	}
+	if r.selects == selInstance {
+		return in.owner >= 0, in.owner
+	}
+	if !slices.Contains(r.keys, c.kind) || c.trial < 0 {
+		return false, -1
+	}
+	if in.owner >= 0 && c.trial != in.owner {
+		return false, -1 // a trial-bound instance serves its own trial only
+	}
+	if r.ns && target != c.trial {
+		return false, -1
+	}
+	return true, c.trial
+}
+
+// surfaceMatrix sends every credential to every route of every instance.
 func (w *world) surfaceMatrix() {
 	routes := w.routes()
 	w.checkRouteTables(routes)
+	part := "surfaces/" + w.mode
 	n := 0
 	for _, r := range routes {
-		instances := []int{0, 1}
-		if r.surface == "gateway" {
-			instances = []int{-1}
-		}
 		targets := []int{-1}
 		if r.ns {
 			targets = []int{0, 1}
 		}
-		for _, inst := range instances {
+		ran := false
+		for _, in := range w.instances {
+			if !runsOn(r, in) {
+				continue
+			}
+			ran = true
 			for _, target := range targets {
 				for _, c := range w.creds {
 					n++
-					want := w.expectRoute(r, inst, target, c)
-					name := fmt.Sprintf("%s %s", r.surface, r.kind)
-					if inst >= 0 {
-						name = fmt.Sprintf("%s of %s", name, "ABCDEFGH"[inst:inst+1])
-					}
+					want, dest := w.expectRoute(r, in, target, c)
+					name := fmt.Sprintf("%s %s of the %s", r.surface, r.kind, in.name)
 					if r.ns {
 						name += " naming " + nsName(target)
 					}
 					name += " with " + c.String()
 					subject := fmt.Sprintf("cell surface %d", n)
-					ok, dest, detail := w.request(r, inst, target, c, subject)
-					w.cell("surfaces", name, want, ok, detail)
-					if ok && dest >= 0 {
+					ok, detail := w.request(r, in, target, dest, c, subject)
+					w.cell(part, name, want, ok, detail)
+					if ok && dest >= 0 && r.method == rpc.MethodSend {
 						w.sent(subject, dest)
 					}
 				}
 			}
 		}
+		if !ran {
+			w.t.Errorf("route %s %s runs on no instance of the %s world", r.surface, r.kind, w.mode)
+		}
 	}
 }
 
 // request makes one surface request and judges its answer: ok when it
-// succeeded with data of the right namespace; a refusal must be a 4xx (an
-// SMTP 5xx), never an outage.
-func (w *world) request(r route, inst, target int, c cred, subject string) (ok bool, dest int, detail string) {
+// succeeded with data of trial dest (the one the table says it touches);
+// a refusal must be a 4xx (an SMTP 5xx), never an outage, and reveal no
+// inbox token.
+func (w *world) request(r route, in instance, target, dest int, c cred, subject string) (ok bool, detail string) {
 	t := w.t
 	auth := ""
 	if c.value != "" {
 		auth = "Bearer " + c.value
 	}
-	get := func(base, path string) answer {
-		a, err := w.sys.request(w.hc, http.MethodGet, base+path, auth, "", nil)
+	what := fmt.Sprintf("%s %s of the %s", r.surface, r.kind, in.name)
+	get := func(path string) answer {
+		a, err := w.sys.request(w.hc, http.MethodGet, in.url+path, auth, "", nil)
 		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
+			t.Fatalf("GET %s of the %s: %v", r.kind, in.name, err)
 		}
 		return a
 	}
-	refusal := func(a answer) (bool, int, string) {
+	refusal := func(a answer) (bool, string) {
 		if a.status < 400 || a.status >= 500 {
-			t.Errorf("%s %s: refused with %d, want a 4xx: %s", r.surface, r.kind, a.status, a.body)
+			t.Errorf("%s: refused with %d, want a 4xx: %s", what, a.status, a.body)
 		}
-		return false, -1, fmt.Sprintf("%d %s", a.status, a.body)
+		for _, id := range w.ids {
+			if strings.Contains(a.body, id.InboxToken) || strings.Contains(a.header.Get("Location"), id.InboxToken) {
+				t.Errorf("%s: a refusal reveals an inbox token", what)
+			}
+		}
+		return false, fmt.Sprintf("%d %s", a.status, a.body)
 	}
 	nsOf := func(i int) string { return w.ids[i].Namespace }
-	smtpData := func(ns string) []byte {
-		return rawMail(subject, "x", smtpd.NamespaceHeader+": "+ns, smtpd.CapabilityHeader+": "+c.value)
-	}
+	// succeeded is whether an answer is for trial dest; a success the
+	// table does not permit has no dest to judge it by.
 	switch r.surface + " " + r.kind {
-	case "writer /healthz":
-		a := get(w.writers[inst].url, "/healthz")
-		return a.status == 200, -1, a.body
+	case "writer /healthz", "inbox healthz", "gateway healthz":
+		a := get("/" + strings.TrimPrefix(r.kind, "/"))
+		return a.status == 200, a.body
 	case "writer /internal/bootstrap":
-		a := get(w.writers[inst].url, "/internal/bootstrap")
+		a := get("/internal/bootstrap")
 		if a.status != 200 {
 			return refusal(a)
 		}
-		var b struct{ Capability, Namespace string }
+		var b struct {
+			Capability, Namespace string
+			SMTPPort              int `json:"smtp_port"`
+		}
 		json.Unmarshal([]byte(a.body), &b)
-		return b.Namespace == nsOf(inst), -1, a.body
+		if dest < 0 || b.Namespace != nsOf(dest) {
+			return false, "bootstrap of another namespace: " + b.Namespace
+		}
+		// Each trial is told its own SMTP port, where it has one; else
+		// the writer's.
+		wantPort := w.ports[dest]
+		if wantPort == 0 {
+			_, p, _ := net.SplitHostPort(in.smtp)
+			wantPort, _ = strconv.Atoi(p)
+		}
+		if b.SMTPPort != wantPort {
+			t.Errorf("%s: bootstrap of %s hands out SMTP port %d, want %d", what, nsOf(dest), b.SMTPPort, wantPort)
+			return false, a.body
+		}
+		return true, a.body
 	case "writer /emails":
-		a, err := w.postEmail(w.hc, w.writers[inst].url, c.value, "", emailBody(senderOf(w.profile), "cell@example.com", subject, "x"))
+		a, err := w.postEmail(w.hc, in.url, c.value, "", emailBody(senderOf(w.profile), "cell@example.com", subject, "x"))
 		if err != nil {
 			t.Fatalf("POST /emails: %v", err)
 		}
 		if a.status != 200 {
 			return refusal(a)
 		}
-		return true, inst, a.body
+		return dest >= 0, a.body // where it went, checkDestinations judges
 	case "writer smtp fixed", "writer smtp select":
-		srv := w.writers[inst]
-		if r.kind == "smtp select" {
-			srv = w.selects[inst]
-		}
-		res := w.sendSMTP(srv.smtp, senderOf(w.profile), []string{"cell@example.com"}, smtpData(nsOf(target)))
+		res := w.sendSMTP(in.smtp, senderOf(w.profile), []string{"cell@example.com"},
+			rawMail(subject, "x", smtpd.NamespaceHeader+": "+nsOf(target), smtpd.CapabilityHeader+": "+c.value))
 		if res.code == 250 {
-			return true, inst, ""
+			return dest >= 0, ""
 		}
 		if res.code < 500 {
-			t.Errorf("%s naming %s: refused with %d %s, want a 5xx", r.kind, nsOf(target), res.code, res.err)
+			t.Errorf("%s naming %s: refused with %d %s, want a 5xx", what, nsOf(target), res.code, res.err)
 		}
-		return false, -1, fmt.Sprint(res.code, res.err)
+		if r.selects == selInstance && in.shared && in.owner < 0 && res.code != 530 {
+			t.Errorf("%s: plain SMTP on a port no trial owns answered %d %s, want 530 (authenticate)", what, res.code, res.err)
+		}
+		return false, fmt.Sprint(res.code, res.err)
 	case "inbox root":
-		a := get(w.inboxes[inst].url, "/")
-		return a.status == http.StatusFound && a.header.Get("Location") == "/inbox/"+w.ids[inst].InboxToken, -1, a.body
-	case "inbox healthz":
-		a := get(w.inboxes[inst].url, "/healthz")
-		return a.status == 200, -1, a.body
+		a := get("/")
+		if a.status >= 200 && a.status < 400 {
+			return true, fmt.Sprintf("%d Location=%q", a.status, a.header.Get("Location"))
+		}
+		return refusal(a)
 	case "inbox inbox", "inbox message":
 		path := "/inbox/" + url.PathEscape(c.value)
 		if r.kind == "message" {
 			path += "/messages/1"
 		}
-		a := get(w.inboxes[inst].url, path)
+		a := get(path)
 		if a.status != 200 {
 			return refusal(a)
 		}
-		return w.pageOf(a.body, inst, name(r, inst)), -1, ""
-	case "gateway healthz":
-		a := get(w.gw.url, "/healthz")
-		return a.status == 200, -1, a.body
+		return w.pageOf(a.body, dest, what), ""
 	case "gateway list", "gateway latest", "gateway message":
 		path := "/api/namespaces/" + nsOf(target) + "/messages"
 		switch r.kind {
@@ -627,7 +934,7 @@ func (w *world) request(r route, inst, target int, c cred, subject string) (ok b
 		case "message":
 			path += "/1"
 		}
-		a := get(w.gw.url, path)
+		a := get(path)
 		if a.status != 200 {
 			return refusal(a)
 		}
@@ -642,39 +949,40 @@ func (w *world) request(r route, inst, target int, c cred, subject string) (ok b
 			msgs = []mailclient.Message{m}
 		}
 		if len(msgs) == 0 {
-			t.Errorf("gateway %s of %s: no message", r.kind, nsOf(target))
-			return false, -1, a.body
+			t.Errorf("%s of %s: no message", what, nsOf(target))
+			return false, a.body
 		}
 		for _, m := range msgs {
 			if m.Namespace != nsOf(target) {
-				t.Errorf("gateway %s of %s: a message of %s", r.kind, nsOf(target), m.Namespace)
-				return false, -1, a.body
+				t.Errorf("%s of %s: a message of %s", what, nsOf(target), m.Namespace)
+				return false, a.body
 			}
 		}
-		return true, -1, ""
+		return true, ""
 	case "gateway inbox", "gateway inbox_message":
 		path := "/inbox/" + nsOf(target)
 		if r.kind == "inbox_message" {
 			path += "/messages/1"
 		}
-		a := get(w.gw.url, path)
+		a := get(path)
 		if a.status != 200 {
 			return refusal(a)
 		}
-		return w.pageOf(a.body, target, name(r, target)), -1, ""
+		return w.pageOf(a.body, target, what), ""
 	}
 	t.Fatalf("no request for route %s %s", r.surface, r.kind)
-	return false, -1, ""
+	return false, ""
 }
-
-func name(r route, i int) string { return fmt.Sprintf("%s %s of %s", r.surface, r.kind, nsName(i)) }
 
 // pageOf checks that an HTML page shows namespace i's mail and not the
 // other's.
 func (w *world) pageOf(body string, i int, what string) bool {
+	if i < 0 {
+		return true // a success the table does not permit: the cell fails
+	}
 	mine, other := seed(w.ids[i]), seed(w.ids[1-i])
 	if !strings.Contains(body, mine) || strings.Contains(body, other) {
-		w.t.Errorf("%s: the page does not show exactly its own namespace's mail", what)
+		w.t.Errorf("%s: the page does not show exactly %s's mail", what, w.ids[i].Namespace)
 		return false
 	}
 	return true

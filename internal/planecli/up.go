@@ -148,7 +148,18 @@ func up(c *cli.Context) (err error) {
 	}
 
 	state := upState{Ports: ports}
-	if state.Trials, err = openTrials(ctx, admin, prev.Trials, c.Int("trials"), c.Duration("ttl")); err != nil {
+	var fresh []string
+	state.Trials, fresh, err = openTrials(ctx, admin, prev.Trials, c.Int("trials"), c.Duration("ttl"))
+	defer func() {
+		// A start that fails leaves nothing half-made: the trials it opened
+		// are closed again.
+		if err != nil {
+			for _, ns := range fresh {
+				admin.TrialClose(context.WithoutCancel(ctx), ns)
+			}
+		}
+	}()
+	if err != nil {
 		return err
 	}
 	for _, b := range state.Trials {
@@ -193,13 +204,12 @@ type stackBundle struct {
 }
 
 // openTrials keeps the bundles of prev whose trials are still open and
-// opens more, up to n in all.
-func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration) ([]rpc.Bundle, error) {
-	var out []rpc.Bundle
+// opens more, up to n in all; fresh names those it opened.
+func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration) (out []rpc.Bundle, fresh []string, err error) {
 	if len(prev) > 0 {
 		open, err := admin.AllTrials(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, b := range prev {
 			if slices.ContainsFunc(open, func(t rpc.TrialInfo) bool { return t.Namespace == b.Namespace }) {
@@ -210,11 +220,12 @@ func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int
 	for len(out) < n {
 		b, err := admin.TrialOpen(ctx, &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate, TTLMillis: ttl.Milliseconds()})
 		if err != nil {
-			return nil, err
+			return nil, fresh, err
 		}
 		out = append(out, b)
+		fresh = append(fresh, b.Namespace)
 	}
-	return out, nil
+	return out, fresh, nil
 }
 
 // writeState replaces up's state file (0600) whole: a crash leaves the old

@@ -122,7 +122,7 @@ type answer struct {
 	body string
 }
 
-func do(t *testing.T, req *http.Request) answer {
+func do(t testing.TB, req *http.Request) answer {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {

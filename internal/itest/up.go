@@ -1,0 +1,129 @@
+package itest
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Stack is a running `mail-plane up --json`: the plane and the three
+// shared surfaces, with the bundle it printed.
+type Stack struct {
+	*Proc
+	Bundle StackBundle
+}
+
+// StackBundle is what up --json prints: the first trial's bundle at the
+// top, every trial it opened, and the stack's own coordinates.
+type StackBundle struct {
+	rpc.Bundle
+	Trials         []rpc.Bundle `json:"trials"`
+	PlaneSocket    string       `json:"plane_socket"`
+	DataDir        string       `json:"data_dir"`
+	AdminGrantFile string       `json:"admin_grant_file"`
+	WriterURL      string       `json:"writer_url"`
+	APIURL         string       `json:"api_url"`
+	InboxBaseURL   string       `json:"inbox_base_url"`
+	SharedSMTPPort int          `json:"shared_smtp_port"`
+}
+
+// StartUp runs mail-plane up --json with args and waits for its bundle.
+func StartUp(t testing.TB, args ...string) *Stack {
+	t.Helper()
+	cmd := exec.Command(Bin(t, "mail-plane"), append([]string{"up", "--json"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{Proc: StartCmd(t, cmd, "mail-plane up")}
+	line := ReadLine(t, stdout, 60*time.Second)
+	if err := json.Unmarshal([]byte(line), &s.Bundle); err != nil {
+		t.Fatalf("up's bundle %q: %v\n%s", line, err, s.Output())
+	}
+	return s
+}
+
+// Admin is a client of the stack's plane with its admin grant.
+func (s *Stack) Admin(t testing.TB) *rpc.Client {
+	t.Helper()
+	g, err := rpc.ReadSecretFile(s.Bundle.AdminGrantFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rpc.NewClient(s.Bundle.PlaneSocket, g)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Processes counts the stack's processes: up itself and its descendants.
+func (s *Stack) Processes(t testing.TB) int {
+	t.Helper()
+	return len(Descendants(t, s.Cmd.Process.Pid)) + 1
+}
+
+// Descendants lists the pids of every living descendant of pid, read
+// from /proc.
+func Descendants(t testing.TB, pid int) []int {
+	t.Helper()
+	parent := map[int]int{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after
+		// its closing parenthesis.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for a := parent[p]; a > 1; a = parent[a] {
+			if a == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Require fails t under CI (CI=true) when tool is not installed, and skips
+// it elsewhere: CI installs every tool its tests need, so a missing one
+// there is a broken set-up, not a reason to pass.
+func Require(t testing.TB, tool string) string {
+	t.Helper()
+	if filepath.IsAbs(tool) {
+		if _, err := os.Stat(tool); err == nil {
+			return tool
+		}
+	} else if p, err := exec.LookPath(tool); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed (make deps installs it)", tool)
+	}
+	t.Skipf("%s is not installed (make deps installs it)", tool)
+	return ""
+}
