@@ -192,9 +192,13 @@ func (p *Plane) Restart(t testing.TB) {
 }
 
 // GatewayGrant is the gateway grant the plane wrote on first start.
-func (p *Plane) GatewayGrant(t testing.TB) string {
+func (p *Plane) GatewayGrant(t testing.TB) string { return p.Grant(t, rpc.RoleGateway) }
+
+// Grant returns the grant for role that serve wrote into its data
+// directory: the admin's, the gateway's, or a shared writer's or inbox's.
+func (p *Plane) Grant(t testing.TB, role rpc.Role) string {
 	t.Helper()
-	g, err := rpc.ReadSecretFile(filepath.Join(p.Data, "gateway.grant"))
+	g, err := rpc.ReadSecretFile(filepath.Join(p.Data, string(role)+".grant"))
 	if err != nil {
 		t.Fatal(err)
 	}

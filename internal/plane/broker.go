@@ -170,6 +170,9 @@ func (b *Broker) sendAnswer(ns string, via rpc.Via, e ledger.Entry, replayed boo
 	switch {
 	case errors.Is(err, ledger.ErrNotActive):
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the namespace no longer takes mail")
+	case errors.Is(err, ledger.ErrNotFound):
+		// Closed while this send was decided: policy, not an outage.
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the trial is closed")
 	case errors.Is(err, ledger.ErrCapacity):
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMailboxCapacity, "the namespace's quota is exhausted")
 	case errors.Is(err, ledger.ErrIdempotencyConflict):

@@ -551,3 +551,97 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRace races a trial's close against its sends and reads, by a
+// trial-bound writer and inbox, a shared writer and inbox, and the
+// gateway: every call that starts once the close has returned is
+// refused (never answered with the trial's mail, never as an outage),
+// and a read in flight across the close answers either before it or
+// refused.
+func TestCloseRace(t *testing.T) {
+	w := newWorld(t)
+	sharedWriter := w.plane.Client(t, w.plane.Grant(t, rpc.RoleWriter))
+	sharedInbox := w.plane.Client(t, w.plane.Grant(t, rpc.RoleInbox))
+	for i := range 5 {
+		mustSend(t, w.writerA, "user@example.com", msg(fmt.Sprint("seed ", i), "x"))
+	}
+	a := w.a
+	calls := []func() error{
+		func() error { _, err := send(t, w.writerA, "user@example.com", msg("race", "x")); return err },
+		func() error {
+			_, err := sharedWriter.Send(ctx(t), &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: a.MailAPIToken, From: rpc.CandidateSender, To: []string{"u@example.com"}, Raw: msg("race", "x")})
+			return err
+		},
+		func() error { _, err := w.inboxA.List(ctx(t), &rpc.ReadRequest{}); return err },
+		func() error { _, err := sharedInbox.List(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken}); return err },
+		func() error { _, err := sharedInbox.Get(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken, ID: 1}); return err },
+		func() error {
+			_, err := w.gateway.List(ctx(t), &rpc.ReadRequest{Namespace: a.Namespace, Capability: a.ReadCapability})
+			return err
+		},
+		func() error {
+			_, err := w.gateway.Latest(ctx(t), &rpc.ReadRequest{Namespace: a.Namespace, Capability: a.ReadCapability, After: 1000, WaitMillis: 5000})
+			return err
+		},
+	}
+	var closedAt time.Time
+	var mu sync.Mutex
+	type result struct {
+		started, ended time.Time
+		err            error
+		call           int
+	}
+	var results []result
+	stop := make(chan struct{})
+	var running sync.WaitGroup
+	for i, call := range calls {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				err := call()
+				mu.Lock()
+				results = append(results, result{start, time.Now(), err, i})
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := w.plane.Admin.TrialClose(ctx(t), a.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	closedAt = time.Now()
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	running.Wait()
+	after := 0
+	for _, r := range results {
+		if rpc.IsOutage(r.err) {
+			t.Fatalf("call %d answered an outage across the close: %v", r.call, r.err)
+		}
+		if r.started.After(closedAt) {
+			after++
+			if r.err == nil {
+				t.Fatalf("call %d started %v after the close and succeeded", r.call, r.started.Sub(closedAt))
+			}
+		}
+	}
+	if after < len(calls) {
+		t.Fatalf("only %d calls started after the close", after)
+	}
+	// The trial is gone whole: a new send with its credentials is refused.
+	if _, err := send(t, w.writerA, "user@example.com", msg("x", "y")); code(err) != rpc.CodeUnauthenticated {
+		t.Fatalf("trial-bound writer after close: %v", err)
+	}
+	slowest := map[int]time.Duration{}
+	for _, r := range results {
+		slowest[r.call] = max(slowest[r.call], r.ended.Sub(r.started))
+	}
+	t.Logf("%d calls, %d of them after the close; slowest by call: %v", len(results), after, slowest)
+}
