@@ -573,8 +573,14 @@ func TestCloseRace(t *testing.T) {
 			return err
 		},
 		func() error { _, err := w.inboxA.List(ctx(t), &rpc.ReadRequest{}); return err },
-		func() error { _, err := sharedInbox.List(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken}); return err },
-		func() error { _, err := sharedInbox.Get(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken, ID: 1}); return err },
+		func() error {
+			_, err := sharedInbox.List(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken})
+			return err
+		},
+		func() error {
+			_, err := sharedInbox.Get(ctx(t), &rpc.ReadRequest{InboxToken: a.InboxToken, ID: 1})
+			return err
+		},
 		func() error {
 			_, err := w.gateway.List(ctx(t), &rpc.ReadRequest{Namespace: a.Namespace, Capability: a.ReadCapability})
 			return err
