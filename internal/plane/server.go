@@ -71,8 +71,15 @@ func Listen(path string, mode os.FileMode) (net.Listener, error) {
 	if strings.HasPrefix(path, "@") || path == "" {
 		return nil, fmt.Errorf("socket %q: a filesystem path is required (abstract sockets have no permissions)", path)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// Created 0750 whatever the umask: the surfaces' group traverses it.
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

@@ -1,6 +1,7 @@
 package planecli_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -23,6 +24,27 @@ func TestServeListensOnlyOnItsSocket(t *testing.T) {
 	sock, err := os.Stat(p.Socket)
 	if err != nil || sock.Mode()&os.ModeSocket == 0 || sock.Mode().Perm() != 0o660 {
 		t.Fatalf("socket: %v %v", sock.Mode(), err)
+	}
+	// Every file the plane made (the database, its write-ahead log and
+	// shared memory, the grant files) is its own alone: umask 077.
+	id := p.Trial(t, rpc.ProfileCandidate)
+	if _, err := p.Client(t, id.WriterGrant).Send(context.Background(), &rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender,
+		To: []string{"u@example.com"}, Raw: []byte("Subject: x\r\n\r\nx")}); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	filepath.WalkDir(p.Data, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&os.ModeSocket != 0 {
+			return err
+		}
+		files++
+		if fi, err := d.Info(); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", path, fi.Mode())
+		}
+		return nil
+	})
+	if files < 5 { // the database, -wal, -shm, and at least two grants
+		t.Fatalf("only %d files in the data directory: the check proves little", files)
 	}
 	inodes := map[string]bool{}
 	fds, _ := os.ReadDir("/proc/" + itest.Itoa(p.Cmd.Process.Pid) + "/fd")

@@ -113,7 +113,7 @@ func TestParseEmailValues(t *testing.T) {
 		{`{` + ok + `,"to":"a@example.com (comment)"}`, errMessage},
 		{`{` + ok + `,"to":"u@example.com","cc":null,"bcc":null,"reply_to":null,"tags":null,"headers":null,"html":null}`, nil},
 		{`{"from":null,"to":"u@example.com","subject":"s","text":"t"}`, errMessage},
-		{`{"from":"s@example.com","to":"u@example.com","subject":"s","text":null}`, errFields},
+		{`{"from":"s@example.com","to":"u@example.com","subject":"s","text":null}`, errMessage}, // the reference: its key set, a wrong value
 		{`{` + ok + `,"to":"u@example.com","reply_to":["a@example.com","B <b@example.com>"]}`, nil},
 		{`{` + ok + `,"to":"u@example.com","reply_to":"not an address"}`, errMessage},
 		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"a_b-1","value":""}]}`, nil},

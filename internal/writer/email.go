@@ -88,6 +88,8 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apiError) {
 	if !ok {
 		return nil, errFields
 	}
+	_, hasText := obj["text"]
+	_, hasHTML := obj["html"]
 	for k, v := range obj {
 		if !slices.Contains(fields, k) {
 			return nil, errFields
@@ -101,8 +103,13 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apiError) {
 			return nil, errFields
 		}
 	}
-	if obj["text"] == nil && obj["html"] == nil {
+	if !hasText && !hasHTML {
 		return nil, errFields
+	}
+	if obj["text"] == nil && obj["html"] == nil {
+		// The reference's key set, with a body that is not text: its value
+		// is wrong, not its keys ("text": null).
+		return nil, errMessage
 	}
 	// encoding/json also turns an escaped lone surrogate into U+FFFD; the
 	// reference refuses it (§5 check 10).
