@@ -10,9 +10,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/otp"
 	"github.com/websitebench/mailplane/internal/render"
@@ -239,54 +238,31 @@ func wire(m rpc.Message) mailclient.Message {
 	return out
 }
 
-// apiError is the fixed answer of one error code.
-type apiError struct {
-	status  int
-	name    string // Resend's name for this kind of failure
-	message string
-}
-
-var apiErrors = map[string]apiError{
-	mailclient.CodeInvalidNamespace:   {http.StatusBadRequest, "validation_error", "The namespace is not a valid namespace name."},
-	mailclient.CodeInvalidWait:        {http.StatusBadRequest, "validation_error", "wait must be a duration such as 5s or 1500ms, or a number of seconds, of at most 60s."},
-	mailclient.CodeInvalidAfter:       {http.StatusBadRequest, "validation_error", "after must be a message id."},
-	mailclient.CodeForbidden:          {http.StatusForbidden, "invalid_api_key", "The Bearer capability does not open this namespace."},
-	mailclient.CodeRecipientForbidden: {http.StatusForbidden, "validation_error", "Nothing was ever delivered to that recipient."},
-	mailclient.CodeMessageNotFound:    {http.StatusNotFound, "not_found", "No such message."},
-	mailclient.CodeNotFound:           {http.StatusNotFound, "not_found", "No such route."},
-	mailclient.CodeMethodNotAllowed:   {http.StatusMethodNotAllowed, "method_not_allowed", "Only GET and HEAD are supported."},
-	mailclient.CodeInternal:           {http.StatusInternalServerError, "internal_server_error", "The gateway cannot read mail; its log says why."},
-	mailclient.CodeUnavailable:        {http.StatusServiceUnavailable, "application_error", "Mail storage is unavailable; try again."},
+// apiErrors are the gateway's fixed answers, by code (package apierr has
+// the envelope).
+var apiErrors = map[string]*apierr.Error{
+	mailclient.CodeInvalidNamespace:   {Code: mailclient.CodeInvalidNamespace, Status: http.StatusBadRequest, Name: "validation_error", Message: "The namespace is not a valid namespace name."},
+	mailclient.CodeInvalidWait:        {Code: mailclient.CodeInvalidWait, Status: http.StatusBadRequest, Name: "validation_error", Message: "wait must be a duration such as 5s or 1500ms, or a number of seconds, of at most 60s."},
+	mailclient.CodeInvalidAfter:       {Code: mailclient.CodeInvalidAfter, Status: http.StatusBadRequest, Name: "validation_error", Message: "after must be a message id."},
+	mailclient.CodeForbidden:          {Code: mailclient.CodeForbidden, Status: http.StatusForbidden, Name: "invalid_api_key", Message: "The Bearer capability does not open this namespace."},
+	mailclient.CodeRecipientForbidden: {Code: mailclient.CodeRecipientForbidden, Status: http.StatusForbidden, Name: "validation_error", Message: "Nothing was ever delivered to that recipient."},
+	mailclient.CodeMessageNotFound:    {Code: mailclient.CodeMessageNotFound, Status: http.StatusNotFound, Name: "not_found", Message: "No such message."},
+	mailclient.CodeNotFound:           {Code: mailclient.CodeNotFound, Status: http.StatusNotFound, Name: "not_found", Message: "No such route."},
+	mailclient.CodeMethodNotAllowed:   {Code: mailclient.CodeMethodNotAllowed, Status: http.StatusMethodNotAllowed, Name: "method_not_allowed", Message: "Only GET and HEAD are supported."},
+	mailclient.CodeInternal:           {Code: mailclient.CodeInternal, Status: http.StatusInternalServerError, Name: "internal_server_error", Message: "The gateway cannot read mail; its log says why."},
+	mailclient.CodeUnavailable:        apierr.Unavailable,
 }
 
 func writeError(w http.ResponseWriter, code string) (int, string) {
 	e := apiErrors[code]
-	if e.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, e.status, mailclient.Error{Code: code, Message: e.message, Name: e.name, StatusCode: e.status})
-	return e.status, code
+	e.Write(w)
+	return e.Status, code
 }
 
 // writeJSON writes v as the reference does: UTF-8 as is, no HTML escaping
 // of <, > and &, keys in a fixed (sorted) order.
 func writeJSON(w http.ResponseWriter, status int, v any) (int, string) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":"internal_error","message":"unencodable answer","name":"internal_server_error","statusCode":500}`)
-	}
-	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(body)
+	apierr.WriteJSON(w, status, v)
 	return status, ""
 }
 

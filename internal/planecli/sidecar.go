@@ -1,8 +1,11 @@
 package planecli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/httpserve"
@@ -156,7 +161,7 @@ func sidecar(c *cli.Context) (err error) {
 	served := make(chan error, 1)
 	routing, stopRouting := context.WithCancel(ctx)
 	go func() {
-		served <- httpserve.Serve(routing, api, apiRouter(surfaces[0].url, surfaces[1].url), httpserve.Limits{
+		served <- httpserve.Serve(routing, api, apiRouter(surfaces[0].url, surfaces[1].url, log), httpserve.Limits{
 			Conns:          connlimit.Limits{MaxConns: connlimit.DefaultMaxConns, Lifetime: connlimit.DefaultLifetime},
 			ReadTimeout:    connlimit.DefaultIdle,
 			WriteTimeout:   rpc.MaxWait + 15*time.Second, // a proxied wait at the gateway
@@ -179,18 +184,20 @@ func sidecar(c *cli.Context) (err error) {
 	return st.wait(ctx)
 }
 
+// writeRouteTimeout bounds one write routed to the writer.
+const writeRouteTimeout = 30 * time.Second
+
 // apiRouter serves the reference's API port from two processes: the
 // writer's routes (POST /emails, /internal/bootstrap) go to the writer,
 // everything else to the gateway. It adds nothing and keeps nothing.
-func apiRouter(writerURL, gatewayURL string) http.Handler {
+func apiRouter(writerURL, gatewayURL string, log zerolog.Logger) http.Handler {
 	proxy := func(target string) *httputil.ReverseProxy {
 		u, _ := url.Parse(target)
 		return &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) },
-			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
-				w.Header().Set("Content-Type", "application/json; charset=utf-8")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				w.Write([]byte(`{"error": "mailpit_unavailable", "message": "mail service unavailable", "name": "application_error", "statusCode": 503}`))
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+				log.Warn().Err(err).Str("to", target).Msg("api router: the surface did not answer")
+				apierr.Unavailable.Write(w)
 			},
 		}
 	}
@@ -198,11 +205,66 @@ func apiRouter(writerURL, gatewayURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/emails", "/internal/bootstrap":
-			writer.ServeHTTP(w, r)
+			// A write runs to its answer even if its client half-closes
+			// after the request (as HTTP/1.0 clients and body-to-EOF senders
+			// do), as at the writer itself: the client's going quiet is not
+			// an outage. The writer's own limits bound it.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeRouteTimeout)
+			defer cancel()
+			if r.Method == http.MethodPost && r.Header.Get("Content-Length") == "" && len(r.TransferEncoding) == 0 {
+				// A POST with no framing: a proxy would add Content-Length: 0,
+				// and the writer must judge the request as it came.
+				forwardUnframed(ctx, w, r, writerURL, log)
+				return
+			}
+			writer.ServeHTTP(w, r.WithContext(ctx))
 		default:
 			gateway.ServeHTTP(w, r)
 		}
 	})
+}
+
+// forwardUnframed hands the writer a POST that came with neither a
+// Content-Length nor chunked framing exactly so (its header, no body), so
+// that the writer answers it in the reference's check order (a wrong
+// credential 401, a wrong type 415, else 411), and copies the answer back.
+func forwardUnframed(ctx context.Context, w http.ResponseWriter, r *http.Request, writerURL string, log zerolog.Logger) {
+	u, _ := url.Parse(writerURL)
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		log.Warn().Err(err).Msg("api router: the writer did not answer")
+		apierr.Unavailable.Write(w)
+		return
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	out := r.Clone(ctx)
+	out.URL = &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.Host = u.Host
+	out.Header.Del("Content-Length")
+	out.Close = true
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", out.Method, out.URL.RequestURI(), out.Host)
+	out.Header.Write(&head)
+	head.WriteString("\r\n")
+	if _, err := c.Write(head.Bytes()); err != nil {
+		apierr.Unavailable.Write(w)
+		return
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), out)
+	if err != nil {
+		log.Warn().Err(err).Msg("api router: the writer's answer was unreadable")
+		apierr.Unavailable.Write(w)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
 }
 
 // mailpitReady asks Mailpit's /readyz over its HTTP socket.

@@ -3,6 +3,8 @@ package planecli_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/smtp"
 	"os"
@@ -169,6 +171,17 @@ func TestSidecar(t *testing.T) {
 		t.Errorf("mail-inbox holds the bootstrap token in %s", where)
 	}
 
+	// A POST with no framing (its body to EOF, then a half-close) is an
+	// input error in the writer's check order, never an outage.
+	for _, c := range []struct {
+		token, want string
+	}{{sidecarToken, "411 content_length_required"}, {"wrong", "401 unauthorized"}} {
+		got := halfClosedPost(t, apiPort, c.token)
+		if !strings.Contains(got, `"statusCode":`+c.want[:3]) || !strings.Contains(got, `"error":"`+c.want[4:]+`"`) {
+			t.Errorf("unframed POST with token %q: %.300s, want %s", c.token, got, c.want)
+		}
+	}
+
 	if code := sc.Stop(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
@@ -218,6 +231,22 @@ func holds(t *testing.T, pid int, secret string) string {
 		}
 	}
 	return ""
+}
+
+// halfClosedPost sends POST /emails with no Content-Length and a body to
+// EOF, half-closes, and returns the raw answer.
+func halfClosedPost(t *testing.T, port int, token string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	fmt.Fprintf(c, "POST /emails HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"from\":\"a@example.com\"}", token)
+	c.(*net.TCPConn).CloseWrite()
+	b, _ := io.ReadAll(c)
+	return string(b)
 }
 
 // TestAuthoringRotation: the authoring gateway prints the capture's

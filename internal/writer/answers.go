@@ -1,74 +1,36 @@
 package writer
 
 import (
-	"encoding/json"
 	"net/http"
-	"strconv"
+
+	"github.com/websitebench/mailplane/internal/apierr"
 )
 
-// apiError is one refusal of the writer's HTTP API. Code is the
-// reference's `error` value (verifier scripts match it); Name is Resend's
-// error name for the same situation, so Resend clients understand it too.
-// Message is short and fixed: nothing from the request or the plane is
-// ever echoed.
-type apiError struct {
-	Status  int
-	Code    string
-	Name    string
-	Message string
-}
-
-// Every refusal the writer can answer with. Resend's names are from
-// https://resend.com/docs/api-reference/errors.
+// Every refusal the writer can answer with (package apierr has the
+// envelope and the ones other surfaces share).
 var (
-	errNotFound       = &apiError{http.StatusNotFound, "not_found", "not_found", "No such route."}
-	errMethod         = &apiError{http.StatusMethodNotAllowed, "method_not_allowed", "method_not_allowed", "Method not allowed."}
-	errMissingKey     = &apiError{http.StatusUnauthorized, "unauthorized", "missing_api_key", "Missing API key in the authorization header."}
-	errUnauthorized   = &apiError{http.StatusUnauthorized, "unauthorized", "invalid_api_key", "API key is invalid."}
-	errForbidden      = &apiError{http.StatusForbidden, "forbidden", "invalid_api_key", "The bootstrap token is invalid."}
-	errMediaType      = &apiError{http.StatusUnsupportedMediaType, "application_json_required", "validation_error", "Content-Type must be application/json."}
-	errLengthRequired = &apiError{http.StatusLengthRequired, "content_length_required", "validation_error", "A Content-Length (or a chunked body) is required."}
-	errTooLarge       = &apiError{http.StatusRequestEntityTooLarge, "message_too_large", "validation_error", "The message exceeds the size limit."}
-	errIncomplete     = &apiError{http.StatusBadRequest, "incomplete_request", "validation_error", "The body ended before Content-Length bytes arrived."}
-	errJSON           = &apiError{http.StatusBadRequest, "invalid_json", "validation_error", "The body is not UTF-8 JSON."}
-	errFields         = &apiError{http.StatusBadRequest, "invalid_message_fields", "validation_error", "The body must be an object with from, to, subject and text or html, and only supported fields."}
-	errMessage        = &apiError{http.StatusBadRequest, "invalid_message", "validation_error", "A field has an invalid value."}
-	errIdemKey        = &apiError{http.StatusBadRequest, "invalid_idempotency_key", "invalid_idempotency_key", "The key must be between 1-256 chars."}
-	errIdemConflict   = &apiError{http.StatusConflict, "invalid_idempotent_request", "invalid_idempotent_request", "Same idempotency key used with a different request payload."}
-	errCapacity       = &apiError{http.StatusTooManyRequests, "mailbox_capacity", "daily_quota_exceeded", "The mailbox quota is exhausted."}
-	errSealed         = &apiError{http.StatusForbidden, "mailbox_sealed", "validation_error", "This mailbox no longer accepts mail."}
-	errUnavailable    = &apiError{http.StatusServiceUnavailable, "mailpit_unavailable", "application_error", "Mail storage is unavailable; try again later."}
-	errInternal       = &apiError{http.StatusInternalServerError, "internal_error", "internal_server_error", "Unexpected error."}
+	errNotFound       = &apierr.Error{Status: http.StatusNotFound, Code: "not_found", Name: "not_found", Message: "No such route."}
+	errMethod         = &apierr.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Name: "method_not_allowed", Message: "Method not allowed."}
+	errMissingKey     = &apierr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Name: "missing_api_key", Message: "Missing API key in the authorization header."}
+	errUnauthorized   = &apierr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Name: "invalid_api_key", Message: "API key is invalid."}
+	errForbidden      = &apierr.Error{Status: http.StatusForbidden, Code: "forbidden", Name: "invalid_api_key", Message: "The bootstrap token is invalid."}
+	errMediaType      = &apierr.Error{Status: http.StatusUnsupportedMediaType, Code: "application_json_required", Name: "validation_error", Message: "Content-Type must be application/json."}
+	errLengthRequired = apierr.LengthRequired
+	errTooLarge       = &apierr.Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Name: "validation_error", Message: "The message exceeds the size limit."}
+	errIncomplete     = &apierr.Error{Status: http.StatusBadRequest, Code: "incomplete_request", Name: "validation_error", Message: "The body ended before Content-Length bytes arrived."}
+	errJSON           = &apierr.Error{Status: http.StatusBadRequest, Code: "invalid_json", Name: "validation_error", Message: "The body is not UTF-8 JSON."}
+	errFields         = &apierr.Error{Status: http.StatusBadRequest, Code: "invalid_message_fields", Name: "validation_error", Message: "The body must be an object with from, to, subject and text or html, and only supported fields."}
+	errMessage        = &apierr.Error{Status: http.StatusBadRequest, Code: "invalid_message", Name: "validation_error", Message: "A field has an invalid value."}
+	errIdemKey        = &apierr.Error{Status: http.StatusBadRequest, Code: "invalid_idempotency_key", Name: "invalid_idempotency_key", Message: "The key must be between 1-256 chars."}
+	errIdemConflict   = &apierr.Error{Status: http.StatusConflict, Code: "invalid_idempotent_request", Name: "invalid_idempotent_request", Message: "Same idempotency key used with a different request payload."}
+	errCapacity       = &apierr.Error{Status: http.StatusTooManyRequests, Code: "mailbox_capacity", Name: "daily_quota_exceeded", Message: "The mailbox quota is exhausted."}
+	errSealed         = &apierr.Error{Status: http.StatusForbidden, Code: "mailbox_sealed", Name: "validation_error", Message: "This mailbox no longer accepts mail."}
+	errUnavailable    = apierr.Unavailable
+	errInternal       = &apierr.Error{Status: http.StatusInternalServerError, Code: "internal_error", Name: "internal_server_error", Message: "Unexpected error."}
 )
 
-// errorBody is the JSON of every refusal. Fields are in key order, as the
-// reference sorts its keys.
-type errorBody struct {
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	Name       string `json:"name"`
-	StatusCode int    `json:"statusCode"`
-}
+// writeError answers with e.
+func writeError(w http.ResponseWriter, e *apierr.Error) { e.Write(w) }
 
-// writeError answers with e. An outage says when to try again.
-func writeError(w http.ResponseWriter, e *apiError) {
-	if e.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, e.Status, errorBody{Error: e.Code, Message: e.Message, Name: e.Name, StatusCode: e.Status})
-}
-
-// writeJSON answers with v. Cache-Control: no-store is set on every answer
-// by ServeHTTP, before any route runs.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"internal_error","message":"Unexpected error.","name":"internal_server_error","statusCode":500}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(body)
-}
+// writeJSON answers with v. Cache-Control: no-store is set on every answer.
+func writeJSON(w http.ResponseWriter, status int, v any) { apierr.WriteJSON(w, status, v) }

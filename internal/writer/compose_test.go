@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
@@ -102,7 +103,7 @@ func TestParseEmailValues(t *testing.T) {
 	ok := `"from":"s@example.com","subject":"s","text":"t"`
 	for _, c := range []struct {
 		body string
-		want *apiError
+		want *apierr.Error
 	}{
 		{`{` + ok + `,"to":"u@example.com"}`, nil},
 		{`{` + ok + `,"to":"U <u@example.com>"}`, nil},

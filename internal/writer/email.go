@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
@@ -75,7 +76,7 @@ func (e *email) Fingerprint() string {
 // 7 to 10): UTF-8 JSON, then the key set, then every value. It returns one
 // of errJSON, errFields or errMessage, and never looks at anything but the
 // body.
-func parseEmail(body []byte, maxRecipients int) (*email, *apiError) {
+func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	// encoding/json would quietly turn invalid UTF-8 into U+FFFD.
 	if !utf8.Valid(body) {
 		return nil, errJSON

@@ -29,6 +29,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -240,7 +241,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 
 // readEmail applies checks 3 to 12: media type, length, body, JSON, fields,
 // values, idempotency key.
-func (h *Handler) readEmail(w http.ResponseWriter, r *http.Request) (*email, string, *apiError) {
+func (h *Handler) readEmail(w http.ResponseWriter, r *http.Request) (*email, string, *apierr.Error) {
 	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	if strings.ToLower(strings.TrimSpace(mt)) != "application/json" {
 		return nil, "", errMediaType
@@ -281,7 +282,7 @@ func (h *Handler) readEmail(w http.ResponseWriter, r *http.Request) (*email, str
 // authenticated returns fail if the plane accepts cred as this trial's
 // mail credential, else errUnauthorized: a wrong credential is answered
 // before anything wrong with the request, as the reference does.
-func (h *Handler) authenticated(r *http.Request, cred string, fail *apiError) *apiError {
+func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error) *apierr.Error {
 	ctx, cancel := planeContext(r)
 	defer cancel()
 	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true})
@@ -296,7 +297,7 @@ func (h *Handler) authenticated(r *http.Request, cred string, fail *apiError) *a
 }
 
 // refusal maps the plane's verdict on a well-formed message to an answer.
-func (h *Handler) refusal(err error) *apiError {
+func (h *Handler) refusal(err error) *apierr.Error {
 	code := rpc.CodeOf(err)
 	switch code {
 	case rpc.CodeUnauthorized:
