@@ -69,7 +69,7 @@ func TestConnectionCap(t *testing.T) {
 				// Each held connection is the server's once it answers a
 				// request on it.
 				for _, c := range held {
-					if status := roundTrip(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); status != 200 {
+					if status := roundTrip(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); status != 200 {
 						t.Fatalf("held connection: status %d", status)
 					}
 				}
@@ -86,7 +86,7 @@ func TestConnectionCap(t *testing.T) {
 			}
 			// A held connection is still served.
 			if !l.smtp {
-				if status := roundTrip(held[0], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); status != 200 {
+				if status := roundTrip(held[0], "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); status != 200 {
 					t.Fatalf("a held connection after the cap: status %d", status)
 				}
 			}
@@ -100,7 +100,7 @@ func TestConnectionCap(t *testing.T) {
 					line, _ := bufio.NewReader(c).ReadString('\n')
 					return strings.HasPrefix(line, "220")
 				}
-				return roundTrip(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") == 200
+				return roundTrip(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n") == 200
 			})
 			figure(t, "connection-cap listener=%q cap=%d over_cap_closed_without_a_byte=yes", l.name, l.cap)
 		})
@@ -190,7 +190,7 @@ func TestSlowClients(t *testing.T) {
 	}
 	keepAlive := func(c net.Conn, stop <-chan struct{}) {
 		for {
-			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 				return
 			}
 			select {
@@ -202,7 +202,7 @@ func TestSlowClients(t *testing.T) {
 	}
 	cases := []slow{
 		{"writer smtp (command trickle)", lifetime, trickle("EHLO "), wr.smtp},
-		{"writer http (body trickle)", lifetime, trickle("POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + id.MailAPIToken +
+		{"writer http (body trickle)", lifetime, trickle("POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + id.MailAPIToken +
 			"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"), strings.TrimPrefix(wr.url, "http://")},
 		{"inbox (keep-alive requests)", inbox.ConnectionLifetime, keepAlive, strings.TrimPrefix(in.url, "http://")},
 		{"inbox (header trickle)", connlimit.DefaultIdle, trickle("GET /inbox/" + id.InboxToken + " HTTP/1.1\r\nX: "), strings.TrimPrefix(in.url, "http://")},
@@ -502,7 +502,7 @@ func slowClient(addr string, stop <-chan struct{}) {
 		if err != nil {
 			return
 		}
-		io.WriteString(c, "POST /emails HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+		io.WriteString(c, "POST /emails HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n")
 		for {
 			select {
 			case <-stop:
@@ -649,15 +649,15 @@ func oversize(s *sys, wr, in, gw *surface, id rpc.Identity) map[string]string {
 	}
 	waddr := strings.TrimPrefix(wr.url, "http://")
 	big := bytes.Repeat([]byte("a"), 2<<20)
-	expect("POST /emails 2 MiB", raw(waddr, fmt.Sprintf("POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", id.MailAPIToken, len(big)), bytes.NewReader(big)), 413)
-	expect("POST /emails declaring 1 TB", raw(waddr, "POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+id.MailAPIToken+"\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n", nil), 413)
-	expect("POST /emails chunked 2 MiB", raw(waddr, "POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+id.MailAPIToken+"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+	expect("POST /emails 2 MiB", raw(waddr, fmt.Sprintf("POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", id.MailAPIToken, len(big)), bytes.NewReader(big)), 413)
+	expect("POST /emails declaring 1 TB", raw(waddr, "POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "+id.MailAPIToken+"\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n", nil), 413)
+	expect("POST /emails chunked 2 MiB", raw(waddr, "POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "+id.MailAPIToken+"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
 		io.MultiReader(strings.NewReader(fmt.Sprintf("%x\r\n", len(big))), bytes.NewReader(big), strings.NewReader("\r\n0\r\n\r\n"))), 413)
 	hugeHeader := "X-Big: " + strings.Repeat("b", 1<<20) + "\r\n"
-	expect("writer 1 MiB header", raw(waddr, "GET /healthz HTTP/1.1\r\nHost: x\r\n"+hugeHeader+"\r\n", nil), 431)
-	expect("inbox 1 MiB header", raw(strings.TrimPrefix(in.url, "http://"), "GET /inbox/"+id.InboxToken+" HTTP/1.1\r\nHost: x\r\n"+hugeHeader+"\r\n", nil), 431)
-	expect("gateway 1 MiB header", raw(strings.TrimPrefix(gw.url, "http://"), "GET /healthz HTTP/1.1\r\nHost: x\r\n"+hugeHeader+"\r\n", nil), 431)
-	expect("gateway 1 MiB path", raw(strings.TrimPrefix(gw.url, "http://"), "GET /api/namespaces/"+strings.Repeat("n", 1<<20)+"/messages HTTP/1.1\r\nHost: x\r\n\r\n", nil), 431, 414, 400)
+	expect("writer 1 MiB header", raw(waddr, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n"+hugeHeader+"\r\n", nil), 431)
+	expect("inbox 1 MiB header", raw(strings.TrimPrefix(in.url, "http://"), "GET /inbox/"+id.InboxToken+" HTTP/1.1\r\nHost: localhost\r\n"+hugeHeader+"\r\n", nil), 431)
+	expect("gateway 1 MiB header", raw(strings.TrimPrefix(gw.url, "http://"), "GET /healthz HTTP/1.1\r\nHost: localhost\r\n"+hugeHeader+"\r\n", nil), 431)
+	expect("gateway 1 MiB path", raw(strings.TrimPrefix(gw.url, "http://"), "GET /api/namespaces/"+strings.Repeat("n", 1<<20)+"/messages HTTP/1.1\r\nHost: localhost\r\n\r\n", nil), 431, 414, 400)
 
 	lines := strings.Repeat(strings.Repeat("d", 78)+"\r\n", 2<<20/80)
 	r := sendSMTP(wr.smtp, rpc.CandidateSender, []string{"big@example.com"}, rawMail("big", lines))

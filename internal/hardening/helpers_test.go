@@ -351,14 +351,15 @@ func (s *sys) writer(id rpc.Identity, mode string, extra ...string) *surface {
 	return u
 }
 
-// inbox starts mail-inbox for id.
-func (s *sys) inbox(id rpc.Identity) *surface {
+// inbox starts mail-inbox for id (strict mode: bound to its trial), with
+// extra flags.
+func (s *sys) inbox(id rpc.Identity, extra ...string) *surface {
 	s.t.Helper()
 	port := strconv.Itoa(itest.FreePort(s.t))
-	u := s.start("mail-inbox", "--log-level", "debug", "--plane-socket", s.plane.socket,
+	u := s.start("mail-inbox", append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
 		"--grant-file", itest.WriteSecret(s.t, "inbox.grant", id.InboxGrant),
 		"--token-file", itest.WriteSecret(s.t, "inbox.token", id.InboxToken),
-		"--listen", "127.0.0.1:"+port)
+		"--listen", "127.0.0.1:" + port}, extra...)...)
 	u.url = "http://127.0.0.1:" + port
 	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
 	return u

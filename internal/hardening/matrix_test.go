@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,6 +176,7 @@ type instance struct {
 	shared   bool   // holds a shared grant (writer, inbox)
 	owner    int    // the trial it serves alone: its grant's, or its port's; -1: none
 	name     string
+	redirect bool       // an inbox that redirects its root to its one token URL (--root-redirect)
 	url      string     // HTTP base; "": its HTTP routes are not run on it
 	smtp     string     // SMTP address; "": none
 	smtpMode smtpd.Mode // of smtp
@@ -194,6 +196,7 @@ type world struct {
 	instances     []instance
 	hc            *http.Client
 
+	mu       sync.Mutex // the RPC part runs a few grants at once
 	cells    int
 	allowed  int // cells the table permits
 	byPart   map[string]int
@@ -204,6 +207,8 @@ type world struct {
 // cell checks one cell: ok is what it did, want what the table says.
 func (w *world) cell(part, name string, want, ok bool, detail string) {
 	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.cells++
 	w.byPart[part]++
 	if want {
@@ -219,6 +224,8 @@ func (w *world) cell(part, name string, want, ok bool, detail string) {
 
 // sent records that a permitted cell's message must be in namespace dest.
 func (w *world) sent(subject string, dest int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.expected[dest][subject] = true
 }
 
@@ -286,12 +293,17 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 	}
 	if mode == strictMode {
 		for i, id := range w.ids {
-			wr, sel, in := s.writer(id, string(smtpd.Fixed)), s.writer(id, string(smtpd.Select)), s.inbox(id)
+			// A's inbox keeps the reference's root redirect, B's does not.
+			var flags []string
+			if i == 0 {
+				flags = []string{"--root-redirect"}
+			}
+			wr, sel, in := s.writer(id, string(smtpd.Fixed)), s.writer(id, string(smtpd.Select)), s.inbox(id, flags...)
 			n := trialName(i) + "'s "
 			w.instances = append(w.instances,
 				instance{surface: "writer", owner: i, name: n + "writer", url: wr.url, smtp: wr.smtp, smtpMode: smtpd.Fixed},
 				instance{surface: "writer", owner: i, name: n + "selecting writer", smtp: sel.smtp, smtpMode: smtpd.Select},
-				instance{surface: "inbox", owner: i, name: n + "inbox", url: in.url})
+				instance{surface: "inbox", owner: i, name: n + "inbox", url: in.url, redirect: len(flags) > 0})
 		}
 		w.instances = append(w.instances, instance{surface: "gateway", owner: -1, name: "gateway", url: s.gateway().url})
 	} else {
@@ -313,6 +325,7 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 
 	start := time.Now()
 	w.rpcMatrix()
+	rpcTook := time.Since(start)
 	w.surfaceMatrix()
 	w.checkDestinations()
 	parts := slices.Sorted(maps.Keys(w.byPart))
@@ -320,8 +333,8 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 	for _, p := range parts {
 		fmt.Fprintf(&b, " %s=%d", p, w.byPart[p])
 	}
-	figure(t, "isolation-matrix mode=%s profile=%s credentials=%d instances=%d trial_ports=%v cells=%d permitted=%d%s took=%v",
-		mode, profile, len(w.creds), len(w.instances), w.ports, w.cells, w.allowed, b.String(), time.Since(start).Round(time.Millisecond))
+	figure(t, "isolation-matrix mode=%s profile=%s credentials=%d instances=%d trial_ports=%v cells=%d permitted=%d%s took=%v rpc_took=%v",
+		mode, profile, len(w.creds), len(w.instances), w.ports, w.cells, w.allowed, b.String(), time.Since(start).Round(time.Millisecond), rpcTook.Round(time.Millisecond))
 	if w.failures > 0 {
 		t.Fatalf("%d of %d cells answered other than the authorization table says", w.failures, w.cells)
 	}
@@ -520,54 +533,79 @@ func (w *world) rpcMatrix() {
 			}
 		}
 	}
+	// Each grant's row runs in order (the admin's opens trials before
+	// its ports.sync); a few rows run at once.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, rpcRows)
+	for gi, g := range w.creds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			w.rpcRow(ops, gi, g)
+		}()
+	}
+	wg.Wait()
+}
+
+// rpcRows is how many grants' rows of the RPC part run at once.
+const rpcRows = 4
+
+// rpcRow calls every method with grant g, the gi-th credential.
+func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
+	t := w.t
 	innerNone := []cred{{kind: noCred, trial: -1}}
+	cl := rpc.NewClient(w.plane.socket, g.value)
+	defer cl.Close()
 	n := 0
 	for _, op := range ops {
 		inners := innerNone
 		if op.inner {
 			inners = w.creds
 		}
-		for _, g := range w.creds {
-			cl := rpc.NewClient(w.plane.socket, g.value)
-			for _, target := range op.targets {
-				for _, inner := range inners {
-					n++
-					want, dest := w.expectRPC(op, g, target, inner)
-					a := callArgs{inner: inner.value, subject: fmt.Sprintf("cell rpc %d %s", n, op.name), port: w.unowned}
-					where := nsName(target)
-					if target >= 0 {
-						a.ns, a.port = w.ids[target].Namespace, w.ports[target]
+		for _, target := range op.targets {
+			for _, inner := range inners {
+				n++
+				want, dest := w.expectRPC(op, g, target, inner)
+				a := callArgs{inner: inner.value, subject: fmt.Sprintf("cell rpc %d.%d %s", gi, n, op.name), port: w.unowned}
+				where := nsName(target)
+				if target >= 0 {
+					a.ns, a.port = w.ids[target].Namespace, w.ports[target]
+				}
+				if op.name == "send/smtp" {
+					where = fmt.Sprintf("%s (%d)", portName(target), a.port)
+				}
+				var scratch rpc.Identity
+				if want && op.mutating {
+					var err error
+					if scratch, err = w.plane.admin.TrialCreate(ctxT(t, 10*time.Second), &rpc.TrialCreateRequest{Profile: w.profile}); err != nil {
+						t.Errorf("a scratch trial: %v", err)
+						continue
 					}
-					if op.name == "send/smtp" {
-						where = fmt.Sprintf("%s (%d)", portName(target), a.port)
-					}
-					var scratch rpc.Identity
-					if want && op.mutating {
-						scratch = w.trial(w.profile)
-						a.ns = scratch.Namespace
-					}
-					name := fmt.Sprintf("%s as %s on %s with %s", op.name, g, where, inner)
-					var resp json.RawMessage
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					err := cl.Call(ctx, op.method, op.request(a), &resp)
-					cancel()
-					if err != nil && rpc.IsOutage(err) {
-						t.Errorf("rpc: %s: an outage answer to a healthy plane: %v", name, err)
-					}
-					if err != nil {
-						w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(a), inner.value), err.Error())
-					}
-					ok := err == nil && w.rpcAnswerBelongs(op, resp, dest, name)
-					w.cell("rpc", name, want, ok, fmt.Sprint(err))
-					if ok && dest >= 0 && strings.HasPrefix(op.name, "send") {
-						w.sent(a.subject, dest)
-					}
-					if ok && (op.name == "trial.close" || op.name == "trial.destroy") {
-						w.checkClosed(scratch)
-					}
+					w.identity(scratch)
+					a.ns = scratch.Namespace
+				}
+				name := fmt.Sprintf("%s as %s on %s with %s", op.name, g, where, inner)
+				var resp json.RawMessage
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := cl.Call(ctx, op.method, op.request(a), &resp)
+				cancel()
+				if err != nil && rpc.IsOutage(err) {
+					t.Errorf("rpc: %s: an outage answer to a healthy plane: %v", name, err)
+				}
+				if err != nil {
+					w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(a), inner.value), err.Error())
+				}
+				ok := err == nil && w.rpcAnswerBelongs(op, resp, dest, name)
+				w.cell("rpc", name, want, ok, fmt.Sprint(err))
+				if ok && dest >= 0 && strings.HasPrefix(op.name, "send") {
+					w.sent(a.subject, dest)
+				}
+				if ok && (op.name == "trial.close" || op.name == "trial.destroy") {
+					w.checkClosed(scratch)
 				}
 			}
-			cl.Close()
 		}
 	}
 }
@@ -707,7 +745,7 @@ type selects int
 
 const (
 	selOpen       selects = iota + 1 // nothing: open to anyone (health)
-	selNothing                       // nothing, and so it is refused to everyone (the inbox's root)
+	selRedirect                      // the instance's one trial, if it redirects (the inbox's root); else nothing: refused to everyone
 	selInstance                      // the trial the instance serves alone (fixed SMTP: its grant's or its port's)
 	selCredential                    // the trial the credential presented opens (keys), on a namespace-naming route the one named
 )
@@ -734,7 +772,7 @@ func (w *world) routes() []route {
 		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
 		{surface: "writer", kind: "smtp " + string(smtpd.Fixed), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selInstance, ns: true},
 		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.smtpSelect, ns: true},
-		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selNothing},
+		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selRedirect},
 		{surface: "inbox", kind: "healthz", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selOpen},
 		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, selects: selCredential, keys: []credKind{inboxToken}},
 		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: []credKind{inboxToken}},
@@ -765,8 +803,8 @@ func (w *world) expectRoute(r route, in instance, target int, c cred) (bool, int
 	switch r.selects {
 	case selOpen:
 		return true, -1
-	case selNothing:
-		return false, -1
+	case selRedirect:
+		return in.redirect && in.owner >= 0, in.owner
 	}
 	if !w.authz[r.method][principalOf(r.role, in.shared)] {
 		return false, -1
@@ -913,7 +951,9 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 	case "inbox root":
 		a := get("/")
 		if a.status >= 200 && a.status < 400 {
-			return true, fmt.Sprintf("%d Location=%q", a.status, a.header.Get("Location"))
+			// Only ever a redirect to the inbox's own token URL.
+			return a.status == http.StatusFound && dest >= 0 && a.header.Get("Location") == "/inbox/"+w.ids[dest].InboxToken,
+				fmt.Sprintf("%d to the inbox of %s", a.status, whoseToken(w.ids, strings.TrimPrefix(a.header.Get("Location"), "/inbox/")))
 		}
 		return refusal(a)
 	case "inbox inbox", "inbox message":
@@ -972,6 +1012,16 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 	}
 	t.Fatalf("no request for route %s %s", r.surface, r.kind)
 	return false, ""
+}
+
+// whoseToken names the trial whose inbox token tok is, without showing it.
+func whoseToken(ids [2]rpc.Identity, tok string) string {
+	for i, id := range ids {
+		if tok == id.InboxToken {
+			return trialName(i)
+		}
+	}
+	return "no trial"
 }
 
 // pageOf checks that an HTML page shows namespace i's mail and not the

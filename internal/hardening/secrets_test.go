@@ -206,10 +206,18 @@ func secretsUp(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &b); err != nil {
 		t.Fatalf("up's line %q: %v", line, err)
 	}
-	s.readSecrets(t, filepath.Join(data, "trial"))
+	// The plane's own grants (admin, gateway, shared writer and inbox) are
+	// files; the trial's secrets are only in the bundle.
 	s.readSecrets(t, filepath.Join(data, "plane"))
 	mailToken, bootToken := b.Env["WEBSITEBENCH_MAIL_API_TOKEN"], b.Env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"]
-	inboxToken, _ := rpc.ReadSecretFile(filepath.Join(data, "trial", "inbox.token"))
+	inboxBase, inboxToken, ok := strings.Cut(b.InboxURL, "/inbox/")
+	if !ok || inboxToken == "" {
+		t.Fatalf("inbox_url %q names no inbox token", b.InboxURL)
+	}
+	for what, v := range map[string]string{"mail-API token": mailToken, "bootstrap token": bootToken,
+		"inbox token": inboxToken, "read capability": b.ReadCapability} {
+		s.secret(what, v)
+	}
 	adminGrant := filepath.Join(data, "plane", "admin.grant")
 	smtpAddr := "127.0.0.1:" + strconv.Itoa(b.SMTPPort)
 	hc := httpClient(4)
@@ -270,10 +278,13 @@ func secretsUp(t *testing.T) {
 	must(s.request(hc, http.MethodGet, b.APIURL+"/inbox/"+b.Namespace, auth, "", nil))
 	must(s.request(hc, http.MethodGet, b.APIURL+"/inbox/"+b.Namespace+"/messages/1", auth, "", nil))
 
-	// The agent.
-	a = must(s.request(hc, http.MethodGet, b.InboxURL+"/", "", "", nil))
-	must(s.request(hc, http.MethodGet, b.InboxURL+a.header.Get("Location"), "", "", nil))
-	must(s.request(hc, http.MethodGet, b.InboxURL+"/inbox/"+inboxToken+"/messages/1", "", "", nil))
+	// The agent: the inbox's root (shared by every trial) is not found and
+	// names no token; the token URL is the inbox.
+	if a, err := s.request(hc, http.MethodGet, inboxBase+"/", "", "", nil); err != nil || a.status != http.StatusNotFound || a.header.Get("Location") != "" {
+		t.Fatalf("the shared inbox's root: %v %d %q", err, a.status, a.header.Get("Location"))
+	}
+	must(s.request(hc, http.MethodGet, b.InboxURL, "", "", nil))
+	must(s.request(hc, http.MethodGet, b.InboxURL+"/messages/1", "", "", nil))
 
 	// The operator: trials made, rotated, sealed, listed and destroyed
 	// with the CLI, whose stdout is its product (the secrets it mints) and
@@ -302,7 +313,7 @@ func secretsUp(t *testing.T) {
 	cli("trial", "seal", rot.Namespace)
 
 	// Every secret in every wrong place.
-	waddr, iaddr, gaddr := strings.TrimPrefix(b.WriterURL, "http://"), strings.TrimPrefix(b.InboxURL, "http://"), strings.TrimPrefix(b.APIURL, "http://")
+	waddr, iaddr, gaddr := strings.TrimPrefix(b.WriterURL, "http://"), strings.TrimPrefix(inboxBase, "http://"), strings.TrimPrefix(b.APIURL, "http://")
 	doors := []door{
 		{"POST /emails Bearer", func(v string) {
 			s.postEmail(hc, b.WriterURL, v, "", emailBody(rpc.CandidateSender, "x@example.com", "s", "t"))
@@ -318,9 +329,9 @@ func secretsUp(t *testing.T) {
 		}},
 		{"bootstrap Bearer", func(v string) { s.request(hc, http.MethodGet, b.WriterURL+"/internal/bootstrap", "Bearer "+v, "", nil) }},
 		{"writer path", func(v string) { s.request(hc, http.MethodGet, b.WriterURL+"/emails/"+v, "Bearer "+v, "", nil) }},
-		{"writer bad request line", func(v string) { s.rawHTTP(waddr, "GET /"+v+" HTTP/9."+v+"\r\nHost: x\r\n\r\n") }},
+		{"writer bad request line", func(v string) { s.rawHTTP(waddr, "GET /"+v+" HTTP/9."+v+"\r\nHost: localhost\r\n\r\n") }},
 		{"writer bad header", func(v string) {
-			s.rawHTTP(waddr, "POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+v+"\r\n"+v+"\r\n\r\n")
+			s.rawHTTP(waddr, "POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "+v+"\r\n"+v+"\r\n\r\n")
 		}},
 		{"SMTP envelope and headers", func(v string) {
 			s.rawSMTP(smtpAddr, "EHLO "+v, "AUTH PLAIN "+v, "MAIL FROM:<"+v+"@example.com>", "RCPT TO:<"+v+"@example.com>", "RCPT TO:<agent@example.com>",
@@ -343,11 +354,11 @@ func secretsUp(t *testing.T) {
 			s.rawHTTP(gaddr, "GET /api/namespaces/"+v+"/messages HTTP/1.1\r\nHost: "+v+"\r\n"+v+"\r\n\r\n")
 		}},
 		{"inbox path", func(v string) {
-			s.request(hc, http.MethodGet, b.InboxURL+"/inbox/"+url.PathEscape(v), "Bearer "+v, "", map[string]string{"Cookie": "token=" + v, "Referer": "http://x/?token=" + v})
-			s.request(hc, http.MethodGet, b.InboxURL+"/inbox/"+url.PathEscape(v)+"/messages/1", "", "", nil)
-			s.request(hc, http.MethodPost, b.InboxURL+"/inbox/"+inboxToken+"?t="+url.QueryEscape(v), "", v, nil)
+			s.request(hc, http.MethodGet, inboxBase+"/inbox/"+url.PathEscape(v), "Bearer "+v, "", map[string]string{"Cookie": "token=" + v, "Referer": "http://x/?token=" + v})
+			s.request(hc, http.MethodGet, inboxBase+"/inbox/"+url.PathEscape(v)+"/messages/1", "", "", nil)
+			s.request(hc, http.MethodPost, inboxBase+"/inbox/"+inboxToken+"?t="+url.QueryEscape(v), "", v, nil)
 		}},
-		{"inbox bad request", func(v string) { s.rawHTTP(iaddr, "GET /inbox/"+v+"%zz HTTP/1.1\r\nHost: x\r\n"+v+"\r\n\r\n") }},
+		{"inbox bad request", func(v string) { s.rawHTTP(iaddr, "GET /inbox/"+v+"%zz HTTP/1.1\r\nHost: localhost\r\n"+v+"\r\n\r\n") }},
 	}
 	presented := abuse(s, doors)
 	cli("trial", "destroy", other.Namespace)
