@@ -3,6 +3,7 @@ package plane_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -650,4 +651,32 @@ func TestCloseRace(t *testing.T) {
 		slowest[r.call] = max(slowest[r.call], r.ended.Sub(r.started))
 	}
 	t.Logf("%d calls, %d of them after the close; slowest by call: %v", len(results), after, slowest)
+}
+
+// TestReadIsNotInflated: a message read over the RPC costs about its own
+// size on the wire. <, > and & are not escaped, and the inbox, which shows
+// text only, is not sent the HTML part (it once cost 12 times the message).
+func TestReadIsNotInflated(t *testing.T) {
+	w := newWorld(t, "--quota-bytes", "0")
+	part := strings.Repeat("<a href=\"x\">&amp;</a>\r\n", 20000) // 480 KB of markup
+	raw := []byte("Subject: big\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n" +
+		"--b\r\nContent-Type: text/plain\r\n\r\n" + part + "\r\n--b\r\nContent-Type: text/html\r\n\r\n" + part + "\r\n--b--\r\n")
+	mustSend(t, w.writerA, "user@example.com", raw)
+	for _, c := range []struct {
+		name   string
+		cl     *rpc.Client
+		req    *rpc.ReadRequest
+		within float64 // of the raw message
+	}{
+		{"gateway", w.gateway, &rpc.ReadRequest{Namespace: w.a.Namespace, Capability: w.a.ReadCapability}, 1.25}, // JSON still escapes quotes and CR LF
+		{"inbox", w.inboxA, &rpc.ReadRequest{}, 0.6},
+	} {
+		var answer json.RawMessage
+		if err := c.cl.Call(ctx(t), rpc.MethodList, c.req, &answer); err != nil {
+			t.Fatal(err)
+		}
+		if ratio := float64(len(answer)) / float64(len(raw)); ratio > c.within {
+			t.Errorf("%s: a %d-byte message is %d bytes on the wire (%.2f×, want at most %.1f×)", c.name, len(raw), len(answer), ratio, c.within)
+		}
+	}
 }
