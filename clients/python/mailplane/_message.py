@@ -71,6 +71,14 @@ class Message:
         decoder leaves them."""
         return _decode(cls, obj, raw=True)  # type: ignore[no-any-return]
 
+    def to_json(self) -> Dict[str, Any]:
+        """The message as the gateway's JSON object (without ``raw``; an
+        ``action_link`` of None is left out, as on a gateway without it)."""
+        out = _encode(self)
+        if out.get("action_link") is None:
+            out.pop("action_link", None)
+        return out
+
 
 def _decode(cls: Any, obj: Mapping[str, Any], raw: bool = False) -> Any:
     if not isinstance(obj, Mapping):
@@ -91,3 +99,18 @@ def _decode(cls: Any, obj: Mapping[str, Any], raw: bool = False) -> Any:
     if raw:
         kwargs["raw"] = dict(obj)
     return cls(**kwargs)
+
+
+def _encode(obj: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        wire = f.metadata.get("wire", f.name)
+        if wire is None:
+            continue
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            value = _encode(value)
+        elif isinstance(value, list):
+            value = [_encode(v) if dataclasses.is_dataclass(v) else v for v in value]
+        out[wire] = value
+    return out

@@ -227,13 +227,10 @@ class Stack:
         return Trial._from_bundle(bundle, closer=self._closer(str(bundle.get("namespace", ""))), describe_outage=self._describe_outage)
 
     def _closer(self, namespace: str) -> Callable[[], None]:
-        ref = weakref.ref(self)
-
         def close() -> None:
-            stack = ref()
-            if stack is None or stack._stopped:
+            if self._stopped:
                 return  # the stack, and every trial on it, is gone
-            stack._rpc("trial.close", {"namespace": namespace})
+            self._rpc("trial.close", {"namespace": namespace})
 
         return close
 
@@ -275,7 +272,7 @@ class Stack:
             return "the stack has been stopped"
         rc = self._proc.poll()
         if rc is not None:
-            return f"mail-plane up (pid {self._proc.pid}) has exited with status {rc}" + self._log_tail(" (log: ", ")")
+            return f"mail-plane up (pid {self._proc.pid}) has exited with status {rc}" + self._log_tail(" (its log ends: ", ")", lines=1)
         return ""
 
     # -- starting and stopping ------------------------------------------

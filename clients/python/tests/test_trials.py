@@ -1,0 +1,77 @@
+"""Trials opened and closed on a running stack over the plane's admin RPC
+(trial.open, trial.close on its Unix socket)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from conftest import open_trial_or_skip, send
+from mailplane import MailplaneError, Refused, Stack, Trial, Unavailable
+from mailplane._http import rpc_call
+
+
+def test_open_read_and_close_a_trial(stack: Stack) -> None:
+    t = open_trial_or_skip(stack)
+    assert isinstance(t, Trial) and t.namespace != stack.trial.namespace
+    assert t.messages() == []
+    send(t, "fresh@example.com", "Fresh", "Your code is 8642.")
+    assert t.wait_for_code(recipient="fresh@example.com", timeout=10) == "8642"
+    assert stack.trial.messages(recipient="fresh@example.com") == []  # trials do not share mail
+    reader = Trial.attach(api_url=t.api_url, namespace=t.namespace, read_capability=t.read_capability)
+    t.close()
+    assert t.closed
+    t.close()  # a second close does nothing
+    with pytest.raises(Refused) as e:
+        reader.messages()
+    assert e.value.code == "forbidden"
+
+
+def test_open_trial_as_a_context_manager_with_ttl(stack: Stack) -> None:
+    with open_trial_or_skip(stack, ttl=600) as t:
+        assert t.messages() == []
+    assert t.closed
+
+
+def test_a_wrong_admin_grant_is_refused(stack: Stack, tmp_path: object) -> None:
+    grant = os.path.join(str(tmp_path), "admin.grant")
+    with open(grant, "w") as f:
+        f.write("mpg_" + "0" * 64 + "\n")
+    wrong = Stack.attach(stack.bundle, admin_grant_file=grant)
+    with pytest.raises(Refused) as e:
+        open_trial_or_skip(wrong)
+    assert e.value.code == "unauthenticated" and "0" * 64 not in str(e.value)
+
+
+def test_open_trial_without_an_admin_grant_is_a_clear_error(stack: Stack) -> None:
+    bundle = stack.bundle
+    bundle.pop("admin_grant_file", None)
+    with pytest.raises(MailplaneError) as e:
+        Stack.attach(bundle).open_trial()
+    assert e.value.code == "no_admin_grant" and "admin_grant_file" in str(e.value)
+    with pytest.raises(MailplaneError) as e:
+        Stack.attach(bundle, admin_grant_file="/nonexistent/admin.grant").open_trial()
+    assert e.value.code == "no_admin_grant" and "/nonexistent/admin.grant" in str(e.value)
+
+
+def test_the_admin_rpc_transport(stack: Stack) -> None:
+    """The Unix-socket transport open_trial uses, on a method this plane has."""
+    with open(os.path.join(str(stack.data_dir), "plane", "admin.grant")) as f:
+        grant = f.read().strip()
+    status, answer = rpc_call(str(stack.plane_socket), grant, "trial.list", {})
+    assert status == 200 and stack.trial.namespace in [t["namespace"] for t in answer["trials"]]
+    with pytest.raises(Refused) as e:
+        rpc_call(str(stack.plane_socket), grant, "trial.seal", {"namespace": "trial-" + "0" * 32})
+    assert e.value.code == "not_found" and e.value.status == 404
+
+
+def test_an_unreachable_plane_is_unavailable(stack: Stack) -> None:
+    bundle = stack.bundle
+    bundle["plane_socket"] = "/nonexistent/plane.sock"
+    grant = os.path.join(str(stack.data_dir), "plane", "admin.grant")
+    t0 = time.monotonic()
+    with pytest.raises(Unavailable) as e:
+        Stack.attach(bundle, admin_grant_file=grant).open_trial()
+    assert e.value.code == "plane_unavailable" and time.monotonic() - t0 < 5
