@@ -64,7 +64,7 @@ def test_the_admin_rpc_transport(stack: Stack) -> None:
     assert status == 200 and stack.trial.namespace in [t["namespace"] for t in answer["trials"]]
     with pytest.raises(Refused) as e:
         rpc_call(str(stack.plane_socket), grant, "trial.seal", {"namespace": "trial-" + "0" * 32})
-    assert e.value.code == "not_found" and e.value.status == 404
+    assert e.value.code == "not_found" and e.value.status == 422
 
 
 def test_an_unreachable_plane_is_unavailable(stack: Stack) -> None:
