@@ -4,6 +4,7 @@ process or attached to."""
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import os
 import selectors
@@ -72,17 +73,18 @@ class Stack:
         ``log_path``; ``env`` adds to this process's environment."""
         self._proc: Optional["subprocess.Popen[bytes]"] = None
         self._logdir: Optional[str] = None
+        self._log_path: Optional[str] = None
         self._bundle: Dict[str, Any] = {}
         self._admin_grant_file: Optional[str] = None
         self._trial: Optional[Trial] = None
         self._stopped = False
         path = find_binary(binary)
         self._logdir = tempfile.mkdtemp(prefix="mailplane-py-")
-        self._log_path = os.path.join(self._logdir, "stack.log")
+        log_path = self._log_path = os.path.join(self._logdir, "stack.log")
         cmd = [path, "--log-level", log_level, "up", "--json", *args]
         full_env = dict(os.environ)
         full_env.update(env or {})
-        with open(self._log_path, "wb") as log:
+        with open(log_path, "wb") as log:
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -171,7 +173,7 @@ class Stack:
     @property
     def bundle(self) -> Dict[str, Any]:
         """A copy of the JSON bundle ``up --json`` printed. It holds secrets."""
-        return json.loads(json.dumps(self._bundle))
+        return copy.deepcopy(self._bundle)
 
     @property
     def plane_socket(self) -> Optional[str]:
@@ -230,7 +232,11 @@ class Stack:
         def close() -> None:
             if self._stopped:
                 return  # the stack, and every trial on it, is gone
-            self._rpc("trial.close", {"namespace": namespace})
+            try:
+                self._rpc("trial.close", {"namespace": namespace})
+            except Refused as e:
+                if e.code != "not_found":  # already gone (its TTL ran out): closed
+                    raise
 
         return close
 
@@ -376,7 +382,7 @@ def _stop_all() -> None:
 
 def _children(pid: int) -> List[int]:
     """The pids whose parent is pid (from /proc; empty where there is none)."""
-    out = []
+    out: List[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._errors import MailplaneError, Refused, Timeout, Unavailable
 from ._http import gateway_get
@@ -221,7 +221,7 @@ class Trial:
         recipient: Optional[str],
         after: Optional[int],
         timeout: Optional[float],
-        what: Optional[tuple],
+        what: Optional[Tuple[str, int]],
     ) -> float:
         wait = self.max_request_wait
         if deadline is not None:

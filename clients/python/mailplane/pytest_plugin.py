@@ -24,7 +24,7 @@ When a test that used ``mailplane_trial`` fails, its report gets a section
 from __future__ import annotations
 
 import os
-from typing import Any, Generator, Iterator, List, Optional
+from typing import Any, Callable, Generator, Iterator, List, Optional, Tuple, TypeVar, cast
 
 import pytest
 
@@ -70,7 +70,7 @@ def mailplane_trial(request: Any, mailplane_stack: Stack) -> Iterator[Trial]:
             trial.close()
 
 
-def _fresh_trial(stack: Stack, request: Any) -> "tuple[Trial, Optional[Stack]]":
+def _fresh_trial(stack: Stack, request: Any) -> Tuple[Trial, Optional[Stack]]:
     try:
         return stack.open_trial(), None
     except MailplaneError as e:
@@ -83,7 +83,11 @@ def _fresh_trial(stack: Stack, request: Any) -> "tuple[Trial, Optional[Stack]]":
     return own.trial, own
 
 
-@pytest.hookimpl(hookwrapper=True)
+_F = TypeVar("_F", bound=Callable[..., Any])
+_hookwrapper = cast(Callable[[_F], _F], pytest.hookimpl(hookwrapper=True))
+
+
+@_hookwrapper
 def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()

@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
+import socketserver
+import threading
 import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -75,3 +81,77 @@ def test_an_unreachable_plane_is_unavailable(stack: Stack) -> None:
     with pytest.raises(Unavailable) as e:
         Stack.attach(bundle, admin_grant_file=grant).open_trial()
     assert e.value.code == "plane_unavailable" and time.monotonic() - t0 < 5
+
+
+class _RecordingPlane(http.server.BaseHTTPRequestHandler):
+    """A plane on a Unix socket that records admin calls and answers
+    trial.open with the bundle it is given, trial.close as told."""
+
+    calls: List[Tuple[str, str, str, Dict[str, Any]]] = []
+    bundle: Dict[str, Any] = {}
+    close_answer: Tuple[int, Dict[str, Any]] = (200, {})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append((self.path, self.headers["Authorization"], self.headers["Content-Type"], body))
+        status, answer = (200, self.bundle) if self.path == "/v1/trial.open" else self.close_answer
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def test_open_and_close_speak_the_admin_rpc(stack: Stack, tmp_path: Path) -> None:
+    """The client's side of trial.open / trial.close, byte for byte, against a
+    recording plane; the trial it answers with is the session's real one."""
+    sock = str(tmp_path / "plane.sock")
+    srv = _UnixServer(sock, _RecordingPlane)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        real = stack.bundle
+        _RecordingPlane.calls = []
+        _RecordingPlane.bundle = {k: real[k] for k in ("namespace", "candidate_environment", "inbox_url", "api_url",
+                                                       "read_capability", "smtp_port", "writer_url")}
+        grant = tmp_path / "admin.grant"
+        grant.write_text("mpg_recorded\n")
+        s = Stack.attach({"plane_socket": sock, "admin_grant_file": str(grant)})
+        t = s.open_trial(ttl=90)
+        assert _RecordingPlane.calls == [
+            ("/v1/trial.open", "Bearer mpg_recorded", "application/json", {"profile": "candidate", "ttl_ms": 90000}),
+        ]
+        assert t.namespace == real["namespace"] and t.candidate_environment == real["candidate_environment"]
+        assert isinstance(t.messages(), list)  # it reads through the real gateway
+        t.close()
+        t.close()
+        assert _RecordingPlane.calls[1:] == [("/v1/trial.close", "Bearer mpg_recorded", "application/json", {"namespace": real["namespace"]})]
+        # A trial the plane no longer has (its TTL ran out) counts as closed;
+        # a refusal or an outage is typed.
+        for answer, expect in (
+            ((422, {"code": "not_found", "message": "no trial"}), None),
+            ((403, {"code": "permission_denied", "message": "no"}), Refused),
+            ((503, {"code": "store_unavailable", "message": "down"}), Unavailable),
+        ):
+            _RecordingPlane.close_answer = answer
+            t = s.open_trial()
+            if expect is None:
+                t.close()
+                assert t.closed
+            else:
+                with pytest.raises(expect) as e:
+                    t.close()
+                assert e.value.code == answer[1]["code"] and not t.closed
+    finally:
+        srv.shutdown()
+        srv.server_close()
