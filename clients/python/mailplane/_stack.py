@@ -84,18 +84,22 @@ class Stack:
         cmd = [path, "--log-level", log_level, "up", "--json", *args]
         full_env = dict(os.environ)
         full_env.update(env or {})
-        with open(log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=full_env,
-                # Its own session: a Ctrl-C in the terminal reaches this
-                # process, which then stops the stack in order.
-                start_new_session=True,
-                preexec_fn=_parent_death_signal(),
-            )
+        try:
+            with open(log_path, "wb") as log:
+                self._proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=full_env,
+                    # Its own session: a Ctrl-C in the terminal reaches this
+                    # process, which then stops the stack in order.
+                    start_new_session=True,
+                    preexec_fn=_parent_death_signal(),
+                )
+        except OSError as e:
+            shutil.rmtree(self._logdir, ignore_errors=True)
+            raise Unavailable("start_failed", f"cannot run {path}: {e.strerror or e}") from None
         _live.add(self)
         try:
             line = self._read_bundle_line(start_timeout)

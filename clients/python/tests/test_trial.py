@@ -105,10 +105,11 @@ def test_a_long_wait_is_a_loop_of_bounded_requests(stack: Stack, monkeypatch: py
 
     monkeypatch.setattr(mailplane._trial, "gateway_get", counting)
     monkeypatch.setattr(Trial, "max_request_wait", 0.4)
-    # Nothing arrives: ~1.5 s of waiting is 4 held requests, none tighter.
+    # Nothing arrives: ~1.5 s of waiting is 4 held requests (3 on a slow
+    # machine), none tighter.
     with pytest.raises(Timeout):
         trial.wait_for_message(recipient="loop@example.com", after=after, timeout=1.5)
-    assert 4 <= len(calls) <= 5, calls
+    assert 3 <= len(calls) <= 5, calls
     for _, q in calls:
         assert q["wait"].endswith("ms") and 1 <= int(q["wait"][:-2]) <= 400
         assert q["recipient"] == "loop@example.com" and q["after"] == str(after)
@@ -116,7 +117,7 @@ def test_a_long_wait_is_a_loop_of_bounded_requests(stack: Stack, monkeypatch: py
     calls.clear()
     threading.Timer(1.0, send, (trial, "loop@example.com", "Third", "During the third request.")).start()
     m = trial.wait_for_message(recipient="loop@example.com", after=after, timeout=10)
-    assert m.subject == "Third" and 3 <= len(calls) <= 4
+    assert m.subject == "Third" and 2 <= len(calls) <= 4, calls
 
 
 def test_wrong_capability_is_a_typed_refusal(stack: Stack) -> None:
