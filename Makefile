@@ -31,7 +31,7 @@ deps: $(MAILPIT)
 $(MAILPIT):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)
 
-test: deps build check unit fuzz-short e2e
+test: deps build check unit python-test fuzz-short e2e
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -40,6 +40,15 @@ check:
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+# The Python client (clients/python) against the real binaries in bin/,
+# with Debian's pytest.
+.PHONY: python-test
+python-test: build
+	@/usr/bin/python3 -c 'import pytest' 2>/dev/null || { \
+	  echo "installing python3-pytest (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null; }
+	/usr/bin/python3 -m pytest -q -p no:cacheprovider clients/python/tests
 
 # A short run of every fuzz target (seed corpora in testdata/); `make fuzz`
 # runs each for longer.

@@ -1,0 +1,116 @@
+"""The evaluator's message, as mail-gateway writes it.
+
+These dataclasses mirror ``pkg/mailclient``'s ``Message``, ``Attachment``
+and ``Checksums`` field by field (tests/test_wire.py checks them against
+the Go types). A field's wire name is its own name unless its metadata
+says ``wire``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+__all__ = ["Message", "Attachment", "Checksums"]
+
+
+def _wire(name: str) -> Dict[str, Any]:
+    return {"wire": name}
+
+
+@dataclass(frozen=True)
+class Checksums:
+    """Checksums of an attachment's decoded content, lowercase hex."""
+
+    md5: str = field(default="", metadata=_wire("MD5"))
+    sha1: str = field(default="", metadata=_wire("SHA1"))
+    sha256: str = field(default="", metadata=_wire("SHA256"))
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One attachment or inline part, with Mailpit's field names on the wire."""
+
+    checksums: Checksums = field(default_factory=Checksums, metadata=_wire("Checksums"))
+    content_id: str = field(default="", metadata=_wire("ContentID"))
+    content_type: str = field(default="", metadata=_wire("ContentType"))
+    file_name: str = field(default="", metadata=_wire("FileName"))
+    part_id: str = field(default="", metadata=_wire("PartID"))
+    size: int = field(default=0, metadata=_wire("Size"))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a trial, as the evaluator sees it.
+
+    ``id`` is stable in its namespace (1, 2, 3... in arrival order);
+    ``otp`` is the best one-time code (``codes[0]``) or None; ``links`` are
+    the http(s) URLs of the text and HTML; ``action_link`` is the one link a
+    person is asked to click (verify, confirm, sign in...) or None.
+    ``raw`` is the decoded JSON object as the gateway sent it.
+    """
+
+    attachments: List[Attachment] = field(default_factory=list)
+    codes: List[str] = field(default_factory=list)
+    envelope_from: str = ""
+    id: int = 0
+    links: List[str] = field(default_factory=list)
+    namespace: str = ""
+    otp: Optional[str] = None
+    recipients: List[str] = field(default_factory=list)
+    subject: str = ""
+    text: str = ""
+    action_link: Optional[str] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False, metadata={"wire": None})
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Message":
+        """Builds a Message from the gateway's JSON object. Unknown keys are
+        kept in ``raw`` only; missing ones take their zero value, as Go's
+        decoder leaves them."""
+        return _decode(cls, obj, raw=True)  # type: ignore[no-any-return]
+
+    def to_json(self) -> Dict[str, Any]:
+        """The message as the gateway's JSON object (without ``raw``; an
+        ``action_link`` of None is left out, as on a gateway without it)."""
+        out = _encode(self)
+        if out.get("action_link") is None:
+            out.pop("action_link", None)
+        return out
+
+
+def _decode(cls: Any, obj: Mapping[str, Any], raw: bool = False) -> Any:
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
+    kwargs: Dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        wire = f.metadata.get("wire", f.name)
+        if wire is None or wire not in obj or obj[wire] is None:
+            continue
+        value = obj[wire]
+        if f.name == "attachments":
+            value = [_decode(Attachment, a) for a in value]
+        elif f.name == "checksums":
+            value = _decode(Checksums, value)
+        elif isinstance(value, list):
+            value = list(value)
+        kwargs[f.name] = value
+    if raw:
+        kwargs["raw"] = dict(obj)
+    return cls(**kwargs)
+
+
+def _encode(obj: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        wire = f.metadata.get("wire", f.name)
+        if wire is None:
+            continue
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            value = _encode(value)
+        elif isinstance(value, list):
+            value = [_encode(v) if dataclasses.is_dataclass(v) else v for v in value]
+        out[wire] = value
+    return out

@@ -1,0 +1,304 @@
+"""Trial: one namespace of a running stack, read through mail-gateway."""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ._errors import MailplaneError, Refused, Timeout, Unavailable
+from ._http import gateway_get
+from ._message import Message
+
+__all__ = ["Trial"]
+
+# How much longer than its wait one request may take to be answered (as
+# pkg/mailclient: wait + 30 s).
+_ANSWER_SLACK = 30.0
+
+
+class Trial:
+    """One trial: a namespace, its read capability and, for a trial this
+    process opened, the candidate's environment and the agent's inbox URL.
+
+    Reading needs only ``api_url``, ``namespace`` and the read capability;
+    build such a Trial in another process with :meth:`Trial.attach`. The
+    read capability and the candidate's tokens never appear in ``repr()``
+    or in an exception's message.
+    """
+
+    #: The longest one waiting request is held by the gateway (its maximum,
+    #: 60 s). A longer wait is a loop of such requests.
+    max_request_wait: float = 60.0
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        namespace: str,
+        read_capability: str,
+        candidate_environment: Optional[Mapping[str, str]] = None,
+        inbox_url: Optional[str] = None,
+        smtp_port: Optional[int] = None,
+        writer_url: Optional[str] = None,
+        closer: Optional[Callable[[], None]] = None,
+        describe_outage: Optional[Callable[[], str]] = None,
+    ) -> None:
+        if not api_url or not namespace or not read_capability:
+            raise MailplaneError("invalid_trial", "a trial needs api_url, namespace and read_capability")
+        self._api_url = api_url.rstrip("/")
+        self._namespace = namespace
+        self._capability = read_capability
+        self._env: Dict[str, str] = dict(candidate_environment or {})
+        self._inbox_url = inbox_url
+        self._smtp_port = smtp_port
+        self._writer_url = writer_url
+        self._closer = closer
+        self._closed = False
+        self._describe_outage = describe_outage
+
+    @classmethod
+    def attach(cls, *, api_url: str, namespace: str, read_capability: str) -> "Trial":
+        """A reading Trial from what an evaluator in another process was
+        handed: the gateway's URL, the namespace and its read capability."""
+        return cls(api_url=api_url, namespace=namespace, read_capability=read_capability)
+
+    @classmethod
+    def _from_bundle(cls, bundle: Mapping[str, Any], **kw: Any) -> "Trial":
+        try:
+            return cls(
+                api_url=str(bundle["api_url"]),
+                namespace=str(bundle["namespace"]),
+                read_capability=str(bundle["read_capability"]),
+                candidate_environment=dict(bundle.get("candidate_environment") or {}),
+                inbox_url=bundle.get("inbox_url"),
+                smtp_port=bundle.get("smtp_port"),
+                writer_url=bundle.get("writer_url"),
+                **kw,
+            )
+        except KeyError as e:
+            raise MailplaneError("invalid_bundle", f"the trial's bundle has no {e.args[0]!r}") from None
+
+    # -- what each party is handed --------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        """The evaluator's API (mail-gateway) base URL."""
+        return self._api_url
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def read_capability(self) -> str:
+        """The evaluator's secret: hand it only to an evaluator."""
+        return self._capability
+
+    @property
+    def candidate_environment(self) -> Dict[str, str]:
+        """The candidate's ``WEBSITEBENCH_*`` variables (a copy): hand them
+        to the website under test. Empty for an attached trial."""
+        return dict(self._env)
+
+    @property
+    def inbox_url(self) -> Optional[str]:
+        """The agent's inbox (plain HTML, no credential needed)."""
+        return self._inbox_url
+
+    @property
+    def smtp_port(self) -> Optional[int]:
+        return self._smtp_port
+
+    @property
+    def writer_url(self) -> Optional[str]:
+        return self._writer_url
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<mailplane.Trial {self._namespace} api_url={self._api_url}{state}>"
+
+    # -- reading --------------------------------------------------------
+
+    def messages(self, recipient: Optional[str] = None, after: Optional[int] = None) -> List[Message]:
+        """The trial's messages (to ``recipient``, with an id greater than
+        ``after``), oldest first."""
+        obj = self._get("/messages", self._query(recipient, after, None), 0.0)
+        return [Message.from_json(m) for m in _messages_of(obj)]
+
+    def latest(self, recipient: Optional[str] = None, after: Optional[int] = None) -> Optional[Message]:
+        """The newest message (to ``recipient``, with an id greater than
+        ``after``), or None when there is none."""
+        try:
+            return Message.from_json(self._get("/messages/latest", self._query(recipient, after, None), 0.0))
+        except Refused as e:
+            if e.code == "message_not_found":
+                return None
+            raise
+
+    def get(self, id: int) -> Message:
+        """The message with ``id``; Refused with code ``message_not_found``
+        when there is none."""
+        return Message.from_json(self._get(f"/messages/{int(id)}", {}, 0.0))
+
+    # -- waiting --------------------------------------------------------
+
+    def wait_for_message(
+        self, recipient: Optional[str] = None, after: Optional[int] = None, timeout: Optional[float] = 30.0
+    ) -> Message:
+        """Waits for a message (to ``recipient``, with an id greater than
+        ``after``) and returns the newest such message. Raises Timeout
+        (code ``timeout``) after ``timeout`` seconds (None: no limit).
+
+        The gateway holds each request until mail arrives (server-side
+        ``wait``, nobody polls); a request is held at most
+        ``max_request_wait`` seconds, then the next one is sent.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = self._next_wait(deadline, recipient, after, timeout, None)
+            started = time.monotonic()
+            try:
+                obj = self._get("/messages/latest", self._query(recipient, after, wait), wait, recipient)
+                return Message.from_json(obj)
+            except Refused as e:
+                if e.code != "message_not_found":
+                    raise
+            self._never_tightly(started, wait, deadline)
+
+    def wait_for_code(
+        self, recipient: Optional[str] = None, after: Optional[int] = None, timeout: Optional[float] = 30.0
+    ) -> str:
+        """Waits for a message with a one-time code and returns the code
+        (its ``otp``). Messages without a code are passed over; the newest
+        message with one wins. Raises Timeout when none arrives in time."""
+        m = self._wait_for(lambda m: m.otp is not None, "a one-time code", recipient, after, timeout)
+        assert m.otp is not None
+        return m.otp
+
+    def wait_for_link(
+        self, recipient: Optional[str] = None, after: Optional[int] = None, timeout: Optional[float] = 30.0
+    ) -> str:
+        """Waits for a message with an action link (the one link a person is
+        asked to click: verify, confirm, sign in, reset, invite) and returns
+        it. Messages without one are passed over. Raises Timeout when none
+        arrives in time."""
+        m = self._wait_for(lambda m: bool(m.action_link), "an action link", recipient, after, timeout)
+        assert m.action_link is not None
+        return m.action_link
+
+    def _wait_for(
+        self,
+        accept: Callable[[Message], bool],
+        what: str,
+        recipient: Optional[str],
+        after: Optional[int],
+        timeout: Optional[float],
+    ) -> Message:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        passed = 0
+        while True:
+            wait = self._next_wait(deadline, recipient, after, timeout, (what, passed))
+            started = time.monotonic()
+            obj = self._get("/messages", self._query(recipient, after, wait), wait, recipient)
+            new = [Message.from_json(m) for m in _messages_of(obj)]
+            for m in reversed(new):
+                if accept(m):
+                    return m
+            if new:
+                passed += len(new)
+                after = max(m.id for m in new)
+            else:
+                self._never_tightly(started, wait, deadline)
+
+    def _next_wait(
+        self,
+        deadline: Optional[float],
+        recipient: Optional[str],
+        after: Optional[int],
+        timeout: Optional[float],
+        what: Optional[Tuple[str, int]],
+    ) -> float:
+        wait = self.max_request_wait
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
+        if wait < 0.001:
+            desc = "message" if what is None else f"message with {what[0]}"
+            if recipient:
+                desc += f" to {recipient}"
+            if after:
+                desc += f" after id {after}"
+            extra = f" ({what[1]} other message(s) arrived)" if what is not None and what[1] else ""
+            raise Timeout("timeout", f"no {desc} arrived in {self._namespace} within {timeout:g}s{extra}")
+        return wait
+
+    @staticmethod
+    def _never_tightly(started: float, wait: float, deadline: Optional[float]) -> None:
+        # The gateway answered "nothing" well before the wait it was asked
+        # for: never turn that into a tight loop.
+        if time.monotonic() - started < wait / 2:
+            pause = min(1.0, wait / 2)
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+
+    # -- closing --------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the trial on its plane: its credentials stop working and its
+        messages are deleted. A second close does nothing. A trial attached
+        for reading cannot be closed (MailplaneError ``not_closable``)."""
+        if self._closed:
+            return
+        if self._closer is None:
+            raise MailplaneError(
+                "not_closable", f"trial {self._namespace} was attached for reading; only the stack that opened it can close it"
+            )
+        self._closer()
+        self._closed = True
+
+    def __enter__(self) -> "Trial":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._closer is not None:
+            self.close()
+
+    # -- the wire -------------------------------------------------------
+
+    @staticmethod
+    def _query(recipient: Optional[str], after: Optional[int], wait: Optional[float]) -> Dict[str, str]:
+        # As pkg/mailclient's Query.values: empty values are left out; wait
+        # is whole milliseconds with the unit.
+        q: Dict[str, str] = {}
+        if recipient:
+            q["recipient"] = recipient
+        if after is not None and after > 0:
+            q["after"] = str(int(after))
+        if wait is not None and wait > 0:
+            q["wait"] = f"{max(1, int(wait * 1000))}ms"
+        return q
+
+    def _get(self, rel: str, query: Mapping[str, str], wait: float, recipient: Optional[str] = None) -> Any:
+        path = "/api/namespaces/" + urllib.parse.quote(self._namespace, safe="") + rel
+        try:
+            return gateway_get(self._api_url, path, query, self._capability, wait + _ANSWER_SLACK, self._secrets())
+        except Unavailable as e:
+            if self._describe_outage is not None:
+                note = self._describe_outage()
+                if note:
+                    e.message = f"{e.message}; {note}"
+            raise
+
+    def _secrets(self) -> List[str]:
+        return [self._capability] + [v for k, v in self._env.items() if "TOKEN" in k or "CAPABILITY" in k]
+
+
+def _messages_of(obj: Any) -> List[Mapping[str, Any]]:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("messages"), list):
+        raise Unavailable("undecodable_answer", "the gateway's list answer has no messages array")
+    return list(obj["messages"])

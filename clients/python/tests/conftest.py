@@ -1,0 +1,151 @@
+"""Shared fixtures and helpers of the mailplane Python client's tests.
+
+They run against the real binaries: MAILPLANE_BIN names their directory
+(the Makefile sets it), else the repository's bin/ (make build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(HERE)  # clients/python: importable with no install
+REPO = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+sys.path.insert(0, PACKAGE_DIR)
+os.environ.setdefault("MAILPLANE_BIN", os.path.join(REPO, "bin"))
+
+pytest_plugins = ["mailplane.pytest_plugin", "pytester"]
+
+from mailplane import Message, Refused, Stack, Trial  # noqa: E402
+
+
+def pytest_sessionstart(session: Any) -> None:
+    binary = os.path.join(os.environ["MAILPLANE_BIN"], "mail-plane")
+    if not os.access(binary, os.X_OK):
+        pytest.exit(f"{binary} not found: run make build (or set MAILPLANE_BIN)", returncode=1)
+
+
+# --- Work that has not landed on this branch yet --------------------------
+# The only places where a test skips for it. Delete each once it has landed.
+
+
+def open_trial_or_skip(stack: Stack, ttl: Optional[float] = None) -> Trial:
+    """stack.open_trial(ttl), or a skip while the plane has no trial.open
+    ([trials], the lead's). Until up --json prints admin_grant_file, the
+    plane's own admin grant (data_dir/plane/admin.grant) is used, so that
+    the RPC is really called."""
+    if stack.admin_grant_file is None:
+        stack = Stack.attach(stack.bundle, admin_grant_file=os.path.join(str(stack.data_dir), "plane", "admin.grant"))
+    try:
+        return stack.open_trial(ttl=ttl)
+    except Refused as e:
+        if e.status == 404 and e.code == "unknown_method":
+            pytest.skip("the plane answers trial.open with 404 unknown_method: [trials] has not landed on this branch")
+        raise
+
+
+def require_action_link(message: Message) -> None:
+    """Skips while the gateway's messages have no action_link ([extract])."""
+    if "action_link" not in message.raw:
+        pytest.skip("the gateway's message JSON has no action_link: [extract] has not landed on this branch")
+
+
+# Fields the Python Message has and pkg/mailclient's may not have yet
+# ([extract]); test_wire.py lets them be missing on the Go side only.
+PENDING_GO_FIELDS = {"action_link"}
+
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stack(mailplane_stack: Stack) -> Stack:
+    """The session's stack (from the plugin)."""
+    return mailplane_stack
+
+
+@pytest.fixture
+def own_stack() -> Iterator[Stack]:
+    """A stack of the test's own, for tests that stop or break it."""
+    with Stack() as s:
+        yield s
+
+
+def send(trial: Trial, to: str, subject: str = "Hello", text: str = "Hello there.", html: Optional[str] = None) -> str:
+    """Sends one message into trial through the candidate's door (POST
+    /emails), as the website under test would; returns Resend's id."""
+    env = trial.candidate_environment
+    body: Dict[str, Any] = {"from": env["WEBSITEBENCH_MAIL_FROM"], "to": [to], "subject": subject, "text": text}
+    if html is not None:
+        body["html"] = html
+    req = urllib.request.Request(
+        env["WEBSITEBENCH_MAIL_API_URL"],
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + env["WEBSITEBENCH_MAIL_API_TOKEN"], "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return str(json.load(resp)["id"])
+
+
+def descendants(pid: int) -> List[int]:
+    """Every process below pid, from /proc."""
+    parents: Dict[int, int] = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open(f"/proc/{e}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            parents[int(e)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    out: List[int] = []
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out += kids
+        frontier += kids
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether pid runs (a zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def cmdline(pid: int) -> List[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode() for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def plane_pid(stack: Stack) -> int:
+    """The pid of the stack's mail-plane serve."""
+    assert stack.pid is not None
+    for pid in descendants(stack.pid):
+        args = cmdline(pid)
+        if args and os.path.basename(args[0]) == "mail-plane" and "serve" in args:
+            return pid
+    raise AssertionError("no mail-plane serve under the stack")
+
+
+def wait_until(cond: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
