@@ -58,29 +58,14 @@ def mailplane_stack(request: Any) -> Iterator[Stack]:
 
 @pytest.fixture
 def mailplane_trial(request: Any, mailplane_stack: Stack) -> Iterator[Trial]:
-    """A fresh trial for one test, closed after it."""
-    trial, own_stack = _fresh_trial(mailplane_stack, request)
+    """A fresh trial for one test (opened over the admin RPC on the
+    session's stack: no process per test), closed after it."""
+    trial = mailplane_stack.open_trial()
     request.node._mailplane_trial = trial
     try:
         yield trial
     finally:
-        if own_stack is not None:
-            own_stack.stop()  # its trial goes with it
-        else:
-            trial.close()
-
-
-def _fresh_trial(stack: Stack, request: Any) -> Tuple[Trial, Optional[Stack]]:
-    try:
-        return stack.open_trial(), None
-    except MailplaneError as e:
-        # [trials] fallback, to delete once the plane has trial.open and
-        # up --json prints admin_grant_file: until then a fresh trial is a
-        # stack of its own (one mail-plane up per test).
-        if e.code not in ("unknown_method", "no_admin_grant"):
-            raise
-    own = Stack(_binary(request.config))
-    return own.trial, own
+        trial.close()
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

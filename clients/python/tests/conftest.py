@@ -36,21 +36,6 @@ def pytest_sessionstart(session: Any) -> None:
 # The only places where a test skips for it. Delete each once it has landed.
 
 
-def open_trial_or_skip(stack: Stack, ttl: Optional[float] = None) -> Trial:
-    """stack.open_trial(ttl), or a skip while the plane has no trial.open
-    ([trials], the lead's). Until up --json prints admin_grant_file, the
-    plane's own admin grant (data_dir/plane/admin.grant) is used, so that
-    the RPC is really called."""
-    if stack.admin_grant_file is None:
-        stack = Stack.attach(stack.bundle, admin_grant_file=os.path.join(str(stack.data_dir), "plane", "admin.grant"))
-    try:
-        return stack.open_trial(ttl=ttl)
-    except Refused as e:
-        if e.status == 404 and e.code == "unknown_method":
-            pytest.skip("the plane answers trial.open with 404 unknown_method: [trials] has not landed on this branch")
-        raise
-
-
 def require_action_link(message: Message) -> None:
     """Skips while the gateway's messages have no action_link ([extract])."""
     if "action_link" not in message.raw:

@@ -18,9 +18,10 @@ from mailplane._http import rpc_call
 
 def secrets_of(stack: Stack) -> List[str]:
     env = stack.trial.candidate_environment
-    out = [stack.trial.read_capability, env["WEBSITEBENCH_MAIL_API_TOKEN"], env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"]]
+    token = stack.trial.inbox_url.rsplit("/inbox/", 1)[1]
+    out = [stack.trial.read_capability, env["WEBSITEBENCH_MAIL_API_TOKEN"], env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"], token]
     data = str(stack.data_dir)
-    for name in ("plane/admin.grant", "plane/gateway.grant", "trial/writer.grant", "trial/inbox.grant", "trial/inbox.token"):
+    for name in ("plane/admin.grant", "plane/gateway.grant", "plane/writer.grant", "plane/inbox.grant"):
         with open(os.path.join(data, name)) as f:
             out.append(f.read().strip())
     assert all(len(s) >= 40 for s in out)
