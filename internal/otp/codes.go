@@ -560,19 +560,33 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 	if strings.TrimSpace(strings.Trim(text[lineFrom:c.start], " \t:[(「【-–—•*")) == "" && lineFrom > 0 {
 		above := prevLine(text, lineFrom)
 		ms := marks(text, above, lineFrom)
-		if k, ok := nearest(ms, 0, func(cl class) bool {
-			return cl == clCode || cl == clLabel || cl == clNumber || cl == clPhone || cl == clPromo
-		}); ok {
+		// The line above labels the candidate: as a code when it names one
+		// ("Here is the code you need to sign in to account sam:"), as
+		// something else when it ends with another label ("Order number:")
+		// or offers a discount.
+		codeK, labelK, promo := -1, -1, false
+		for k, m := range ms {
 			switch {
-			case ms[k].cl == clCode || ms[k].cl == clNumber && k > 0 && ms[k-1].cl == clCode:
-				if !c.codeWord {
-					c.codeWord = true
-					c.score += wCodeLineAbove
-				}
-			case !c.codeWord && ms[k].cl != clNumber || !c.codeWord && ms[k].cl == clNumber:
-				c.dropped = true
-				return
+			case m.cl == clCode || m.cl == clNumber && k > 0 && ms[k-1].cl == clCode && m.start-ms[k-1].end <= 2:
+				codeK = k
+			case m.cl == clLabel || m.cl == clNumber || m.cl == clPhone:
+				labelK = k
+			case m.cl == clPromo:
+				promo = true
 			}
+		}
+		switch {
+		case promo && !c.codeWord:
+			c.dropped = true
+			return
+		case codeK >= 0 && (labelK < codeK || alnumIn(text[ms[labelK].end:lineFrom])):
+			if !c.codeWord {
+				c.codeWord = true
+				c.score += wCodeLineAbove
+			}
+		case labelK >= 0 && !c.codeWord:
+			c.dropped = true
+			return
 		}
 		if k, ok := nearest(ms, 0, func(cl class) bool { return cl == clNew || cl == clOld }); ok {
 			if ms[k].cl == clNew {
