@@ -179,7 +179,7 @@ func htmlLinks(d *doc, consider func(linkCand)) {
 
 func textLinks(d *doc, consider func(linkCand)) {
 	text := d.text
-	spans := urls.Spans(text)
+	spans := d.urlSpans()
 	for i, s := range spans {
 		l := linkCand{url: text[s.Start:s.End]}
 		// Three links on one line are a menu or a footer row.
@@ -202,7 +202,7 @@ func textLinks(d *doc, consider func(linkCand)) {
 // which stands at text[start:end].
 func scoreLink(l *linkCand, text string, start, end int, words string, bare, button bool) {
 	lw := strings.ToLower(words)
-	if containsAny(lw, notAction) || !urlMayAct(l.url) {
+	if containsAny(lw, notActionSet) {
 		l.excluded = true
 		return
 	}
@@ -218,15 +218,15 @@ func scoreLink(l *linkCand, text string, start, end int, words string, bare, but
 		ctx = text[clauseStartEnd(text, above, aboveEnd):aboveEnd]
 	}
 	lctx := strings.ToLower(ctx)
-	if containsAny(lctx, notMine) {
+	if containsAny(lctx, notMineSet) {
 		l.excluded = true
 		return
 	}
-	if inline && containsAny(lctx, notAction) && !containsAction(lctx) {
+	if inline && containsAny(lctx, notActionSet) && !containsAction(lctx) {
 		l.excluded = true // "Unsubscribe: https://…"
 		return
 	}
-	weak := containsAny(lw, weakWords)
+	weak := containsAny(lw, weakSet)
 	switch {
 	case containsAction(lw):
 		l.score += lAnchorAction
@@ -236,11 +236,20 @@ func scoreLink(l *linkCand, text string, start, end int, words string, bare, but
 	if (bare || weak || inline) && containsAction(lctx) {
 		l.score += lContext
 	}
-	if urlActs(l.url) {
-		l.score += lURLAction
-	}
 	if button {
 		l.score += lButton
+	}
+	// The URL is read last, and only for a link that could still win.
+	if l.score+lURLAction < linkThreshold {
+		return
+	}
+	p, err := url.Parse(l.url)
+	if err != nil || !urlMayAct(p) {
+		l.excluded = true
+		return
+	}
+	if urlActs(p) {
+		l.score += lURLAction
 	}
 }
 
@@ -255,34 +264,52 @@ func clauseStartEnd(text string, from, to int) int {
 	return clauseStart(text, from, t)
 }
 
-func containsAny(s string, words []string) bool {
+// wordSet finds any of a list of words inside a text in one pass: the
+// words are grouped by their first byte, so each byte of the text is
+// compared with the few words that begin with it.
+type wordSet [256][]string
+
+func newWordSet(words []string) *wordSet {
+	var ws wordSet
 	for _, w := range words {
-		if strings.Contains(s, w) {
-			return true
+		ws[w[0]] = append(ws[w[0]], w)
+	}
+	return &ws
+}
+
+// find calls ok with the text after each word found, until ok says yes.
+func (ws *wordSet) find(s string, ok func(rest string) bool) bool {
+	for i := 0; i < len(s); i++ {
+		for _, w := range ws[s[i]] {
+			if strings.HasPrefix(s[i:], w) && ok(s[i+len(w):]) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
+func (ws *wordSet) in(s string) bool { return ws.find(s, func(string) bool { return true }) }
+
+var (
+	actionSet    = newWordSet(actionWords)
+	weakSet      = newWordSet(weakWords)
+	notActionSet = newWordSet(notAction)
+	notMineSet   = newWordSet(notMine)
+	urlNotSet    = newWordSet(urlNot)
+	urlActionSet = newWordSet(urlAction)
+)
+
+func containsAny(s string, words *wordSet) bool { return words.in(s) }
+
 // containsAction reports whether s asks for an action: an action word
 // that is not the start of a noun ("confirmation code", "activación",
 // "verificação" name a thing, they ask nothing).
 func containsAction(s string) bool {
-	for _, w := range actionWords {
-		for i := 0; ; {
-			j := strings.Index(s[i:], w)
-			if j < 0 {
-				break
-			}
-			rest := s[i+j+len(w):]
-			if !(strings.HasPrefix(rest, "ati") || strings.HasPrefix(rest, "aci") || strings.HasPrefix(rest, "açã") ||
-				strings.HasPrefix(rest, "azi") || strings.HasPrefix(rest, "ed ") || strings.HasPrefix(rest, "ation")) {
-				return true
-			}
-			i += j + len(w)
-		}
-	}
-	return false
+	return actionSet.find(s, func(rest string) bool {
+		return !(strings.HasPrefix(rest, "ati") || strings.HasPrefix(rest, "aci") || strings.HasPrefix(rest, "açã") ||
+			strings.HasPrefix(rest, "azi") || strings.HasPrefix(rest, "ed ") || strings.HasPrefix(rest, "ation"))
+	})
 }
 
 // validLink reports whether u is an http(s) URL as Links would list it.
@@ -292,11 +319,7 @@ func validLink(u string) bool {
 
 // urlMayAct reports whether a URL may be the action: not a social network,
 // an app store, or a help, privacy or unsubscribe page.
-func urlMayAct(u string) bool {
-	p, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
+func urlMayAct(p *url.URL) bool {
 	if (p.Path == "" || p.Path == "/") && p.RawQuery == "" {
 		return false // a site's home page
 	}
@@ -312,14 +335,10 @@ func urlMayAct(u string) bool {
 		}
 	}
 	rest := strings.ToLower(p.EscapedPath() + "?" + p.RawQuery)
-	return !containsAny(rest, urlNot)
+	return !containsAny(rest, urlNotSet)
 }
 
 // urlActs reports whether a URL's path or query names the action.
-func urlActs(u string) bool {
-	p, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
-	return containsAny(strings.ToLower(p.EscapedPath()+"?"+p.RawQuery), urlAction)
+func urlActs(p *url.URL) bool {
+	return containsAny(strings.ToLower(p.EscapedPath()+"?"+p.RawQuery), urlActionSet)
 }

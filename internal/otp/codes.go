@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/websitebench/mailplane/internal/otp/urls"
 )
 
 // A candidate is a run of characters that could be typed as a code: plain
@@ -116,7 +114,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func candidates(d *doc) []cand {
 	text := d.text
 	as := atoms(text)
-	spans := urls.Spans(text)
+	spans := d.urlSpans()
 	var out []cand
 	si := 0
 	for k := 0; k < len(as); {
@@ -230,7 +228,7 @@ func shape(text string, as []atom, k int) (cand, int) {
 		}
 		for ; m >= 1; m-- {
 			s := text[as[k].start:as[k+m-1].end]
-			code := strings.NewReplacer("-", "", " ", "").Replace(s)
+			code := unseparate(s)
 			if len(code) >= minLetters && len(code) <= maxLetters && hasDigit(code) && hasUpper(code) && (m == 1 || mixedGroups(text, as[k:k+m])) {
 				return cand{code: code, start: a.start, end: as[k+m-1].end, kind: kLetters}, m
 			}
@@ -252,6 +250,20 @@ func mixedGroups(text string, as []atom) bool {
 		}
 	}
 	return true
+}
+
+// unseparate returns s without the hyphens and spaces between its groups.
+func unseparate(s string) string {
+	if strings.IndexAny(s, "- ") < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' && s[i] != ' ' {
+			b = append(b, s[i])
+		}
+	}
+	return string(b)
 }
 
 func hasDigit(s string) bool { return strings.IndexAny(s, "0123456789") >= 0 }

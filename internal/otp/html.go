@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/websitebench/mailplane/internal/otp/urls"
 )
 
 // doc is one part of a message as a reader sees it: its visible text, where
@@ -20,6 +22,20 @@ type doc struct {
 	cells   []span // table cells whose text is short and holds no other cell, in order
 	anchors []anchor
 	html    bool
+	spans   []urls.Span // the URLs of text, once found
+	found   bool
+}
+
+// urlSpans returns the URLs of the doc's text, finding them once.
+func (d *doc) urlSpans() []urls.Span {
+	if !d.found {
+		d.found = true
+		// Most text holds no URL at all; the finder need not read it.
+		if strings.Contains(d.text, "://") {
+			d.spans = urls.Spans(d.text)
+		}
+	}
+	return d.spans
 }
 
 // span is a byte range of doc.text with what marks it.

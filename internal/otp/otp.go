@@ -52,7 +52,7 @@ func Extract(subject, text, html string) Result {
 		docs = append(docs, htmlDoc(html))
 	}
 	otp, codes := bestCodes(docs)
-	return Result{OTP: otp, Codes: codes, ActionLink: actionLink(docs[1:]), Links: Links(text, html)}
+	return Result{OTP: otp, Codes: codes, ActionLink: actionLink(docs[1:]), Links: links(text, docs[1].urlSpans(), html)}
 }
 
 // scored is one distinct code and its best score.
