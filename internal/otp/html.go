@@ -116,6 +116,12 @@ func (r *htmlReader) run() {
 		}
 		i = r.tag(i)
 	}
+	// Whatever is still open ends with the document, as in a browser.
+	for len(r.stack) > 0 {
+		e := r.stack[len(r.stack)-1]
+		r.stack = r.stack[:len(r.stack)-1]
+		r.ended(e)
+	}
 }
 
 // tag reads the markup at h[i] (a '<') and returns where reading goes on.

@@ -122,3 +122,23 @@ func TestLinks(t *testing.T) {
 		}
 	}
 }
+
+// The HTML reader: what a mail client shows, cells apart, emphasis kept.
+func TestHTMLDoc(t *testing.T) {
+	d := htmlDoc(`<html><head><title>T 1234</title><style>p{x:1}</style></head><body><!-- 5678 -->` +
+		`<p>Code&nbsp;is</p><table><tr><td>4</td><td><b>2</b></td></tr></table><script>9999</script>` +
+		`<p style="font-size:30px;letter-spacing:4px">77 88</p><a href="https://a.example/x?a=1&amp;b=2"><img src=x></a>`)
+	if d.text != "Code is\n4\t2\n77 88\n" {
+		t.Errorf("text %q", d.text)
+	}
+	ea := emphasisAt{spans: d.emph}
+	if i := strings.Index(d.text, "77 88"); ea.at(d.text, i, i+5) != emLarge|emSpaced {
+		t.Errorf("emphasis of 77 88: %b", ea.at(d.text, i, i+5))
+	}
+	if len(d.anchors) != 1 || d.anchors[0].href != "https://a.example/x?a=1&b=2" || !d.anchors[0].image {
+		t.Errorf("anchors %+v", d.anchors)
+	}
+	if len(d.cells) != 2 {
+		t.Errorf("cells %+v", d.cells)
+	}
+}
