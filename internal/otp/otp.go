@@ -81,6 +81,9 @@ func bestCodes(docs []doc) (string, []string) {
 			if c.dropped {
 				continue
 			}
+			if c.kind == kLetters && !c.codeWord && !c.layout {
+				continue // capitals and digits are a code only where something marks them
+			}
 			mailSaysCode = mailSaysCode || c.codeWord
 			if di == 0 {
 				inSubject[c.code] = true
@@ -98,10 +101,7 @@ func bestCodes(docs []doc) (string, []string) {
 				list = append(list, s)
 			}
 			s.score = max(s.score, c.score)
-			s.marked = s.marked || c.codeWord || c.layout || c.alone && c.kind != kLetters || di == 0 && c.score > wSubject
-			if c.kind == kLetters && !(c.codeWord || c.layout) {
-				s.score = min(s.score, threshold-1)
-			}
+			s.marked = s.marked || c.codeWord || c.layout || c.alone || di == 0 && c.score > wSubject
 		}
 	}
 	if mailSaysCode {
