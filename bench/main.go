@@ -12,8 +12,9 @@
 // Sections: ingest (POST /emails and SMTP into the embedded store next to
 // null servers, and into the Mailpit store next to raw Mailpit), reads
 // (list of 32, latest, wait wake-up), start-up (mail-plane up), memory
-// (resident size idle and after 10,000 messages) and density (one plane,
-// 200 live trials).
+// (resident size idle and after 10,000 messages), density (one plane,
+// 200 live trials) and extract (codes and links of a 100 KiB HTML
+// message, in process).
 package main
 
 import (
@@ -52,6 +53,7 @@ var sections = []section{
 	{"reads", (*harness).readsAll},
 	{"startup", (*harness).startupAndMemory},
 	{"density", (*harness).density},
+	{"extract", (*harness).extract},
 }
 
 func main() {
@@ -63,7 +65,7 @@ func run() int {
 	binDir := flag.String("bin", envOr("MAILPLANE_BIN", "bin"), "directory of the mailplane binaries (make build)")
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density")
+	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density, extract")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
 	flag.Parse()
 	if *null != "" {

@@ -206,8 +206,18 @@ func (g *Gateway) planeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // wire is the evaluator's view of a message: the reference's keys plus the
 // codes and links found in it.
+//
+// Codes and links are found here, when the evaluator reads, not when the
+// plane stores the message: the plane is the process that holds every
+// trial's secrets and it stays out of parsing untrusted HTML; ingest (what
+// candidates wait on) pays nothing for it; the store keeps mail exactly as
+// sent, with no derived columns in SQLite, Mailpit or PostgreSQL; and a
+// better extractor applies to mail already stored. A read pays for it
+// instead: extraction is linear in the message (BenchmarkExtract100KiBHTML
+// in internal/otp), and only the evaluator's reads run it, never the
+// agent's inbox.
 func wire(m rpc.Message) mailclient.Message {
-	found := otp.Extract(m.Text, m.HTML)
+	found := otp.Extract(m.Subject, m.Text, m.HTML)
 	out := mailclient.Message{
 		Attachments:  make([]mailclient.Attachment, 0, len(m.Attachments)),
 		Codes:        found.Codes,
@@ -219,8 +229,11 @@ func wire(m rpc.Message) mailclient.Message {
 		Subject:      m.Subject,
 		Text:         m.Text,
 	}
-	if c := found.OTP(); c != "" {
+	if c := found.OTP; c != "" {
 		out.OTP = &c
+	}
+	if l := found.ActionLink; l != "" {
+		out.ActionLink = &l
 	}
 	if out.Recipients == nil {
 		out.Recipients = []string{}

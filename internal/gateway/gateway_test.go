@@ -15,7 +15,7 @@ import (
 
 // messageKeys are exactly the keys of a message: BEHAVIOR.md §4.2's plus
 // codes and links.
-var messageKeys = []string{"attachments", "codes", "envelope_from", "id", "links", "namespace", "otp", "recipients", "subject", "text"}
+var messageKeys = []string{"action_link", "attachments", "codes", "envelope_from", "id", "links", "namespace", "otp", "recipients", "subject", "text"}
 
 // errorKeys are exactly the keys of every error.
 var errorKeys = []string{"error", "message", "name", "statusCode"}
@@ -251,8 +251,9 @@ func TestMessageJSON(t *testing.T) {
 	str := func(m map[string]json.RawMessage, k string) string { return string(m[k]) }
 	m := list.Messages[0]
 	for k, want := range map[string]string{
+		"action_link":   `null`,
 		"attachments":   `[]`,
-		"codes":         `["246810","88776655"]`,
+		"codes":         `["246810"]`,
 		"envelope_from": `"no-reply@candidate.websitebench.local"`,
 		"id":            `1`,
 		"links":         `["https://site.example/a?b=1&c=2"]`,
@@ -271,16 +272,16 @@ func TestMessageJSON(t *testing.T) {
 		t.Errorf("text is not returned as sent (%d bytes)", len(text))
 	}
 	h := list.Messages[1]
-	if str(h, "otp") != `"1357"` || str(h, "links") != `["https://site.example/html?x=1&y=2"]` {
-		t.Errorf("HTML-only message: otp %s links %s", str(h, "otp"), str(h, "links"))
+	if str(h, "otp") != `"1357"` || str(h, "links") != `["https://site.example/html?x=1&y=2"]` || str(h, "action_link") != `"https://site.example/html?x=1&y=2"` {
+		t.Errorf("HTML-only message: otp %s links %s action_link %s", str(h, "otp"), str(h, "links"), str(h, "action_link"))
 	}
 	json.Unmarshal(h["text"], &text)
 	if !strings.Contains(text, "Your PIN is 1357") || strings.Contains(text, "alert") {
 		t.Errorf("HTML-only message text %q is not its derived text", text)
 	}
 	n := list.Messages[2]
-	if str(n, "otp") != "null" || str(n, "codes") != "[]" || str(n, "links") != "[]" {
-		t.Errorf("no-code message: otp %s codes %s links %s", str(n, "otp"), str(n, "codes"), str(n, "links"))
+	if str(n, "otp") != "null" || str(n, "codes") != "[]" || str(n, "links") != "[]" || str(n, "action_link") != "null" {
+		t.Errorf("no-code message: otp %s codes %s links %s action_link %s", str(n, "otp"), str(n, "codes"), str(n, "links"), str(n, "action_link"))
 	}
 }
 

@@ -88,6 +88,15 @@ func TestMailclient(t *testing.T) {
 		t.Fatalf("WaitCode on a message without code: %v", err)
 	}
 
+	if _, err := c.WaitLink(ctx, "user@example.com", 2); !errors.Is(err, mailclient.ErrNoLink) {
+		t.Fatalf("WaitLink on a message without an action link: %v", err)
+	}
+	// The action link, as written: a magic link in a sign-in mail.
+	s.send(t, []string{"user@example.com"}, "Sign in to Acme", "Sign in to Acme with this link:\r\nhttps://site.example/m?t=2&u=3\r\n\r\nUnsubscribe: https://site.example/u\r\n")
+	if link, err := c.WaitLink(ctx, "user@example.com", 3); err != nil || link != "https://site.example/m?t=2&u=3" {
+		t.Fatalf("WaitLink = %q, %v", link, err)
+	}
+
 	// Errors carry the gateway's code and status.
 	var e *mailclient.Error
 	_, err = mailclient.New(gw.URL, id.Namespace, strings.Repeat("0", 64)).List(ctx, mailclient.Query{})

@@ -14,6 +14,11 @@ var href = regexp.MustCompile(`(?i)\bhref\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>"']
 // Links returns the URLs of text, then the http(s) href targets of html,
 // in order and without repeats, at most MaxLinks.
 func Links(text, htmlPart string) []string {
+	return links(text, urls.Spans(text), htmlPart)
+}
+
+// links is Links with the URLs of text already found.
+func links(text string, spans []urls.Span, htmlPart string) []string {
 	links := []string{}
 	seen := map[string]bool{}
 	add := func(u string) bool {
@@ -27,7 +32,7 @@ func Links(text, htmlPart string) []string {
 		links = append(links, u)
 		return true
 	}
-	for _, s := range urls.Spans(text) {
+	for _, s := range spans {
 		if !add(text[s.Start:s.End]) {
 			return links
 		}

@@ -1,7 +1,7 @@
 // Package mailclient is the evaluator's client for mail-gateway, the
 // Bearer-gated JSON API that reads one trial's mail: list, latest, one
 // message, and waiting for the next message to an address, with the
-// one-time code and the links it carries.
+// one-time code, the action link and the links it carries.
 //
 // It needs nothing beyond the standard library, so a harness can vendor or
 // copy it freely. The types here are also the gateway's wire format.
@@ -10,6 +10,7 @@
 //	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 //	defer cancel()
 //	code, links, err := c.WaitCode(ctx, "user@example.com", 0)
+//	link, err := c.WaitLink(ctx, "user@example.com", 0) // a magic link, a reset link
 package mailclient
 
 import (
@@ -33,11 +34,18 @@ const MaxWait = 60 * time.Second
 const maxResponseBytes = 64 << 20
 
 // Message is one message as the gateway returns it: the reference's keys
-// (BEHAVIOR.md §4.2) plus Codes and Links. Fields are in key order, which
-// is the order the gateway writes them.
+// (BEHAVIOR.md §4.2) plus ActionLink, Codes and Links. Fields are in key
+// order, which is the order the gateway writes them.
 type Message struct {
+	// ActionLink is the one link a person is asked to click (verify,
+	// confirm, sign in, reset, accept an invitation, a magic link), as
+	// written in the message (a tracking link is not followed), or nil when
+	// there is none.
+	ActionLink  *string      `json:"action_link"`
 	Attachments []Attachment `json:"attachments"`
-	// Codes are the candidate one-time codes of the text, best first.
+	// Codes are the candidate one-time codes, best first, as a person
+	// would type them ("884 213" is "884213"): the ones marked as a code,
+	// then numbers that nothing rules out.
 	Codes        []string `json:"codes"`
 	EnvelopeFrom string   `json:"envelope_from"`
 	// ID is the message's stable id in its namespace: 1, 2, 3... in arrival
@@ -46,7 +54,10 @@ type Message struct {
 	// Links are the http(s) URLs of the text and of the HTML part's links.
 	Links     []string `json:"links"`
 	Namespace string   `json:"namespace"`
-	// OTP is Codes[0], or nil when there is none.
+	// OTP is the code a person would type, or nil when the message has
+	// none: a code word, the subject or the HTML layout marks it, and
+	// addresses, phone numbers, dates, prices and order or account numbers
+	// never count. When set it is Codes[0].
 	OTP        *string  `json:"otp"`
 	Recipients []string `json:"recipients"`
 	Subject    string   `json:"subject"`
@@ -106,6 +117,10 @@ const (
 // ErrNoCode is returned by WaitCode when the message that arrived has no
 // code in it.
 var ErrNoCode = errors.New("mailclient: the message has no one-time code")
+
+// ErrNoLink is returned by WaitLink when the message that arrived asks
+// for no click: it has no action link.
+var ErrNoLink = errors.New("mailclient: the message has no action link")
 
 // IsNotFound reports whether err is the gateway's "no such message",
 // which is also what a wait that saw nothing arrive answers.
@@ -208,8 +223,9 @@ func (c *Client) Wait(ctx context.Context, recipient string, after int64) (Messa
 	}
 }
 
-// WaitCode waits like Wait and returns the message's one-time code and
-// links; ErrNoCode when the message has no code.
+// WaitCode waits like Wait and returns the message's one-time code (its
+// otp: the code a person would type, as typed) and links; ErrNoCode when
+// the message has no code.
 func (c *Client) WaitCode(ctx context.Context, recipient string, after int64) (code string, links []string, err error) {
 	m, err := c.Wait(ctx, recipient, after)
 	if err != nil {
@@ -219,6 +235,22 @@ func (c *Client) WaitCode(ctx context.Context, recipient string, after int64) (c
 		return "", m.Links, ErrNoCode
 	}
 	return *m.OTP, m.Links, nil
+}
+
+// WaitLink waits like Wait and returns the message's action link: the one
+// link a person is asked to click (verify, confirm, sign in, reset, accept
+// an invitation, a magic link), as written in the message; ErrNoLink when
+// the message has none. The link is not fetched (that could use up a
+// one-time link); opening it is the caller's choice.
+func (c *Client) WaitLink(ctx context.Context, recipient string, after int64) (string, error) {
+	m, err := c.Wait(ctx, recipient, after)
+	if err != nil {
+		return "", err
+	}
+	if m.ActionLink == nil {
+		return "", ErrNoLink
+	}
+	return *m.ActionLink, nil
 }
 
 // get performs GET /api/namespaces/{ns}/{rel}?{q} and decodes the answer.
