@@ -72,12 +72,8 @@ class Message:
         return _decode(cls, obj, raw=True)  # type: ignore[no-any-return]
 
     def to_json(self) -> Dict[str, Any]:
-        """The message as the gateway's JSON object (without ``raw``; an
-        ``action_link`` of None is left out, as on a gateway without it)."""
-        out = _encode(self)
-        if out.get("action_link") is None:
-            out.pop("action_link", None)
-        return out
+        """The message as the gateway's JSON object (without ``raw``)."""
+        return _encode(self)
 
 
 def _decode(cls: Any, obj: Mapping[str, Any], raw: bool = False) -> Any:

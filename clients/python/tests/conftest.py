@@ -23,7 +23,7 @@ os.environ.setdefault("MAILPLANE_BIN", os.path.join(REPO, "bin"))
 
 pytest_plugins = ["mailplane.pytest_plugin", "pytester"]
 
-from mailplane import Message, Refused, Stack, Trial  # noqa: E402
+from mailplane import Stack, Trial  # noqa: E402
 
 
 def pytest_sessionstart(session: Any) -> None:
@@ -32,21 +32,6 @@ def pytest_sessionstart(session: Any) -> None:
         pytest.exit(f"{binary} not found: run make build (or set MAILPLANE_BIN)", returncode=1)
 
 
-# --- Work that has not landed on this branch yet --------------------------
-# The only places where a test skips for it. Delete each once it has landed.
-
-
-def require_action_link(message: Message) -> None:
-    """Skips while the gateway's messages have no action_link ([extract])."""
-    if "action_link" not in message.raw:
-        pytest.skip("the gateway's message JSON has no action_link: [extract] has not landed on this branch")
-
-
-# Fields the Python Message has and pkg/mailclient's may not have yet
-# ([extract]); test_wire.py lets them be missing on the Go side only.
-PENDING_GO_FIELDS = {"action_link"}
-
-# ---------------------------------------------------------------------------
 
 
 @pytest.fixture
