@@ -4,7 +4,9 @@
 //
 //   - the isolation matrix, generated from the plane's authorization table
 //     and the surfaces' route tables: every credential of two live trials
-//     against every route and every RPC method, for both namespaces;
+//     and every plane-wide grant against every route and every RPC method,
+//     for both namespaces, in strict mode (one writer and inbox per trial)
+//     and on a mail-plane up stack whose surfaces every trial shares;
 //   - faults: SIGKILL of the plane under load, the store's disk full,
 //     Mailpit killed, surfaces killed and restarted;
 //   - exhaustion: connection caps, slow clients, floods of bad

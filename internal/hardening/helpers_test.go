@@ -336,45 +336,82 @@ func (s *sys) start(name string, args ...string) *surface {
 	return u
 }
 
+// startOnFreePorts starts a surface on ports itest.FreePort picks (args
+// builds its flags and says where it answers) and waits until it is
+// healthy. The machine is shared: another process may take a free port
+// before the surface binds it, and then the surface is started again on
+// new ones.
+func (s *sys) startOnFreePorts(name string, args func() (flags []string, url, smtp string)) *surface {
+	s.t.Helper()
+	for attempt := 1; ; attempt++ {
+		flags, url, smtp := args()
+		u := s.start(name, flags...)
+		u.url, u.smtp = url, smtp
+		if u.waitHealthy() {
+			return u
+		}
+		if attempt < 5 && strings.Contains(u.Output(), "address already in use") {
+			continue
+		}
+		s.t.Fatalf("%s exited:\n%s", name, u.Output())
+	}
+}
+
+// waitHealthy waits until the surface answers /healthz with 200: false if
+// it exited first.
+func (u *surface) waitHealthy() bool {
+	u.s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if healthz(u.url) == http.StatusOK {
+			return true
+		}
+		select {
+		case <-u.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	u.s.t.Fatalf("%s did not answer 200 on %s/healthz within 15s", u.Name, u.url)
+	return false
+}
+
 // writer starts mail-writer for id in mode (fixed or select) with the
 // flags mail-plane up passes, plus extra.
 func (s *sys) writer(id rpc.Identity, mode string, extra ...string) *surface {
 	s.t.Helper()
-	hp, sp := itest.FreePort(s.t), itest.FreePort(s.t)
-	args := append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
-		"--grant-file", itest.WriteSecret(s.t, "writer.grant", id.WriterGrant),
-		"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", "127.0.0.1:" + strconv.Itoa(sp),
-		"--smtp-mode", mode}, extra...)
-	u := s.start("mail-writer", args...)
-	u.url, u.smtp = "http://127.0.0.1:"+strconv.Itoa(hp), "127.0.0.1:"+strconv.Itoa(sp)
-	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
-	return u
+	grant := itest.WriteSecret(s.t, "writer.grant", id.WriterGrant)
+	return s.startOnFreePorts("mail-writer", func() ([]string, string, string) {
+		hp, sp := itest.FreePort(s.t), itest.FreePort(s.t)
+		return append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
+			"--grant-file", grant,
+			"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", "127.0.0.1:" + strconv.Itoa(sp),
+			"--smtp-mode", mode}, extra...), "http://127.0.0.1:" + strconv.Itoa(hp), "127.0.0.1:" + strconv.Itoa(sp)
+	})
 }
 
 // inbox starts mail-inbox for id (strict mode: bound to its trial), with
 // extra flags.
 func (s *sys) inbox(id rpc.Identity, extra ...string) *surface {
 	s.t.Helper()
-	port := strconv.Itoa(itest.FreePort(s.t))
-	u := s.start("mail-inbox", append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
-		"--grant-file", itest.WriteSecret(s.t, "inbox.grant", id.InboxGrant),
-		"--token-file", itest.WriteSecret(s.t, "inbox.token", id.InboxToken),
-		"--listen", "127.0.0.1:" + port}, extra...)...)
-	u.url = "http://127.0.0.1:" + port
-	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
-	return u
+	grant := itest.WriteSecret(s.t, "inbox.grant", id.InboxGrant)
+	token := itest.WriteSecret(s.t, "inbox.token", id.InboxToken)
+	return s.startOnFreePorts("mail-inbox", func() ([]string, string, string) {
+		port := strconv.Itoa(itest.FreePort(s.t))
+		return append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
+			"--grant-file", grant, "--token-file", token, "--listen", "127.0.0.1:" + port}, extra...), "http://127.0.0.1:" + port, ""
+	})
 }
 
 // gateway starts mail-gateway with the plane's gateway grant.
 func (s *sys) gateway() *surface {
 	s.t.Helper()
-	port := strconv.Itoa(itest.FreePort(s.t))
-	u := s.start("mail-gateway", "--log-level", "debug", "--plane-socket", s.plane.socket,
-		"--grant-file", itest.WriteSecret(s.t, "gateway.grant", s.plane.gatewayGrant),
-		"--listen", "127.0.0.1:"+port)
-	u.url = "http://127.0.0.1:" + port
-	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
-	return u
+	grant := itest.WriteSecret(s.t, "gateway.grant", s.plane.gatewayGrant)
+	return s.startOnFreePorts("mail-gateway", func() ([]string, string, string) {
+		port := strconv.Itoa(itest.FreePort(s.t))
+		return []string{"--log-level", "debug", "--plane-socket", s.plane.socket,
+			"--grant-file", grant, "--listen", "127.0.0.1:" + port}, "http://127.0.0.1:" + port, ""
+	})
 }
 
 // restart runs the surface again with the same flags and ports, after it

@@ -261,11 +261,23 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 		w.unowned = up.bundle.SharedSMTPPort
 	}
 	s := w.sys
+	// The shared grants serve writes next to its admin grant; the strict
+	// world uses shared grants an admin minted (grant.create) instead.
 	w.shared = map[credKind]string{
 		sharedWriterGrant: s.sharedGrant(grantsDir, rpc.RoleWriter),
 		sharedInboxGrant:  s.sharedGrant(grantsDir, rpc.RoleInbox),
 		gatewayGrant:      s.plane.gatewayGrant,
 		adminGrant:        s.plane.adminGrant,
+	}
+	if mode == strictMode {
+		for k, role := range map[credKind]rpc.Role{sharedWriterGrant: rpc.RoleWriter, sharedInboxGrant: rpc.RoleInbox} {
+			g, err := s.plane.admin.GrantCreate(ctxT(t, 10*time.Second), role)
+			if err != nil {
+				t.Fatalf("grant.create %s: %v", role, err)
+			}
+			s.secret("minted shared "+string(role)+" grant", g)
+			w.shared[k] = g
+		}
 	}
 	for i := range w.ids {
 		w.ids[i] = s.trial(profile)
