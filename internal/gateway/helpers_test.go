@@ -13,22 +13,13 @@ import (
 )
 
 // gateway is a running mail-gateway in front of a running plane.
-type gateway struct {
-	*itest.Proc
-	URL string
-}
+type gateway = itest.Surface
 
 // startGateway runs mail-gateway with the plane's gateway grant, exactly
 // with the flags mail-plane up passes (plus a port of its own).
 func startGateway(t testing.TB, plane *itest.Plane) *gateway {
 	t.Helper()
-	grant := itest.WriteSecret(t, "gateway.grant", plane.GatewayGrant(t))
-	port := itest.Itoa(itest.FreePort(t))
-	p := itest.Start(t, "mail-gateway", "--log-level", "debug", "--log-format", "json",
-		"--plane-socket", plane.Socket, "--grant-file", grant, "--listen", "127.0.0.1:"+port)
-	g := &gateway{Proc: p, URL: "http://127.0.0.1:" + port}
-	itest.WaitHTTP(t, g.URL+"/healthz", http.StatusOK, p)
-	return g
+	return itest.StartGateway(t, plane)
 }
 
 // sender delivers test mail straight into the plane with a trial's writer

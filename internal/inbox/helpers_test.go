@@ -3,10 +3,7 @@ package inbox_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -14,38 +11,14 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// inbox is a running mail-inbox for one trial.
-type inbox struct {
-	*itest.Proc
-	URL   string // origin, no trailing slash
-	Token string
-}
+// inbox is a running mail-inbox.
+type inbox = itest.Surface
 
-// startInbox runs mail-inbox for id with the flags mail-plane up passes,
-// on a listening socket handed down as fd 3 as up does.
+// startInbox runs mail-inbox for id (strict mode) with the flags mail-plane
+// up passes.
 func startInbox(t testing.TB, plane *itest.Plane, id rpc.Identity, extra ...string) *inbox {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ln.(*net.TCPListener).File()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	args := append([]string{"--log-level", "debug", "--log-format", "json",
-		"--plane-socket", plane.Socket,
-		"--grant-file", itest.WriteSecret(t, "inbox.grant", id.InboxGrant),
-		"--token-file", itest.WriteSecret(t, "inbox.token", id.InboxToken),
-		"--listen", "fd:3"}, extra...)
-	cmd := exec.Command(itest.Bin(t, "mail-inbox"), args...)
-	cmd.ExtraFiles = []*os.File{f}
-	p := itest.StartCmd(t, cmd, "mail-inbox")
-	in := &inbox{Proc: p, URL: "http://" + ln.Addr().String(), Token: id.InboxToken}
-	itest.WaitHTTP(t, in.URL+"/healthz", http.StatusOK, p)
-	return in
+	return itest.StartInbox(t, plane, id.InboxGrant, id.InboxToken, extra...)
 }
 
 // send delivers a message straight into the plane with the trial's writer

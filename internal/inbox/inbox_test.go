@@ -360,3 +360,37 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatalf("after a place freed: %q, %v", line, err)
 	}
 }
+
+// TestSharedInbox: one inbox with the plane's shared inbox grant serves
+// every trial: each token shows its own trial's mail and nothing else, a
+// token no trial holds (or another secret in its place) is Not found, and
+// GET / reveals nothing.
+func TestSharedInbox(t *testing.T) {
+	plane := itest.StartPlane(t)
+	a, b := plane.Trial(t, rpc.ProfileCandidate), plane.Trial(t, rpc.ProfileCandidate)
+	send(t, plane.Client(t, a.WriterGrant), []string{"user@example.com"}, textMail("For A", "a"))
+	send(t, plane.Client(t, b.WriterGrant), []string{"user@example.com"}, textMail("For B", "b"))
+	in := itest.StartInbox(t, plane, plane.Grant(t, rpc.RoleInbox), "")
+	for _, c := range []struct {
+		id        rpc.Identity
+		mine, not string
+	}{{a, "For A", "For B"}, {b, "For B", "For A"}} {
+		ans := do(t, "GET", in.URL+"/inbox/"+c.id.InboxToken)
+		if ans.status != 200 || !strings.Contains(ans.body, c.mine) || strings.Contains(ans.body, c.not) {
+			t.Fatalf("inbox of %s: %d", c.mine, ans.status)
+		}
+		if ans := do(t, "GET", in.URL+"/inbox/"+c.id.InboxToken+"/messages/1"); ans.status != 200 || !strings.Contains(ans.body, c.mine) {
+			t.Fatalf("message 1 of %s: %d", c.mine, ans.status)
+		}
+		checkHeaders(t, ans)
+	}
+	for _, path := range []string{"/", "/inbox/" + strings.Repeat("a", 43), "/inbox/" + a.ReadCapability, "/inbox/" + a.MailAPIToken,
+		"/inbox/" + a.BootstrapToken, "/inbox/" + a.WriteCapability, "/inbox/" + a.InboxToken + "/messages/2"} {
+		if ans := do(t, "GET", in.URL+path); ans.status != 404 || ans.body != notFoundPage {
+			t.Fatalf("GET %.20s…: %d", path, ans.status)
+		}
+	}
+	if strings.Contains(in.Output(), a.InboxToken) || strings.Contains(in.Output(), b.InboxToken) {
+		t.Errorf("the shared inbox's log holds a token")
+	}
+}

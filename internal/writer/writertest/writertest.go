@@ -6,7 +6,6 @@ package writertest
 import (
 	"context"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,32 +14,13 @@ import (
 )
 
 // Writer is a running mail-writer.
-type Writer struct {
-	*itest.Proc
-	URL      string // http://127.0.0.1:PORT
-	SMTPAddr string // 127.0.0.1:PORT
-	SMTPPort int
-	args     []string
-}
+type Writer = itest.Surface
 
 // Start runs mail-writer for trial id on plane, in mode (fixed or select),
 // with extra flags, and waits until it is healthy.
 func Start(t testing.TB, plane *itest.Plane, id rpc.Identity, mode string, extra ...string) *Writer {
 	t.Helper()
-	grant := itest.WriteSecret(t, "writer.grant", id.WriterGrant)
-	hp, sp := itest.FreePort(t), itest.FreePort(t)
-	w := &Writer{
-		URL:      "http://127.0.0.1:" + strconv.Itoa(hp),
-		SMTPAddr: "127.0.0.1:" + strconv.Itoa(sp),
-		SMTPPort: sp,
-	}
-	w.args = append([]string{"--log-level", "debug", "--plane-socket", plane.Socket, "--grant-file", grant,
-		"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", w.SMTPAddr, "--smtp-mode", mode,
-		// The raw requests of the check tables name these hosts.
-		"--allow-host", "writer", "--allow-host", "x"}, extra...)
-	w.Proc = itest.Start(t, "mail-writer", w.args...)
-	itest.WaitHTTP(t, w.URL+"/healthz", 200, w.Proc)
-	return w
+	return itest.StartWriter(t, plane, id.WriterGrant, mode, extra...)
 }
 
 // Setup is the usual start of a test: a plane with extra flags, a trial of
