@@ -336,6 +336,9 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 	}
 
 	start := time.Now()
+	// Before the RPC part's ports.sync, after which a plane with no
+	// supervisor opens no candidate trial for a while.
+	w.checkExpired()
 	w.rpcMatrix()
 	rpcTook := time.Since(start)
 	w.surfaceMatrix()
@@ -589,6 +592,7 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					where = fmt.Sprintf("%s (%d)", portName(target), a.port)
 				}
 				var scratch rpc.Identity
+				scratchPort := 0
 				if want && op.mutating {
 					var err error
 					if scratch, err = w.plane.admin.TrialCreate(ctxT(t, 10*time.Second), &rpc.TrialCreateRequest{Profile: w.profile}); err != nil {
@@ -597,6 +601,9 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					}
 					w.identity(scratch)
 					a.ns = scratch.Namespace
+					if op.name == "trial.close" || op.name == "trial.destroy" {
+						scratchPort = w.portOf(scratch.Namespace)
+					}
 				}
 				name := fmt.Sprintf("%s as %s on %s with %s", op.name, g, where, inner)
 				var resp json.RawMessage
@@ -615,7 +622,7 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					w.sent(a.subject, dest)
 				}
 				if ok && (op.name == "trial.close" || op.name == "trial.destroy") {
-					w.checkClosed(scratch)
+					w.checkClosed("closed", scratch, scratchPort)
 				}
 			}
 		}
@@ -636,41 +643,97 @@ func portName(target int) string {
 	return trialName(target) + "'s SMTP port"
 }
 
-// checkClosed: once a trial is closed, none of its credentials opens
-// anything on any door that would have taken it (the shared writer's, the
-// shared inbox's, the gateway's, its own grants).
-func (w *world) checkClosed(id rpc.Identity) {
+// portOf is the SMTP port of the open trial whose namespace is ns (0:
+// none).
+func (w *world) portOf(ns string) int {
+	trials, err := w.plane.admin.AllTrials(ctxT(w.t, 10*time.Second))
+	if err != nil {
+		w.t.Errorf("trial.list: %v", err)
+	}
+	for _, tr := range trials {
+		if tr.Namespace == ns {
+			return tr.SMTPPort
+		}
+	}
+	return 0
+}
+
+// checkClosed: once a trial is closed (or expired), none of its
+// credentials opens anything on any door that would have taken it (the
+// shared writer's and inbox's, the gateway's, its own grants), and plain
+// SMTP on the port it owned (if it had one) reaches no trial. Credentials
+// id lacks (a trial.open bundle has no grants) are not tried.
+func (w *world) checkClosed(part string, id rpc.Identity, port int) {
 	from := senderOf(w.profile)
 	write := id.MailAPIToken
 	if w.profile != rpc.ProfileCandidate {
 		write = id.BootstrapToken
 	}
+	msg := func() []byte { return rawMail("cell "+part, "x") }
 	calls := []struct {
-		what, grant, method string
-		req                 any
+		what, grant, method, cred string
+		req                       any
 	}{
-		{"send with its write credential", w.shared[sharedWriterGrant], rpc.MethodSend,
-			&rpc.SendRequest{Via: rpc.ViaHTTP, Credential: write, From: from, To: []string{"cell@example.com"}, Raw: rawMail("cell closed", "x")}},
-		{"bootstrap with its token", w.shared[sharedWriterGrant], rpc.MethodBootstrap, &rpc.BootstrapRequest{Token: id.BootstrapToken}},
-		{"list with its inbox token", w.shared[sharedInboxGrant], rpc.MethodList, &rpc.ReadRequest{InboxToken: id.InboxToken}},
-		{"list with its read capability", w.shared[gatewayGrant], rpc.MethodList, &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability}},
-		{"send with its writer grant", id.WriterGrant, rpc.MethodSend,
-			&rpc.SendRequest{Via: rpc.ViaSMTP, From: from, To: []string{"cell@example.com"}, Raw: rawMail("cell closed", "x")}},
-		{"list with its inbox grant", id.InboxGrant, rpc.MethodList, &rpc.ReadRequest{}},
+		{"send with its write credential", w.shared[sharedWriterGrant], rpc.MethodSend, write,
+			&rpc.SendRequest{Via: rpc.ViaHTTP, Credential: write, From: from, To: []string{"cell@example.com"}, Raw: msg()}},
+		{"bootstrap with its token", w.shared[sharedWriterGrant], rpc.MethodBootstrap, id.BootstrapToken, &rpc.BootstrapRequest{Token: id.BootstrapToken}},
+		{"list with its inbox token", w.shared[sharedInboxGrant], rpc.MethodList, id.InboxToken, &rpc.ReadRequest{InboxToken: id.InboxToken}},
+		{"list with its read capability", w.shared[gatewayGrant], rpc.MethodList, id.ReadCapability,
+			&rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability}},
+		{"send with its writer grant", id.WriterGrant, rpc.MethodSend, id.WriterGrant,
+			&rpc.SendRequest{Via: rpc.ViaSMTP, From: from, To: []string{"cell@example.com"}, Raw: msg()}},
+		{"list with its inbox grant", id.InboxGrant, rpc.MethodList, id.InboxGrant, &rpc.ReadRequest{}},
+	}
+	if port > 0 {
+		calls = append(calls, struct {
+			what, grant, method, cred string
+			req                       any
+		}{"plain SMTP on its port, by the shared writer", w.shared[sharedWriterGrant], rpc.MethodSend, "-",
+			&rpc.SendRequest{Via: rpc.ViaSMTP, Port: port, From: from, To: []string{"cell@example.com"}, Raw: msg()}})
 	}
 	for _, c := range calls {
+		if c.cred == "" {
+			continue
+		}
 		cl := rpc.NewClient(w.plane.socket, c.grant)
 		var resp json.RawMessage
 		err := cl.Call(ctxT(w.t, 20*time.Second), c.method, c.req, &resp)
 		cl.Close()
 		if err != nil && rpc.IsOutage(err) {
-			w.t.Errorf("closed trial: %s: an outage answer: %v", c.what, err)
+			w.t.Errorf("%s trial: %s: an outage answer: %v", part, c.what, err)
 		}
 		if err != nil {
 			w.saw(fmt.Sprintf("%+v", c.req), err.Error())
 		}
-		w.cell("closed", "a closed trial's "+c.what, false, err == nil, string(resp))
+		w.cell(part, "a "+part+" trial's "+c.what, false, err == nil, string(resp))
 	}
+	if port > 0 && w.mode == sharedMode {
+		// The supervisor closes the port's listener soon; until then the
+		// shared writer serves it for no trial.
+		res := w.sendSMTP("127.0.0.1:"+strconv.Itoa(port), from, []string{"cell@example.com"}, msg())
+		if res.code != 250 && res.code != 0 && res.code != 530 {
+			w.t.Errorf("%s trial: plain SMTP on its former port answered %d %v, want 530 or no listener", part, res.code, res.err)
+		}
+		w.cell(part, "plain SMTP to a "+part+" trial's former port", false, res.code == 250, fmt.Sprint(res.code, res.err))
+	}
+}
+
+// checkExpired opens a trial with a TTL of 1 ms and, once it has expired
+// (before the plane's reaper closes it, or after), checks it as a closed
+// trial.
+func (w *world) checkExpired() {
+	b, err := w.plane.admin.TrialOpen(ctxT(w.t, 10*time.Second), &rpc.TrialOpenRequest{Profile: w.profile, TTLMillis: 1})
+	if err != nil {
+		w.t.Fatalf("trial.open with a TTL: %v", err)
+	}
+	_, inbox, _ := strings.Cut(b.InboxURL, "/inbox/")
+	id := rpc.Identity{Namespace: b.Namespace, ReadCapability: b.ReadCapability, InboxToken: inbox,
+		MailAPIToken:   b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"],
+		BootstrapToken: b.CandidateEnvironment["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"]}
+	w.identity(id)
+	port := w.portOf(b.Namespace) // the bundle's is the shared one where the trial has none
+	time.Sleep(20 * time.Millisecond)
+	w.checkClosed("expired", id, port)
 }
 
 // rpcAnswerBelongs checks that a successful answer is about the namespace
