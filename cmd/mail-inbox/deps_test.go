@@ -13,7 +13,7 @@ import (
 func TestDependencyFence(t *testing.T) {
 	const mp = itest.Module
 	itest.ForbidDeps(t, "mail-inbox", []string{
-		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli",
+		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli", mp + "internal/serve", mp + "internal/supervisor", mp + "internal/operator", mp + "internal/credfiles",
 		mp + "internal/peercred", mp + "internal/gateway", mp + "internal/writer", mp + "internal/smtpd",
 		mp + "internal/otp", mp + "pkg/mailclient", "modernc.org", "database/sql",
 	}, []string{mp + "internal/otp/urls"})

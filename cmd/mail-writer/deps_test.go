@@ -11,7 +11,7 @@ import (
 func TestDependencyFence(t *testing.T) {
 	const mp = itest.Module
 	itest.ForbidDeps(t, "mail-writer", []string{
-		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli",
+		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli", mp + "internal/serve", mp + "internal/supervisor", mp + "internal/operator", mp + "internal/credfiles",
 		mp + "internal/gateway", mp + "internal/inbox", mp + "internal/otp",
 		"modernc.org", "database/sql",
 	}, nil)

@@ -5,6 +5,7 @@ package cliapp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -91,8 +92,19 @@ func AllowedHosts(c *cli.Context) httpserve.Hosts {
 	return httpserve.Hosts(c.StringSlice("allow-host"))
 }
 
-// DefaultSocket is where the plane listens unless told otherwise.
-const DefaultSocket = "/run/mailplane/plane.sock"
+// Where the plane listens and keeps its data unless told otherwise.
+const (
+	DefaultSocket = "/run/mailplane/plane.sock"
+	DefaultData   = "/var/lib/mailplane"
+)
+
+// PrintJSON prints v as one line of JSON on standard output, <, > and &
+// as they are.
+func PrintJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
 
 // PlaneClient builds the plane client PlaneFlags describe. The grant file
 // is read once, at start; its content never reaches a log.

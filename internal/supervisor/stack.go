@@ -1,4 +1,9 @@
-package planecli
+// Package supervisor runs a whole mailplane on one machine: mail-plane up
+// (the plane and one writer, inbox and gateway shared by every trial) and
+// mail-plane sidecar (the reference's drop-in: one trial, its ports and
+// its API router). It binds the TCP ports and hands each listening socket
+// to the child that serves it; the children hold only their own secrets.
+package supervisor
 
 import (
 	"context"

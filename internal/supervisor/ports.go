@@ -1,4 +1,4 @@
-package planecli
+package supervisor
 
 import (
 	"context"

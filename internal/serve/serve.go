@@ -1,4 +1,7 @@
-package planecli
+// Package serve is mail-plane serve: the broker's composition root. It
+// opens the ledger and the message store, keeps the plane's own grant
+// files, and serves the RPC on one Unix socket, and nothing else: no TCP.
+package serve
 
 import (
 	"context"
@@ -19,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/logging"
@@ -29,10 +33,8 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// DefaultData is where serve keeps its database and bootstrap grants.
-const DefaultData = "/var/lib/mailplane"
-
-func storeFlags() []cli.Flag {
+// StoreFlags choose and size the message store; up passes them through.
+func StoreFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "message store: sqlite (embedded) or mailpit"},
 		&cli.StringFlag{Name: "mailpit-socket", Usage: "with --store mailpit: HTTP socket (http.sock) of a running Mailpit (default: $" + mailpit.SocketEnv + "; if neither, the plane starts its own Mailpit)"},
@@ -45,7 +47,8 @@ func storeFlags() []cli.Flag {
 	}
 }
 
-func serveCommand() *cli.Command {
+// Command is mail-plane serve: the broker's composition root.
+func Command() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the broker on its Unix socket",
@@ -55,7 +58,7 @@ func serveCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "Unix socket to listen on (its directory is created 0750)", EnvVars: []string{"MAILPLANE_SOCKET"}},
 			&cli.StringFlag{Name: "socket-mode", Value: "0660", Usage: "file mode of the socket"},
-			&cli.StringFlag{Name: "data", Value: DefaultData, Usage: "directory of the database (created 0700)", EnvVars: []string{"MAILPLANE_DATA"}},
+			&cli.StringFlag{Name: "data", Value: cliapp.DefaultData, Usage: "directory of the database (created 0700)", EnvVars: []string{"MAILPLANE_DATA"}},
 			&cli.StringFlag{Name: "grants-dir", Usage: "where admin.grant and gateway.grant are kept (default: --data)"},
 			&cli.StringSliceFlag{Name: "allow-uid", Usage: "ROLE=UID[,UID...]: only these uids may use ROLE's grants (repeatable)"},
 			&cli.StringSliceFlag{Name: "allow-gid", Usage: "ROLE=GID[,GID...]: only these gids may use ROLE's grants (repeatable)"},
@@ -64,7 +67,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-inbox", Usage: "URL of the shared mail-inbox, as agents reach it"},
 			&cli.StringFlag{Name: "advertise-gateway", Usage: "URL of mail-gateway, as evaluators reach it"},
 			&cli.StringFlag{Name: "advertise-smtp", Usage: "HOST:PORT of the shared writer's SMTP listener (AUTH selects the trial there)"},
-		}, storeFlags()...),
+		}, StoreFlags()...),
 		Action: serve,
 	}
 }
@@ -240,22 +243,5 @@ func ensureGrantFile(ctx context.Context, b *plane.Broker, path string, role rpc
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeSecret(path, g)
-}
-
-// writeSecret writes a secret to a new file only its owner can read.
-func writeSecret(path, secret string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(secret + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return credfiles.WriteSecret(path, g)
 }

@@ -1,4 +1,4 @@
-package planecli
+package operator
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-func waitCommand() *cli.Command {
+// WaitCommand is mail-plane wait.
+func WaitCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "wait",
 		Usage: "wait for mail to a recipient through mail-gateway and print its code or link (for evaluators in a shell)",
@@ -50,7 +51,7 @@ func waitCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(m)
+				return cliapp.PrintJSON(m)
 			}
 			if c.Bool("link") {
 				if m.ActionLink == nil {

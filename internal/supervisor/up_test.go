@@ -1,4 +1,4 @@
-package planecli_test
+package supervisor_test
 
 import (
 	"bytes"

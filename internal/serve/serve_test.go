@@ -1,4 +1,4 @@
-package planecli_test
+package serve_test
 
 import (
 	"context"

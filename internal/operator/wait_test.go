@@ -1,4 +1,4 @@
-package planecli
+package operator
 
 import (
 	"io"
@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/logging"
 )
 
 // mail-plane wait against a stand-in gateway: the code by default, the
@@ -38,7 +40,7 @@ func TestWaitCommand(t *testing.T) {
 		}
 		stdout := os.Stdout
 		os.Stdout = w
-		code := cliapp.Run(App(), append([]string{"mail-plane", "wait", "--api", gw.URL, "--namespace", ns,
+		code := cliapp.Run(&cli.App{Name: "mail-plane", Flags: logging.Flags, Commands: []*cli.Command{WaitCommand()}}, append([]string{"mail-plane", "wait", "--api", gw.URL, "--namespace", ns,
 			"--capability-file", capFile, "--recipient", "user@example.com", "--timeout", "5s"}, args...))
 		os.Stdout = stdout
 		w.Close()

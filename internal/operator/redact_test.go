@@ -1,4 +1,4 @@
-package planecli_test
+package operator_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package planecli
+package operator
 
 import (
 	"encoding/json"
@@ -14,7 +14,8 @@ import (
 	"github.com/websitebench/mailplane/internal/redact"
 )
 
-func redactCommand() *cli.Command {
+// RedactCommand is mail-plane redact.
+func RedactCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "redact",
 		Usage:     "remove secrets from log files or evidence",

@@ -1,4 +1,4 @@
-package planecli
+package supervisor
 
 import (
 	"context"
@@ -18,13 +18,16 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/fdpass"
 	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-func upCommand() *cli.Command {
+// UpCommand is mail-plane up.
+func UpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "run the plane and three surfaces shared by every trial on this machine, with one trial open",
@@ -49,7 +52,7 @@ func upCommand() *cli.Command {
 			&cli.DurationFlag{Name: "ttl", Usage: "TTL of the trials opened at start (0: none)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line when everything is healthy"},
 			&cli.DurationFlag{Name: "start-timeout", Value: 20 * time.Second, Usage: "how long to wait for everything to be healthy"},
-		}, storeFlags()...),
+		}, serve.StoreFlags()...),
 		Action: up,
 	}
 }
@@ -178,7 +181,7 @@ func up(c *cli.Context) (err error) {
 		out.Bundle = &state.Trials[0]
 	}
 	if c.Bool("json") {
-		if err := printJSON(out); err != nil {
+		if err := cliapp.PrintJSON(out); err != nil {
 			return err
 		}
 	} else {
@@ -237,7 +240,7 @@ func writeState(path string, s upState) error {
 	}
 	tmp := path + ".tmp"
 	os.Remove(tmp)
-	if err := writeSecret(tmp, string(b)); err != nil {
+	if err := credfiles.WriteSecret(tmp, string(b)); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -1,4 +1,4 @@
-package planecli
+package operator
 
 import (
 	"fmt"
@@ -9,11 +9,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/wbenv"
-	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-func envCommand() *cli.Command {
+// EnvCommand is mail-plane env.
+func EnvCommand() *cli.Command {
 	out := &cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of KEY=VALUE lines"}
 	trialDir := &cli.StringFlag{Name: "trial-dir", Required: true, Usage: "the trial's credential directory (mail-plane trial create --dir)"}
 	smtpPort := &cli.IntFlag{Name: "smtp-port", Required: true, Usage: "the writer's SMTP port"}
@@ -29,9 +30,9 @@ func envCommand() *cli.Command {
 					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket (its path must not leak)", EnvVars: []string{"MAILPLANE_SOCKET"}},
 				},
 				Action: func(c *cli.Context) error {
-					id, err := readParts(c.String("trial-dir"))
+					id, err := credfiles.ReadIdentity(c.String("trial-dir"))
 					if err != nil {
-						return err
+						return cliapp.UsageError{Err: err}
 					}
 					env := wbenv.Candidate(wbenv.LocalURL(c.Int("writer-port")), "127.0.0.1", c.Int("smtp-port"), id.MailAPIToken, id.BootstrapToken)
 					if err := wbenv.Check(env, c.String("socket"), os.Getenv(wbenv.MailpitHTTPSocket), id.ReadCapability); err != nil {
@@ -48,9 +49,9 @@ func envCommand() *cli.Command {
 					&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "SMTP host to advertise"},
 				},
 				Action: func(c *cli.Context) error {
-					id, err := readParts(c.String("trial-dir"))
+					id, err := credfiles.ReadIdentity(c.String("trial-dir"))
 					if err != nil {
-						return err
+						return cliapp.UsageError{Err: err}
 					}
 					return printEnv(wbenv.Authoring(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")), c.Bool("json"))
 				},
@@ -60,7 +61,7 @@ func envCommand() *cli.Command {
 				Usage: "what a trial runner needs to reach the plane (and Mailpit, when the Mailpit store is used)",
 				Flags: []cli.Flag{out,
 					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket", EnvVars: []string{"MAILPLANE_SOCKET"}},
-					&cli.StringFlag{Name: "grant-file", Value: filepath.Join(DefaultData, "admin.grant"), Usage: "the runner's admin grant file", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
+					&cli.StringFlag{Name: "grant-file", Value: filepath.Join(cliapp.DefaultData, "admin.grant"), Usage: "the runner's admin grant file", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
 				},
 				Action: func(c *cli.Context) error {
 					env := map[string]string{
@@ -77,27 +78,9 @@ func envCommand() *cli.Command {
 	}
 }
 
-// readParts reads back what WriteParts wrote.
-func readParts(dir string) (rpc.Identity, error) {
-	var id rpc.Identity
-	for name, dst := range map[string]*string{
-		"namespace":                 &id.Namespace,
-		"evaluator.capability":      &id.ReadCapability,
-		"candidate.mail-api-token":  &id.MailAPIToken,
-		"candidate.bootstrap-token": &id.BootstrapToken,
-	} {
-		v, err := rpc.ReadSecretFile(filepath.Join(dir, name))
-		if err != nil {
-			return id, cliapp.Usagef("trial directory: %v", err)
-		}
-		*dst = v
-	}
-	return id, nil
-}
-
 func printEnv(env map[string]string, asJSON bool) error {
 	if asJSON {
-		return printJSON(env)
+		return cliapp.PrintJSON(env)
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {

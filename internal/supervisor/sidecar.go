@@ -1,4 +1,4 @@
-package planecli
+package supervisor
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/wbenv"
@@ -37,7 +38,8 @@ const (
 	errMailpitReady   = "Mailpit is not ready on its configured HTTP socket; refusing an in-memory production mailbox"
 )
 
-func sidecarCommand() *cli.Command {
+// SidecarCommand is mail-plane sidecar.
+func SidecarCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "sidecar",
 		Usage: "drop-in for the reference mail sidecar: its flags, environment, ports and routes, on mailplane's split",
@@ -138,7 +140,7 @@ func sidecar(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := WriteParts(st.trialDir(), id); err != nil {
+	if err := credfiles.WriteIdentity(st.trialDir(), id); err != nil {
 		return err
 	}
 	trial := st.trialDir()
@@ -173,7 +175,7 @@ func sidecar(c *cli.Context) (err error) {
 
 	if authoring {
 		apiURL := "http://127.0.0.1:" + strconv.Itoa(api.Addr().(*net.TCPAddr).Port)
-		if err := printJSON(wbenv.Authoring(id, apiURL, advertise, smtp.Addr().(*net.TCPAddr).Port)); err != nil {
+		if err := cliapp.PrintJSON(wbenv.Authoring(id, apiURL, advertise, smtp.Addr().(*net.TCPAddr).Port)); err != nil {
 			return err
 		}
 	} else {

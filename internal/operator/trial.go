@@ -1,8 +1,10 @@
-package planecli
+// Package operator is the operator's and the evaluator's side of
+// mail-plane: clients of a running plane's socket (trial, grant, env) and
+// tools that need no plane (wait reads the gateway; redact reads files).
+package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -23,7 +26,7 @@ import (
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's Unix socket", EnvVars: []string{"MAILPLANE_SOCKET"}},
-		&cli.StringFlag{Name: "grant-file", Value: filepath.Join(DefaultData, "admin.grant"), Usage: "file holding an admin grant", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
+		&cli.StringFlag{Name: "grant-file", Value: filepath.Join(cliapp.DefaultData, "admin.grant"), Usage: "file holding an admin grant", EnvVars: []string{"MAILPLANE_ADMIN_GRANT_FILE"}},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 	}
 }
@@ -40,12 +43,6 @@ func callContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 // namespaceArg returns the one NAMESPACE argument.
 func namespaceArg(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
@@ -57,7 +54,8 @@ func namespaceArg(c *cli.Context) (string, error) {
 	return c.Args().First(), nil
 }
 
-func trialCommand() *cli.Command {
+// TrialCommand is mail-plane trial.
+func TrialCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "trial",
 		Usage: "open, close, create, rotate, seal and list trials on a running plane",
@@ -90,9 +88,9 @@ func trialCommand() *cli.Command {
 						return err
 					}
 					if c.Bool("json") {
-						return printJSON(b)
+						return cliapp.PrintJSON(b)
 					}
-					printSummary(stackBundle{Bundle: &b, Trials: []rpc.Bundle{b}, PlaneSocket: c.String("socket"), AdminGrantFile: c.String("grant-file")})
+					printBundle(b)
 					return nil
 				},
 			},
@@ -111,7 +109,7 @@ func trialCommand() *cli.Command {
 					&cli.StringFlag{Name: "namespace", Usage: "namespace to create (default: minted)"},
 					&cli.StringSliceFlag{Name: "allowed-sender", Usage: "envelope sender the trial accepts (repeatable; default: the candidate sender for candidate trials, anyone otherwise)"},
 					&cli.StringFlag{Name: "dir", Usage: "write one credential file per party into this directory (created 0700)"},
-					&cli.StringSliceFlag{Name: "party-dir", Usage: "PARTY=DIR: write only PARTY's files into DIR (repeatable; PARTY: " + strings.Join(partyNames, ", ") + ")"},
+					&cli.StringSliceFlag{Name: "party-dir", Usage: "PARTY=DIR: write only PARTY's files into DIR (repeatable; PARTY: " + strings.Join(credfiles.Parties, ", ") + ")"},
 					&cli.BoolFlag{Name: "group-readable", Usage: "write the files 0640, not 0600: for directories whose set-group-ID group is the party's (containers)"},
 					&cli.StringFlag{Name: "api-url", Value: "http://127.0.0.1:8025", Usage: "authoring: origin of the API port the capture uses"},
 					&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "authoring: SMTP host the capture uses"},
@@ -139,7 +137,7 @@ func trialCommand() *cli.Command {
 						return err
 					}
 					if c.Bool("json") {
-						return printJSON(r)
+						return cliapp.PrintJSON(r)
 					}
 					fmt.Printf("namespace        %s\nread capability  %s\nsealed           %s\n", r.Namespace, r.ReadCapability, r.Sealed)
 					return nil
@@ -175,7 +173,7 @@ func trialCommand() *cli.Command {
 						return err
 					}
 					if c.Bool("json") {
-						return printJSON(page)
+						return cliapp.PrintJSON(page)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "NAMESPACE\tPROFILE\tSTATE\tMESSAGES\tBYTES\tAGE\tSMTP PORT\tEXPIRES")
@@ -198,6 +196,18 @@ func trialCommand() *cli.Command {
 	}
 }
 
+// printBundle prints what each party needs of one trial.
+func printBundle(b rpc.Bundle) {
+	fmt.Printf("namespace   %s\n", b.Namespace)
+	fmt.Printf("agent       inbox            %s\n", b.InboxURL)
+	fmt.Printf("evaluator   API              %s\n", b.APIURL)
+	fmt.Printf("            read capability  %s\n", b.ReadCapability)
+	fmt.Printf("candidate   environment:\n")
+	for _, k := range slices.Sorted(maps.Keys(b.CandidateEnvironment)) {
+		fmt.Printf("              %s=%s\n", k, b.CandidateEnvironment[k])
+	}
+}
+
 func simpleTrialCommand(name, usage string, do func(context.Context, *rpc.Client, string) error) *cli.Command {
 	return &cli.Command{
 		Name: name, Usage: usage, ArgsUsage: "NAMESPACE", Flags: adminFlags(),
@@ -216,7 +226,7 @@ func simpleTrialCommand(name, usage string, do func(context.Context, *rpc.Client
 				return err
 			}
 			if c.Bool("json") {
-				return printJSON(map[string]string{"namespace": ns, "result": name})
+				return cliapp.PrintJSON(map[string]string{"namespace": ns, "result": name})
 			}
 			fmt.Printf("%s: %s\n", ns, name)
 			return nil
@@ -247,23 +257,23 @@ func trialCreate(c *cli.Context) error {
 		return err
 	}
 	if dir := c.String("dir"); dir != "" {
-		if err := writeFiles(dir, allParts(id), groupReadable); err != nil {
+		if err := credfiles.WriteDir(dir, credfiles.All(id), groupReadable); err != nil {
 			return err
 		}
 	}
-	parts := partyParts(id)
-	for _, party := range partyNames {
+	parts := credfiles.Of(id)
+	for _, party := range credfiles.Parties {
 		if dir, ok := partyDirs[party]; ok {
-			if err := writeFiles(dir, parts[party], groupReadable); err != nil {
+			if err := credfiles.WriteDir(dir, parts[party], groupReadable); err != nil {
 				return err
 			}
 		}
 	}
 	if authoringEnv {
-		return printJSON(wbenv.Authoring(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")))
+		return cliapp.PrintJSON(wbenv.Authoring(id, c.String("api-url"), c.String("smtp-host"), c.Int("smtp-port")))
 	}
 	if c.Bool("json") {
-		return printJSON(id)
+		return cliapp.PrintJSON(id)
 	}
 	fmt.Printf("namespace            %s (%s)\n", id.Namespace, id.Profile)
 	fmt.Printf("evaluator            read capability  %s\n", id.ReadCapability)
@@ -275,45 +285,14 @@ func trialCreate(c *cli.Context) error {
 	return nil
 }
 
-// WriteParts writes each party's part of a trial identity to its own file
-// (0600) in dir (created 0700).
-func WriteParts(dir string, id rpc.Identity) error {
-	return writeFiles(dir, allParts(id), false)
-}
-
-// partyNames are the parties --party-dir knows, in the order their files
-// are written.
-var partyNames = []string{"writer", "inbox", "evaluator", "candidate"}
-
-// partyParts splits a trial identity into what each party is handed. The
-// file names are those of --dir, so a party's files read the same either
-// way.
-func partyParts(id rpc.Identity) map[string]map[string]string {
-	return map[string]map[string]string{
-		"writer":    {"writer.grant": id.WriterGrant},
-		"inbox":     {"inbox.grant": id.InboxGrant, "inbox.token": id.InboxToken},
-		"evaluator": {"evaluator.capability": id.ReadCapability, "namespace": id.Namespace},
-		"candidate": {"candidate.mail-api-token": id.MailAPIToken, "candidate.bootstrap-token": id.BootstrapToken},
-	}
-}
-
-// allParts is every party's files in one set, as --dir writes them.
-func allParts(id rpc.Identity) map[string]string {
-	all := map[string]string{}
-	for _, files := range partyParts(id) {
-		maps.Copy(all, files)
-	}
-	return all
-}
-
 // parsePartyDirs parses --party-dir PARTY=DIR entries, before anything is
 // minted, so that a typo changes nothing.
 func parsePartyDirs(entries []string) (map[string]string, error) {
 	dirs := map[string]string{}
 	for _, e := range entries {
 		party, dir, ok := strings.Cut(e, "=")
-		if !ok || dir == "" || !slices.Contains(partyNames, party) {
-			return nil, cliapp.Usagef("--party-dir %q: want PARTY=DIR with PARTY one of %s", e, strings.Join(partyNames, ", "))
+		if !ok || dir == "" || !slices.Contains(credfiles.Parties, party) {
+			return nil, cliapp.Usagef("--party-dir %q: want PARTY=DIR with PARTY one of %s", e, strings.Join(credfiles.Parties, ", "))
 		}
 		if _, dup := dirs[party]; dup {
 			return nil, cliapp.Usagef("--party-dir: %s named twice", party)
@@ -323,34 +302,8 @@ func parsePartyDirs(entries []string) (map[string]string, error) {
 	return dirs, nil
 }
 
-// writeFiles writes each secret to a new file in dir, created if missing.
-// Files are 0600; groupReadable makes them 0640 (and a created dir 0750),
-// for a directory whose set-group-ID group is the one party that may read
-// them: a container zone's own gid, where the writing operator is another
-// user and cannot chown.
-func writeFiles(dir string, files map[string]string, groupReadable bool) error {
-	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
-	if groupReadable {
-		dirMode, fileMode = 0o750, 0o640
-	}
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return err
-	}
-	for name, v := range files {
-		path := filepath.Join(dir, name)
-		if err := writeSecret(path, v); err != nil {
-			return err
-		}
-		if fileMode != 0o600 {
-			if err := os.Chmod(path, fileMode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func grantCommand() *cli.Command {
+// GrantCommand is mail-plane grant.
+func GrantCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "grant",
 		Usage: "mint grants for roles not bound to a trial",
@@ -374,7 +327,7 @@ func grantCommand() *cli.Command {
 					return err
 				}
 				if out := c.String("out"); out != "" {
-					return writeFiles(filepath.Dir(out), map[string]string{filepath.Base(out): g}, c.Bool("group-readable"))
+					return credfiles.WriteDir(filepath.Dir(out), map[string]string{filepath.Base(out): g}, c.Bool("group-readable"))
 				}
 				fmt.Println(g)
 				return nil
