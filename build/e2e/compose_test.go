@@ -232,8 +232,8 @@ func TestCompose(t *testing.T) {
 			t.Errorf("candidate: resend id %q, smtp %q", sent.ResendID, sent.SMTP)
 		}
 
-		// The agent's browser: the inbox root, no credential; the inbox
-		// redirects to its own mailbox and links both messages.
+		// The agent's browser: no credential but the token URL it is handed
+		// (GET / reveals nothing), which lists both messages and links them.
 		type page struct {
 			Status      int    `json:"status"`
 			ContentType string `json:"content_type"`
@@ -244,7 +244,7 @@ func TestCompose(t *testing.T) {
 			Inbox    page
 			Messages []page
 		}
-		if !s.probe(t, []string{"--network", s.network("agent")}, nil, &seen, "agent", "http://inbox:8026/", "2") {
+		if !s.probe(t, []string{"--network", s.network("agent")}, nil, &seen, "agent", "http://inbox:8026/inbox/"+id.InboxToken, "2") {
 			t.FailNow()
 		}
 		if seen.Inbox.Status != http.StatusOK || !strings.HasPrefix(seen.Inbox.ContentType, "text/html") ||
