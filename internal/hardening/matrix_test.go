@@ -293,6 +293,13 @@ func isolationMatrix(t *testing.T, mode, profile string) int {
 			}
 		}
 	}
+	if mode == sharedMode && profile == rpc.ProfileCandidate {
+		// On up every candidate trial has an SMTP port of its own
+		// (its WEBSITEBENCH_SMTP_PORT), as in the reference.
+		if w.ports[0] <= 0 || w.ports[1] <= 0 || w.ports[0] == w.ports[1] || slices.Contains(w.ports[:], w.unowned) {
+			t.Fatalf("candidate trials on up have SMTP ports %v (shared %d), not one of their own each", w.ports, w.unowned)
+		}
+	}
 	w.creds = credentials(w.ids, w.shared)
 	// Message 1 of each namespace names its namespace, so that every page
 	// and answer shows whose mail it holds.

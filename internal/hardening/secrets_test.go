@@ -140,6 +140,38 @@ func (s *sys) rawSMTP(addr string, lines ...string) {
 // for its first line on stdout.
 func startE2E(t *testing.T, s *sys, env []string, args ...string) (*itest.Proc, string) {
 	t.Helper()
+	p, line, ok := tryE2E(t, s, env, args...)
+	if !ok {
+		t.Fatalf("%s exited:\n%s", args[0], p.Output())
+	}
+	return p, line
+}
+
+// startE2EOnFreePorts is startE2E with ports itest.FreePort picks (args
+// builds the command line from them), again on new ones if another
+// process of the shared machine took one before the command bound it.
+func startE2EOnFreePorts(t *testing.T, s *sys, env []string, ports int, args func(ports []int) []string) (*itest.Proc, string, []int) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ps := make([]int, ports)
+		for i := range ps {
+			ps[i] = itest.FreePort(t)
+		}
+		a := args(ps)
+		p, line, ok := tryE2E(t, s, env, a...)
+		if ok {
+			return p, line, ps
+		}
+		if attempt >= 5 || !strings.Contains(p.Output(), "address already in use") {
+			t.Fatalf("%s exited:\n%s", a[0], p.Output())
+		}
+	}
+}
+
+// tryE2E is startE2E, but reports (false) a command that exited before
+// printing its line.
+func tryE2E(t *testing.T, s *sys, env []string, args ...string) (*itest.Proc, string, bool) {
+	t.Helper()
 	cmd := exec.Command(itest.Bin(t, "mail-plane"), append([]string{"--log-level", "debug"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out := &lineBuffer{}
@@ -153,12 +185,12 @@ func startE2E(t *testing.T, s *sys, env []string, args ...string) (*itest.Proc, 
 		}
 		select {
 		case <-p.Done():
-			t.Fatalf("%s exited:\n%s", args[0], p.Output())
+			return p, "", false
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	line, _, _ := strings.Cut(out.String(), "\n")
-	return p, line
+	return p, line, true
 }
 
 // readSecrets records every file of dir as a secret (they are the
@@ -377,9 +409,10 @@ func secretsSidecar(t *testing.T) {
 	token := "site.bootstrap-token." + randomHex(12) // 45 characters
 	s.secret("sidecar bootstrap token", token)
 	data := itest.ShortTempDir(t)
-	api, smtpPort, inboxPort := itest.FreePort(t), itest.FreePort(t), itest.FreePort(t)
-	p, line := startE2E(t, s, []string{"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN=" + token},
-		"sidecar", "--data", data, "--http-port", strconv.Itoa(api), "--smtp-port", strconv.Itoa(smtpPort), "--inbox-port", strconv.Itoa(inboxPort))
+	p, line, ports := startE2EOnFreePorts(t, s, []string{"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN=" + token}, 3, func(ps []int) []string {
+		return []string{"sidecar", "--data", data, "--http-port", strconv.Itoa(ps[0]), "--smtp-port", strconv.Itoa(ps[1]), "--inbox-port", strconv.Itoa(ps[2])}
+	})
+	api, smtpPort, inboxPort := ports[0], ports[1], ports[2]
 	if !strings.HasPrefix(line, "inbox listening on ") {
 		t.Fatalf("sidecar's line: %q", line)
 	}
