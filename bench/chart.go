@@ -55,7 +55,7 @@ func chartGroups(r *Report) []chartGroup {
 	add("Ingest, embedded store: baseline: null HTTP handler / null go-smtp server", r.section("ingest", "embedded"))
 	add("Ingest, Mailpit store: baseline: raw SMTP into the same Mailpit", r.section("ingest", "Mailpit"))
 	add("Reads through mail-gateway: baseline: Mailpit's API; wake-up: POST then GET", r.section("reads", ""))
-	add("Density: baseline: 1 trial / 1 writer", r.section("density", ""))
+	add("Density: baseline: the reference's MailPlane.trial() / a stack with 0 live / the same round without open and close", r.section("density", ""))
 	return gs
 }
 

@@ -33,10 +33,13 @@ import (
 type harness struct {
 	binDir      string
 	mailpitPath string
-	cell        time.Duration // measured time per side of one figure
-	procs       *procs
-	report      *Report
-	logf        func(format string, args ...any)
+	// referencePath is the reference's local_mailbox.py, the density
+	// section's baseline ("" when not found).
+	referencePath string
+	cell          time.Duration // measured time per side of one figure
+	procs         *procs
+	report        *Report
+	logf          func(format string, args ...any)
 }
 
 func (h *harness) bin(name string) string { return filepath.Join(h.binDir, name) }
@@ -64,6 +67,7 @@ func run() int {
 	out := flag.String("out", "results", "directory for bench.md, bench.png and bench.json")
 	binDir := flag.String("bin", envOr("MAILPLANE_BIN", "bin"), "directory of the mailplane binaries (make build)")
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
+	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
 	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density, extract")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
@@ -85,6 +89,9 @@ func run() int {
 	}}
 	if _, err := os.Stat(*mp); err == nil {
 		h.mailpitPath = abs(*mp)
+	}
+	if _, err := os.Stat(*ref); err == nil {
+		h.referencePath = abs(*ref)
 	}
 	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
 		if _, err := os.Stat(h.bin(name)); err != nil {

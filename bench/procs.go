@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,33 +178,14 @@ func rssOf(pid int) (memory, error) {
 // childrenOf lists the processes whose parent is pid, by their command
 // name (mail-plane up's children).
 func childrenOf(pid int) (map[string]int, error) {
-	ents, err := os.ReadDir("/proc")
+	procs, err := allProcs()
 	if err != nil {
 		return nil, err
 	}
 	kids := map[string]int{}
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces, so cut at the last ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		j := strings.IndexByte(s, '(')
-		if i < 0 || j < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
-			kids[s[j+1:i]] = child
+	for child, p := range procs {
+		if p.ppid == pid {
+			kids[p.comm] = child
 		}
 	}
 	return kids, nil
@@ -393,4 +376,203 @@ func (h *harness) startMailpit(ctx context.Context, name string) (*mailpit, erro
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+}
+
+// rollup is a process's size from /proc/PID/smaps_rollup, in KiB. PSS
+// divides each shared page among the processes that map it, so the PSS
+// of a process tree sums to what the tree costs the machine; its file-
+// backed part (the binaries' pages) also shrinks when any other process
+// maps the same binary, so PssAnon (heap, stacks) is the steadier figure
+// of what a process holds for its work.
+type rollup struct {
+	RSS, PSS, PSSAnon int64
+}
+
+// parseRollup reads Rss, Pss and Pss_Anon from smaps_rollup's text;
+// Pss_Anon is 0 on kernels older than 5.9, which lack it.
+func parseRollup(s string) (rollup, error) {
+	var r rollup
+	seen := 0
+	for line := range strings.Lines(s) {
+		k, v, ok := strings.Cut(line, ":")
+		var dst *int64
+		switch k {
+		case "Rss":
+			dst = &r.RSS
+		case "Pss":
+			dst = &r.PSS
+		case "Pss_Anon":
+			dst = &r.PSSAnon
+		}
+		if !ok || dst == nil {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return rollup{}, fmt.Errorf("smaps_rollup: unexpected %q", strings.TrimSpace(line))
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return rollup{}, fmt.Errorf("smaps_rollup: %q: %w", strings.TrimSpace(line), err)
+		}
+		*dst = n
+		if k != "Pss_Anon" {
+			seen++
+		}
+	}
+	if seen != 2 {
+		return rollup{}, fmt.Errorf("smaps_rollup: no Rss and Pss lines")
+	}
+	return r, nil
+}
+
+// procInfo is a process as /proc/PID/stat names it.
+type procInfo struct {
+	comm string
+	ppid int
+}
+
+// allProcs reads every living process's command name and parent.
+func allProcs() (map[int]procInfo, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]procInfo{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if p, ok := parseStat(string(b)); ok {
+			out[pid] = p
+		}
+	}
+	return out, nil
+}
+
+// parseStat reads the command name and parent of /proc/PID/stat's line;
+// a zombie is not a living process.
+func parseStat(s string) (procInfo, bool) {
+	// pid (comm) state ppid …; comm may hold spaces and parentheses, so
+	// cut at the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	j := strings.IndexByte(s, '(')
+	if i < 0 || j < 0 || j > i {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 || f[0] == "Z" {
+		return procInfo{}, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return procInfo{}, false
+	}
+	return procInfo{comm: s[j+1 : i], ppid: ppid}, true
+}
+
+// treeOf is root and every descendant of it, root first, then in pid
+// order within each generation.
+func treeOf(procs map[int]procInfo, root int) []int {
+	if _, ok := procs[root]; !ok {
+		return nil
+	}
+	kids := map[int][]int{}
+	for pid, p := range procs {
+		kids[p.ppid] = append(kids[p.ppid], pid)
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		k := kids[out[i]]
+		slices.Sort(k)
+		out = append(out, k...)
+	}
+	return out
+}
+
+// stackSnapshot is the size of root's whole tree (mail-plane up and every
+// process under it): PSS and RSS summed, processes, threads.
+func stackSnapshot(root int, when string, live int) (StackLevel, error) {
+	procs, err := allProcs()
+	if err != nil {
+		return StackLevel{}, err
+	}
+	tree := treeOf(procs, root)
+	if len(tree) == 0 {
+		return StackLevel{}, fmt.Errorf("process %d is gone", root)
+	}
+	s := StackLevel{When: when, LiveTrials: live}
+	for i, pid := range tree {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+		if err != nil {
+			return s, err
+		}
+		m, err := parseRollup(string(b))
+		if err != nil {
+			return s, fmt.Errorf("pid %d: %w", pid, err)
+		}
+		name := procs[pid].comm
+		switch {
+		case i == 0:
+			name += " up"
+		case name == "mail-plane":
+			name += " serve"
+		}
+		p := ProcMem{Process: name, PID: pid, PSSKiB: m.PSS, PSSAnonKiB: m.PSSAnon, RSSKiB: m.RSS, Threads: threadsOf(pid)}
+		s.PerProcess = append(s.PerProcess, p)
+		s.PSSKiB += m.PSS
+		s.PSSAnonKiB += m.PSSAnon
+		s.RSSKiB += m.RSS
+		s.Threads += p.Threads
+	}
+	s.Processes = len(tree)
+	return s, nil
+}
+
+// threadsOf is a process's thread count (0 if it is gone).
+func threadsOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// diskUsage is what du reports for dir: the blocks allocated to every
+// file under it, each inode once, in KiB.
+func diskUsage(dir string) (int64, error) {
+	seen := map[uint64]bool{}
+	var blocks int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking (a journal)
+			}
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			blocks += st.Blocks
+		}
+		return nil
+	})
+	return blocks * 512 / 1024, err
 }

@@ -27,6 +27,10 @@ type upBundle struct {
 	Namespace      string            `json:"namespace"`
 	ReadCapability string            `json:"read_capability"`
 	WriterURL      string            `json:"writer_url"`
+	// What a harness needs to open more trials (up --trials 0 opens none).
+	PlaneSocket    string `json:"plane_socket"`
+	AdminGrantFile string `json:"admin_grant_file"`
+	DataDir        string `json:"data_dir"`
 }
 
 // startupAndMemory times mail-plane up --json to its JSON line (which it
@@ -86,10 +90,11 @@ type upRun struct {
 	kids   map[string]int
 }
 
-// startUp runs mail-plane up --json with quotas off and waits for its
-// JSON line.
-func (h *harness) startUp(ctx context.Context) (*upRun, error) {
-	cmd := exec.Command(h.bin("mail-plane"), "--log-level", "warn", "up", "--json", "--quota-messages", "0", "--quota-bytes", "0")
+// startUp runs mail-plane up --json with quotas off (and extra flags)
+// and waits for its JSON line.
+func (h *harness) startUp(ctx context.Context, extra ...string) (*upRun, error) {
+	args := append([]string{"--log-level", "warn", "up", "--json", "--quota-messages", "0", "--quota-bytes", "0"}, extra...)
+	cmd := exec.Command(h.bin("mail-plane"), args...)
 	logf, err := os.CreateTemp(h.procs.dir, "up-*.log")
 	if err != nil {
 		return nil, err
