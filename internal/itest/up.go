@@ -17,22 +17,11 @@ import (
 // shared surfaces, with the bundle it printed.
 type Stack struct {
 	*Proc
-	Bundle StackBundle
+	Bundle rpc.StackBundle
 }
 
-// StackBundle is what up --json prints: the first trial's bundle at the
-// top, every trial it opened, and the stack's own coordinates.
-type StackBundle struct {
-	rpc.Bundle
-	Trials         []rpc.Bundle `json:"trials"`
-	PlaneSocket    string       `json:"plane_socket"`
-	DataDir        string       `json:"data_dir"`
-	AdminGrantFile string       `json:"admin_grant_file"`
-	WriterURL      string       `json:"writer_url"`
-	APIURL         string       `json:"api_url"`
-	InboxBaseURL   string       `json:"inbox_base_url"`
-	SharedSMTPPort int          `json:"shared_smtp_port"`
-}
+// StackBundle is what up --json prints.
+type StackBundle = rpc.StackBundle
 
 // StartUp runs mail-plane up --json with args and waits for its bundle.
 func StartUp(t testing.TB, args ...string) *Stack {

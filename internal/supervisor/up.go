@@ -173,7 +173,7 @@ func up(c *cli.Context) (err error) {
 	if err := writeState(statePath, state); err != nil {
 		return err
 	}
-	out := stackBundle{
+	out := rpc.StackBundle{
 		Trials: state.Trials, PlaneSocket: st.socket, DataDir: st.data, AdminGrantFile: st.grantFile(rpc.RoleAdmin),
 		WriterURL: url(ports[0]), SharedSMTPPort: ports[1], InboxBaseURL: url(ports[2]), APIURL: url(ports[3]),
 	}
@@ -189,21 +189,6 @@ func up(c *cli.Context) (err error) {
 	}
 	log.Info().Int("trials", len(state.Trials)).Msg("mailplane is up")
 	return st.wait(ctx)
-}
-
-// stackBundle is up's output: the first trial's bundle at the top (the
-// shape trial.open answers), every trial up opened, and what an operator
-// or harness needs to open more.
-type stackBundle struct {
-	*rpc.Bundle
-	Trials         []rpc.Bundle `json:"trials"`
-	PlaneSocket    string       `json:"plane_socket"`
-	DataDir        string       `json:"data_dir"`
-	AdminGrantFile string       `json:"admin_grant_file"`
-	WriterURL      string       `json:"writer_url"`
-	APIURL         string       `json:"api_url"`
-	InboxBaseURL   string       `json:"inbox_base_url"`
-	SharedSMTPPort int          `json:"shared_smtp_port"`
 }
 
 // openTrials keeps the bundles of prev whose trials are still open and
@@ -262,7 +247,7 @@ func cmpOr(a, b int) int {
 	return b
 }
 
-func printSummary(b stackBundle) {
+func printSummary(b rpc.StackBundle) {
 	if b.Bundle != nil {
 		fmt.Printf("mailplane is up: namespace %s\n\n", b.Namespace)
 		fmt.Printf("agent       inbox            %s\n", b.InboxURL)

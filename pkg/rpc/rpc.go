@@ -353,6 +353,21 @@ type Bundle struct {
 	WriterURL            string            `json:"writer_url"`
 }
 
+// StackBundle is what mail-plane up --json prints: the first trial's
+// bundle at the top (absent with --trials 0), every trial up opened, and
+// what an operator or harness needs to open more on the running stack.
+type StackBundle struct {
+	*Bundle
+	Trials         []Bundle `json:"trials"`
+	PlaneSocket    string   `json:"plane_socket"`
+	DataDir        string   `json:"data_dir"`
+	AdminGrantFile string   `json:"admin_grant_file"`
+	WriterURL      string   `json:"writer_url"`
+	APIURL         string   `json:"api_url"`
+	InboxBaseURL   string   `json:"inbox_base_url"`
+	SharedSMTPPort int      `json:"shared_smtp_port"`
+}
+
 // PortsSyncRequest is one turn of the supervisor's loop: Add hands the
 // plane ports that are bound and passed to the shared writer, ready to be
 // given to new trials; the call then waits up to WaitMillis for work.
