@@ -81,6 +81,11 @@ func TestMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	open := func() int {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		return len(fds)
+	}
+	before := open()
 	for _, c := range []struct {
 		name string
 		data []byte
@@ -102,5 +107,8 @@ func TestMalformed(t *testing.T) {
 		if _, err := Receive(recv); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", c.name, err)
 		}
+	}
+	if after := open(); after != before {
+		t.Fatalf("%d descriptors open before, %d after: the refused messages' leaked", before, after)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,14 @@ func newUpSys(t *testing.T, extra ...string) *upSys {
 	}
 	proc := itest.StartCmd(t, cmd, "mail-plane up")
 	s.addProc(proc)
+	// At the end, up's children are killed with it: SIGKILL leaves up no
+	// time to stop them, and their graceful stop (on their parent's death)
+	// would hold the test's end for seconds.
+	t.Cleanup(func() {
+		for _, pid := range itest.Descendants(t, proc.Cmd.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	u := &upSys{sys: s}
 	line := itest.ReadLine(t, stdout, 60*time.Second)
 	if err := json.Unmarshal([]byte(line), &u.bundle); err != nil {
