@@ -20,7 +20,7 @@ import (
 // every other process's.
 type upSys struct {
 	*sys
-	bundle itest.StackBundle
+	bundle rpc.StackBundle
 }
 
 // newUpSys starts mail-plane up with no trial open and extra flags.
