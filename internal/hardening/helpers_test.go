@@ -319,107 +319,116 @@ func redactedContext(text string, i, n int) string {
 	return text[max(0, i-200):i] + "<SECRET>" + text[i+n:min(len(text), i+n+60)]
 }
 
-// surface is a running mail-writer, mail-inbox or mail-gateway.
+// surface is a running mail-writer, mail-inbox or mail-gateway. It
+// listens on sockets the test bound and handed it (fd:3, fd:4): no other
+// process of the shared machine can take a port between the test's
+// choosing it and the surface's binding it.
 type surface struct {
 	*itest.Proc
-	s    *sys
-	args []string
-	url  string // http://127.0.0.1:PORT of its HTTP listener
-	smtp string // the writer's SMTP address
+	s     *sys
+	args  []string
+	ports []int  // of its listeners, handed down as fd:3, fd:4, ...
+	url   string // http://127.0.0.1:PORT of its HTTP listener
+	smtp  string // the writer's SMTP address
 }
 
-func (s *sys) start(name string, args ...string) *surface {
+// listenFDs are the flag values of n handed-down listeners.
+func listenFDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "fd:" + strconv.Itoa(3+i)
+	}
+	return out
+}
+
+// bind listens on 127.0.0.1 at each of ports (0: any free port) and
+// returns the listeners' files, for a child's ExtraFiles, and their ports.
+func bind(t testing.TB, ports []int) ([]*os.File, []int) {
+	t.Helper()
+	files := make([]*os.File, len(ports))
+	bound := make([]int, len(ports))
+	for i, port := range ports {
+		var ln net.Listener
+		var err error
+		// A port just freed by a killed surface may take a moment.
+		for try := 0; try < 50; try++ {
+			if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close() // the file is a duplicate: the socket stays open
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i], bound[i] = f, ln.Addr().(*net.TCPAddr).Port
+	}
+	return files, bound
+}
+
+// start runs a surface on listeners bound at ports (0: any) with args,
+// which name them fd:3, fd:4, ...
+func (s *sys) start(name string, ports []int, args ...string) *surface {
 	s.t.Helper()
-	u := &surface{s: s, args: args}
-	u.Proc = itest.Start(s.t, name, args...)
+	files, bound := bind(s.t, ports)
+	cmd := exec.Command(itest.Bin(s.t, name), args...)
+	cmd.ExtraFiles = files
+	u := &surface{s: s, args: args, ports: bound}
+	u.Proc = itest.StartCmd(s.t, cmd, name)
+	for _, f := range files {
+		f.Close() // the child has its own
+	}
 	s.addProc(u.Proc)
 	return u
-}
-
-// startOnFreePorts starts a surface on ports itest.FreePort picks (args
-// builds its flags and says where it answers) and waits until it is
-// healthy. The machine is shared: another process may take a free port
-// before the surface binds it, and then the surface is started again on
-// new ones.
-func (s *sys) startOnFreePorts(name string, args func() (flags []string, url, smtp string)) *surface {
-	s.t.Helper()
-	for attempt := 1; ; attempt++ {
-		flags, url, smtp := args()
-		u := s.start(name, flags...)
-		u.url, u.smtp = url, smtp
-		if u.waitHealthy() {
-			return u
-		}
-		if attempt < 5 && strings.Contains(u.Output(), "address already in use") {
-			continue
-		}
-		s.t.Fatalf("%s exited:\n%s", name, u.Output())
-	}
-}
-
-// waitHealthy waits until the surface answers /healthz with 200: false if
-// it exited first.
-func (u *surface) waitHealthy() bool {
-	u.s.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if healthz(u.url) == http.StatusOK {
-			return true
-		}
-		select {
-		case <-u.Done():
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	u.s.t.Fatalf("%s did not answer 200 on %s/healthz within 15s", u.Name, u.url)
-	return false
 }
 
 // writer starts mail-writer for id in mode (fixed or select) with the
 // flags mail-plane up passes, plus extra.
 func (s *sys) writer(id rpc.Identity, mode string, extra ...string) *surface {
 	s.t.Helper()
-	grant := itest.WriteSecret(s.t, "writer.grant", id.WriterGrant)
-	return s.startOnFreePorts("mail-writer", func() ([]string, string, string) {
-		hp, sp := itest.FreePort(s.t), itest.FreePort(s.t)
-		return append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
-			"--grant-file", grant,
-			"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", "127.0.0.1:" + strconv.Itoa(sp),
-			"--smtp-mode", mode}, extra...), "http://127.0.0.1:" + strconv.Itoa(hp), "127.0.0.1:" + strconv.Itoa(sp)
-	})
+	fd := listenFDs(2)
+	u := s.start("mail-writer", []int{0, 0}, append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
+		"--grant-file", itest.WriteSecret(s.t, "writer.grant", id.WriterGrant),
+		"--http-listen", fd[0], "--smtp-listen", fd[1], "--smtp-mode", mode}, extra...)...)
+	u.url, u.smtp = "http://127.0.0.1:"+strconv.Itoa(u.ports[0]), "127.0.0.1:"+strconv.Itoa(u.ports[1])
+	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
+	return u
 }
 
 // inbox starts mail-inbox for id (strict mode: bound to its trial), with
 // extra flags.
 func (s *sys) inbox(id rpc.Identity, extra ...string) *surface {
 	s.t.Helper()
-	grant := itest.WriteSecret(s.t, "inbox.grant", id.InboxGrant)
-	token := itest.WriteSecret(s.t, "inbox.token", id.InboxToken)
-	return s.startOnFreePorts("mail-inbox", func() ([]string, string, string) {
-		port := strconv.Itoa(itest.FreePort(s.t))
-		return append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
-			"--grant-file", grant, "--token-file", token, "--listen", "127.0.0.1:" + port}, extra...), "http://127.0.0.1:" + port, ""
-	})
+	u := s.start("mail-inbox", []int{0}, append([]string{"--log-level", "debug", "--plane-socket", s.plane.socket,
+		"--grant-file", itest.WriteSecret(s.t, "inbox.grant", id.InboxGrant),
+		"--token-file", itest.WriteSecret(s.t, "inbox.token", id.InboxToken),
+		"--listen", listenFDs(1)[0]}, extra...)...)
+	u.url = "http://127.0.0.1:" + strconv.Itoa(u.ports[0])
+	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
+	return u
 }
 
 // gateway starts mail-gateway with the plane's gateway grant.
 func (s *sys) gateway() *surface {
 	s.t.Helper()
-	grant := itest.WriteSecret(s.t, "gateway.grant", s.plane.gatewayGrant)
-	return s.startOnFreePorts("mail-gateway", func() ([]string, string, string) {
-		port := strconv.Itoa(itest.FreePort(s.t))
-		return []string{"--log-level", "debug", "--plane-socket", s.plane.socket,
-			"--grant-file", grant, "--listen", "127.0.0.1:" + port}, "http://127.0.0.1:" + port, ""
-	})
+	u := s.start("mail-gateway", []int{0}, "--log-level", "debug", "--plane-socket", s.plane.socket,
+		"--grant-file", itest.WriteSecret(s.t, "gateway.grant", s.plane.gatewayGrant),
+		"--listen", listenFDs(1)[0])
+	u.url = "http://127.0.0.1:" + strconv.Itoa(u.ports[0])
+	itest.WaitHTTP(s.t, u.url+"/healthz", http.StatusOK, u.Proc)
+	return u
 }
 
-// restart runs the surface again with the same flags and ports, after it
-// was killed, and waits until it is healthy.
+// restart runs the surface again with the same flags on the same ports,
+// after it was killed, and waits until it is healthy.
 func (u *surface) restart() {
 	u.s.t.Helper()
-	u.Proc = itest.Start(u.s.t, u.Name, u.args...)
-	u.s.addProc(u.Proc)
+	v := u.s.start(u.Name, u.ports, u.args...)
+	u.Proc = v.Proc
 	itest.WaitHTTP(u.s.t, u.url+"/healthz", http.StatusOK, u.Proc)
 }
 
