@@ -272,8 +272,16 @@ func (h *harness) reference(ctx context.Context) (*Reference, error) {
 // densityStack is mailplane's side: one up stack, its sizes at each level,
 // the opens' latencies and the episodes.
 func (h *harness) densityStack(ctx context.Context, d *Density) error {
+	// The stack runs from private copies of the binaries: PSS splits a
+	// file's pages among every process on the machine that maps it, so
+	// other runs of bin/ (tests, other stacks) would make its file-backed
+	// part shrink and grow with their own lives.
+	binDir := filepath.Join(h.procs.dir, "density-bin")
+	if err := copyBinaries(h.binDir, binDir); err != nil {
+		return err
+	}
 	dataDir := filepath.Join(h.procs.dir, "density-data")
-	up, err := h.startUp(ctx, "--trials", "0", "--data", dataDir)
+	up, err := h.startUpFrom(ctx, binDir, "--trials", "0", "--data", dataDir)
 	if err != nil {
 		return err
 	}
@@ -465,6 +473,23 @@ func (h *harness) densityStack(ctx context.Context, d *Density) error {
 		return err
 	}
 	h.addDensity(Pair{Section: "density", Store: "embedded", Path: "episode, open to close", Conc: densityConc, Mailplane: s, Baseline: base})
+	return nil
+}
+
+// copyBinaries copies the four binaries from src into a new dst.
+func copyBinaries(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o755); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

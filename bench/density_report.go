@@ -94,7 +94,7 @@ func thousands(n int) string {
 // densityMarkdown is bench.md's density section.
 func (r *Report) densityMarkdown(w func(string, ...any), d *Density) {
 	w("\n## Density: many trials on one `mail-plane up` stack\n\n")
-	w("One `mail-plane up --trials 0` (quotas off, SQLite store): the supervisor, the plane and the three shared surfaces (writer, inbox, gateway). "+
+	w("One `mail-plane up --trials 0` (quotas off, SQLite store, run from private copies of bin/): the supervisor, the plane and the three shared surfaces (writer, inbox, gateway). "+
 		"%d warm-up episodes, then trials opened one after the other with the admin RPC `trial.open` until %s and then %s are live; "+
 		"each size is the whole process tree's, PSS and RSS from `/proc/PID/smaps_rollup` summed, %v after the last open. "+
 		"The baseline, in the same run and before mailplane starts: `reference_density.py` drives the reference's `MailPlane(MailpitClient(socket)).trial()` "+
@@ -124,7 +124,7 @@ func (r *Report) densityMarkdown(w func(string, ...any), d *Density) {
 				kb(perTrial(ref.Before.Mailpit.PSS, ref.After.Mailpit.PSS, ref.Trials)))
 		}
 	}
-	w("\nPSS counts a page shared by several processes once, split among them; its file-backed part (pages of the binaries) also shrinks whenever any other process on the machine maps the same binary (other runs of bin/), so the anonymous part (heap, stacks) is the steadier figure of what the stack holds per trial.\n")
+	w("\nPSS counts a page shared by several processes once, split among them. The stack runs from private copies of the binaries, so that its file-backed pages are shared only within it (the supervisor and the plane are one binary), not with other runs of bin/ on the machine; the anonymous part (heap, stacks) is what the stack holds for its trials.\n")
 	if len(d.Levels) > 0 {
 		w("\nEach process of the stack, PSS MB (anonymous in brackets):\n\n| process |")
 		for _, l := range d.Levels {

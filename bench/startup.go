@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -93,8 +94,14 @@ type upRun struct {
 // startUp runs mail-plane up --json with quotas off (and extra flags)
 // and waits for its JSON line.
 func (h *harness) startUp(ctx context.Context, extra ...string) (*upRun, error) {
+	return h.startUpFrom(ctx, h.binDir, extra...)
+}
+
+// startUpFrom is startUp with the binaries of binDir (up starts the
+// surfaces found next to itself).
+func (h *harness) startUpFrom(ctx context.Context, binDir string, extra ...string) (*upRun, error) {
 	args := append([]string{"--log-level", "warn", "up", "--json", "--quota-messages", "0", "--quota-bytes", "0"}, extra...)
-	cmd := exec.Command(h.bin("mail-plane"), args...)
+	cmd := exec.Command(filepath.Join(binDir, "mail-plane"), args...)
 	logf, err := os.CreateTemp(h.procs.dir, "up-*.log")
 	if err != nil {
 		return nil, err
