@@ -13,6 +13,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -178,7 +179,13 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 	if len(req.IdempotencyKey) > 256 {
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "idempotency key longer than 256 bytes")
 	}
-	stored := mailmsg.Scrub(req.Raw, req.From, req.To)
+	stored, err := mailmsg.Scrub(ctx, req.Raw, req.From, req.To)
+	if errors.Is(err, mailmsg.ErrHeaderTooLarge) {
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "a header block exceeds %d lines or %d bytes", limits.HeaderLines, limits.HeaderBytes)
+	}
+	if err != nil {
+		return rpc.SendResponse{}, b.storeErr("scrub", err)
+	}
 	env := msgstore.Envelope{From: req.From, To: req.To}
 	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
 	offer := &ledger.Offer{
