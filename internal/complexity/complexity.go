@@ -8,6 +8,7 @@ package complexity
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ const (
 	// fast; that passes.) Choose base sizes that make the runs of a linear
 	// parser take milliseconds, so that a quadratic one would take seconds.
 	Floor = time.Millisecond
+	// gcHeadroom is how much the heap may grow during the measurements
+	// before the collector runs.
+	gcHeadroom = 512 << 20
 	// sizes is how many times the base is doubled: n, 2n, 4n, 8n.
 	sizes = 4
 )
@@ -51,6 +55,7 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	if base <= 0 {
 		t.Fatalf("%s: base size %d", name, base)
 	}
+	defer quietGC()()
 	m := measure{times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
 	for i := range sizes {
 		m.runs[i] = setup(base << i)
@@ -71,6 +76,24 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 		}
 	}
 	t.Logf("%s: %s", name, m.report(base))
+}
+
+// quietGC keeps the collector from running during the timed runs unless
+// the heap grows by gcHeadroom, and returns what restores it. A collection
+// in the middle of a run costs in proportion to everything live, the
+// inputs of all four sizes included, and comes at times that vary from
+// one run to the next: noise, not the parser's cost. The headroom still
+// lets a quadratic parser that allocates as it goes finish (and fail).
+func quietGC() (restore func()) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(int64(ms.HeapAlloc) + gcHeadroom)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
 }
 
 type measure struct {
