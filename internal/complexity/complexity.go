@@ -56,10 +56,7 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 		t.Fatalf("%s: base size %d", name, base)
 	}
 	defer quietGC()()
-	m := measure{times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
-	for i := range sizes {
-		m.runs[i] = setup(base << i)
-	}
+	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
 	for i := range sizes {
 		m.time(i)
 		if i == 0 {
@@ -97,13 +94,18 @@ func quietGC() (restore func()) {
 }
 
 type measure struct {
-	runs  []func()
+	setup func(int) func()
+	base  int
+	runs  []func()        // made when a size is first timed, so a failure stops early
 	times []time.Duration // fastest run so far per size; 0 before the first
 }
 
 // time runs size i (one warm-up, then up to reps timed runs) and keeps the
 // fastest time seen.
 func (m *measure) time(i int) {
+	if m.runs[i] == nil {
+		m.runs[i] = m.setup(m.base << i)
+	}
 	run := m.runs[i]
 	spent := time.Duration(0)
 	for r := 0; r <= reps && (r < 2 || spent < sizeBudget); r++ {
