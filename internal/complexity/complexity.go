@@ -6,9 +6,11 @@
 package complexity
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,18 +21,20 @@ const (
 	// linear parser takes about 2×, a quadratic one 4×; 3× leaves room
 	// for caches and noise between them.
 	Factor = 3.0
-	// reps is how many timed runs each size gets, after one warm-up; the
-	// fastest counts, since noise on a shared machine only adds time. Runs
-	// are timed in the process's CPU time (all its threads, so work that
-	// a parser hands to a server goroutine counts), which other processes
-	// on the machine do not inflate.
-	reps = 5
-	// retries re-measure a doubling that looked superlinear before it
-	// fails the test; a real quadratic stays at 4× however often it is
-	// measured, a burst of load from elsewhere does not.
-	retries = 3
-	// sizeBudget stops the repetitions of one size early once this much
-	// time went into it, so that a quadratic parser fails in seconds.
+	// pairs is how many times the two sizes of a doubling are run, one
+	// after the other, after a warm-up of each. Runs are timed in the
+	// process's CPU time (all its threads, so work that a parser hands to
+	// a server goroutine counts), which other processes on the machine do
+	// not inflate directly; running the sizes in turn puts both under the
+	// same load, and the median of the pairs' ratios ignores the pairs
+	// that a burst of it (or a lucky run) made odd.
+	pairs = 5
+	// retries measure a doubling that looked superlinear again, with
+	// twice the pairs, before it fails the test; a real quadratic stays
+	// at 4× however often it is measured.
+	retries = 2
+	// sizeBudget stops the pairs of a doubling early once this much time
+	// went into them, so that a quadratic parser fails in seconds.
 	sizeBudget = 400 * time.Millisecond
 	// Floor is the time below which a run counts as Floor: timer and
 	// scheduler noise decide ratios between microsecond runs, and a parser
@@ -57,22 +61,17 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	}
 	defer quietGC()()
 	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
-	for i := range sizes {
-		m.time(i)
-		if i == 0 {
-			continue
+	for i := 1; i < sizes; i++ {
+		r := m.doubling(i, pairs)
+		for try := 0; r > Factor && m.times[i] < sizeBudget && try < retries; try++ {
+			r = m.doubling(i, 2*pairs<<try)
 		}
-		// Runs too slow to repeat are too long for noise to triple.
-		for try := 0; m.ratio(i) > Factor && m.times[i] < sizeBudget && try < retries; try++ {
-			m.time(i - 1)
-			m.time(i)
-		}
-		if r := m.ratio(i); r > Factor {
+		if r > Factor {
 			t.Fatalf("%s: n=%d took %v, n=%d took %v: ×%.1f for twice the input (most allowed ×%.0f); %s",
-				name, base<<(i-1), m.times[i-1], base<<i, m.times[i], r, Factor, m.report(base))
+				name, base<<(i-1), m.times[i-1], base<<i, m.times[i], r, Factor, m.report())
 		}
 	}
-	t.Logf("%s: %s", name, m.report(base))
+	t.Logf("%s: %s", name, m.report())
 }
 
 // quietGC keeps the collector from running during the timed runs unless
@@ -96,44 +95,54 @@ func quietGC() (restore func()) {
 type measure struct {
 	setup func(int) func()
 	base  int
-	runs  []func()        // made when a size is first timed, so a failure stops early
-	times []time.Duration // fastest run so far per size; 0 before the first
+	runs  []func()        // made when a size is first run, so a failure stops early
+	times []time.Duration // the median time of each size in its last doubling
 }
 
-// time runs size i (one warm-up, then up to reps timed runs) and keeps the
-// fastest time seen.
-func (m *measure) time(i int) {
+// doubling runs sizes i-1 and i in turn and returns the median of the
+// pairs' ratios (with times under Floor counted as Floor).
+func (m *measure) doubling(i, pairs int) float64 {
+	m.run(i - 1) // warm-ups
+	if d := m.run(i); d > sizeBudget {
+		// Too slow to repeat: one more run of each says enough.
+		small, large := m.run(i-1), m.run(i)
+		m.times[i-1], m.times[i] = small, large
+		return ratio(small, large)
+	}
+	var rs []float64
+	var small, large []time.Duration
+	spent := time.Duration(0)
+	for p := 0; p < pairs && (p < 3 || spent < sizeBudget); p++ {
+		a, b := m.run(i-1), m.run(i)
+		rs, small, large = append(rs, ratio(a, b)), append(small, a), append(large, b)
+		spent += a + b
+	}
+	m.times[i-1], m.times[i] = median(small), median(large)
+	return median(rs)
+}
+
+// run runs size i once and returns the CPU time it took.
+func (m *measure) run(i int) time.Duration {
 	if m.runs[i] == nil {
 		m.runs[i] = m.setup(m.base << i)
 	}
-	run := m.runs[i]
-	spent := time.Duration(0)
-	for r := 0; r <= reps && (r < 2 || spent < sizeBudget); r++ {
-		runtime.GC() // garbage of earlier runs is not this run's cost
-		start := cpuTime()
-		run()
-		d := cpuTime() - start
-		spent += d
-		if r == 0 && m.times[i] == 0 {
-			if d > sizeBudget {
-				m.times[i] = d // too slow to repeat: one run says enough
-				return
-			}
-			continue // warm-up
-		}
-		if m.times[i] == 0 || d < m.times[i] {
-			m.times[i] = d
-		}
-	}
+	runtime.GC() // garbage of earlier runs is not this run's cost
+	start := cpuTime()
+	m.runs[i]()
+	return cpuTime() - start
 }
 
-// ratio is how much slower size i ran than size i-1, with times under
-// Floor counted as Floor.
-func (m *measure) ratio(i int) float64 {
-	return float64(max(m.times[i], Floor)) / float64(max(m.times[i-1], Floor))
+func ratio(small, large time.Duration) float64 {
+	return float64(max(large, Floor)) / float64(max(small, Floor))
 }
 
-func (m *measure) report(base int) string {
+func median[T cmp.Ordered](xs []T) T {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func (m *measure) report() string {
 	var b strings.Builder
 	for i, d := range m.times {
 		if d == 0 {
@@ -142,7 +151,7 @@ func (m *measure) report(base int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "n=%d %v", base<<i, d.Round(time.Microsecond))
+		fmt.Fprintf(&b, "n=%d %v", m.base<<i, d.Round(time.Microsecond))
 	}
 	return b.String()
 }

@@ -44,7 +44,7 @@ func sum(n int) func() {
 	}
 }
 
-func pairs(n int) func() {
+func square(n int) func() {
 	return func() {
 		s := 0
 		for i := range n {
@@ -63,7 +63,7 @@ func TestLinearPassesLinear(t *testing.T) {
 }
 
 func TestLinearFailsQuadratic(t *testing.T) {
-	if msg := linear(t, pairs, 1000); msg == "" {
+	if msg := linear(t, square, 1000); msg == "" {
 		t.Fatal("a quadratic double loop passed")
 	}
 }
@@ -71,7 +71,7 @@ func TestLinearFailsQuadratic(t *testing.T) {
 // Times under the floor are noise, not growth: a parser that handles
 // every size in microseconds passes, whatever their ratios.
 func TestLinearFloor(t *testing.T) {
-	if msg := linear(t, pairs, 10); msg != "" {
+	if msg := linear(t, square, 10); msg != "" {
 		t.Fatalf("a quadratic loop over 80 items failed: %s", msg)
 	}
 }
