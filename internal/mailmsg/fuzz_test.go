@@ -2,8 +2,12 @@ package mailmsg
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // FuzzScrub: whatever a sender puts in DATA, the stored message carries no
@@ -15,8 +19,19 @@ func FuzzScrub(f *testing.F) {
 	f.Add([]byte("\r\n\r\n"))
 	f.Add([]byte("Content-Type: multipart/alternative; boundary=\"=_\"\n\n--=_\nContent-Type: text/html\n\n<a href=x>y</a>\n--=_--"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out := Scrub(raw, "s@example.com", []string{"r@example.com"})
-		header, sep, body := splitHeader(out)
+		out, err := Scrub(context.Background(), raw, "s@example.com", []string{"r@example.com"})
+		if err != nil {
+			// Refused: only a header block over the limits is.
+			if !errors.Is(err, ErrHeaderTooLarge) || len(raw) < limits.HeaderLines && len(raw) < limits.HeaderBytes {
+				t.Fatalf("Scrub(%q): %v", raw, err)
+			}
+			Parse(raw)
+			return
+		}
+		header, sep, body, over := splitHeader(out)
+		if over {
+			t.Fatalf("stored a header block over the limits: %q", out)
+		}
 		for _, fl := range headerFields(header) {
 			name := strings.ToLower(strings.TrimSpace(fl.name))
 			if name == "x-tags" || strings.HasPrefix(name, "x-websitebench-") || name == "cc" || name == "bcc" {
@@ -27,7 +42,7 @@ func FuzzScrub(f *testing.F) {
 			t.Fatalf("From = %q %v in %q", v, ok, out)
 		}
 		// A top-level body that is not multipart is kept byte for byte.
-		if _, origSep, origBody := splitHeader(raw); origSep != nil && sep != nil {
+		if _, origSep, origBody, _ := splitHeader(raw); origSep != nil && sep != nil {
 			if _, ok := HeaderValue(raw, "Content-Type"); !ok && !bytes.Equal(body, origBody) {
 				t.Fatalf("body changed:\n%q\n%q", origBody, body)
 			}

@@ -1,8 +1,12 @@
 package mailmsg
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 func TestValidAddress(t *testing.T) {
@@ -44,7 +48,11 @@ func TestScrubReferenceExample(t *testing.T) {
 		"Content-Type: text/plain; charset=utf-8\r\n" +
 		"\r\n" +
 		"body line\r\nFrom: not a header\r\n"
-	got := string(Scrub([]byte(raw), "site@reference.example", []string{"smtp-user@example.com", "second@example.com"}, "X-Tags: wb-1"))
+	out, err := Scrub(context.Background(), []byte(raw), "site@reference.example", []string{"smtp-user@example.com", "second@example.com"}, "X-Tags: wb-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
 	want := "Subject: SMTP scrub check\r\n" +
 		"Reply-To: reply@elsewhere.example\r\n" +
 		"X-Other: kept\r\n" +
@@ -63,7 +71,11 @@ func TestScrubParts(t *testing.T) {
 	raw := "Content-Type: multipart/mixed; boundary=\"b1\"\n" +
 		"To: x@y\n\npreamble\n--b1\nX-Tags: inner\nContent-Type: text/plain\n\nhello\n" +
 		"--b1\nX-WebsiteBench-Namespace: n\nContent-Type: application/octet-stream\nContent-Disposition: attachment; filename=a.bin\n\nAAAA\n--b1--\nepilogue\n"
-	got := string(Scrub([]byte(raw), "s@x", []string{"r@x"}))
+	out, err := Scrub(context.Background(), []byte(raw), "s@x", []string{"r@x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
 	for _, gone := range []string{"X-Tags", "X-WebsiteBench", "To: x@y"} {
 		if strings.Contains(got, gone) {
 			t.Errorf("%q survived:\n%s", gone, got)
@@ -115,5 +127,63 @@ func TestParse(t *testing.T) {
 		if p.Subject != c.subject || p.Text != c.text || len(p.Attachments) != c.attachments {
 			t.Errorf("%s: got %+v", c.name, p)
 		}
+	}
+}
+
+// A header block over the limits is refused whole, with one fixed error:
+// cut at the limit, the fields past it would reach the store unscrubbed.
+func TestScrubRefusesOversizedHeader(t *testing.T) {
+	ctx := context.Background()
+	line := "X-Pad: " + strings.Repeat("p", 57) + "\r\n" // 66 bytes
+	atLines := strings.Repeat("X: a\r\n", limits.HeaderLines-2)
+	for name, c := range map[string]struct {
+		raw     string
+		refused bool
+	}{
+		"lines at the limit with From and To": {atLines + "\r\nbody", false},
+		"one line more":                       {atLines + "X: a\r\n\r\nbody", true},
+		"folded past the limit":               {"X: a\r\n" + strings.Repeat(" \r\n", limits.HeaderLines) + "From: spoof@evil.example\r\n\r\nbody", true},
+		"bytes past the limit":                {strings.Repeat(line, limits.HeaderBytes/len(line)+1) + "\r\nbody", true},
+		"one long line":                       {"X: " + strings.Repeat("x", limits.HeaderBytes) + "\r\n\r\nbody", true},
+		"in a MIME part": {"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n" +
+			strings.Repeat("X: a\r\n", limits.HeaderLines+1) + "\r\nhi\r\n--b--\r\n", true},
+		"a long body": {"Subject: s\r\n\r\n" + strings.Repeat("body\r\n", 2*limits.HeaderLines), false},
+	} {
+		out, err := Scrub(ctx, []byte(c.raw), "s@example.com", []string{"r@example.com"})
+		switch {
+		case c.refused && (!errors.Is(err, ErrHeaderTooLarge) || out != nil):
+			t.Errorf("%s: got %d bytes, %v; want ErrHeaderTooLarge", name, len(out), err)
+		case !c.refused && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case !c.refused:
+			if _, _, _, over := splitHeader(out); over {
+				t.Errorf("%s: stored a header block over the limits", name)
+			}
+		}
+	}
+}
+
+func TestScrubHonoursContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Scrub(ctx, []byte("Subject: s\r\n\r\nb"), "s@x", []string{"r@x"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// Readers never fail: past the limits, the rest of a message (which Scrub
+// would not have stored) is read as its body, and HeaderValue does not
+// look there.
+func TestReadersStopAtTheLimits(t *testing.T) {
+	raw := []byte("Subject: s\r\n" + strings.Repeat("X: a\r\n", limits.HeaderLines-1) + "X-WebsiteBench-Namespace: late\r\n\r\nbody")
+	if v, ok := HeaderValue(raw, "X-WebsiteBench-Namespace"); ok {
+		t.Fatalf("found %q past the limit", v)
+	}
+	if v, ok := HeaderValue(raw, "Subject"); !ok || v != "s" {
+		t.Fatalf("Subject = %q %v", v, ok)
+	}
+	p := Parse(raw)
+	if p.Subject != "s" || !strings.HasPrefix(p.Text, "X-WebsiteBench-Namespace: late\r\n\r\nbody") {
+		t.Fatalf("got %+v", p)
 	}
 }

@@ -35,9 +35,11 @@ type Attachment struct {
 
 // Parse reads a stored message. It never fails: a message that is not valid
 // MIME is shown as its raw body, which is what a person would want to see.
+// A header block over the limits (which Scrub never stores) is read up to
+// them, and the rest of the message is shown as its body.
 func Parse(raw []byte) Parsed {
-	header, sep, body := splitHeader(raw)
-	if sep == nil {
+	header, sep, body, over := splitHeader(raw)
+	if sep == nil && !over {
 		body = nil
 	}
 	h := textproto.MIMEHeader{}

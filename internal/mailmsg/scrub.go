@@ -2,9 +2,18 @@ package mailmsg
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"mime"
 	"strings"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
+
+// ErrHeaderTooLarge is Scrub's refusal of a message with a header block
+// (its own or a MIME part's) of more than limits.HeaderLines lines or
+// limits.HeaderBytes bytes, before or after the scrub.
+var ErrHeaderTooLarge = errors.New("a header block exceeds the limit on lines or bytes")
 
 // Scrub returns raw with the headers a sender may not choose replaced
 // (BEHAVIOR.md §8.8): every X-Tags and X-WebsiteBench-* header is removed
@@ -12,23 +21,47 @@ import (
 // From: <from> and To: <to joined by ", "> are appended. Everything else,
 // including the body bytes, is kept as it was. extra headers (such as a
 // store's private tag) are appended after To.
-func Scrub(raw []byte, from string, to []string, extra ...string) []byte {
-	eol := lineEnding(raw)
+//
+// A message with a header block over the limits is refused with
+// ErrHeaderTooLarge, not cut: read past the limit as body, its remaining
+// fields would go unscrubbed and still be headers to the next parser (a
+// Mailpit, a mail client), so a sender could smuggle From or
+// X-WebsiteBench-* past the scrub by padding. Refusing also keeps every
+// stored message within the limits that Parse reads. Scrub stops with
+// ctx's error when ctx ends.
+func Scrub(ctx context.Context, raw []byte, from string, to []string, extra ...string) ([]byte, error) {
 	add := []string{"From: " + from, "To: " + strings.Join(to, ", ")}
 	add = append(add, extra...)
-	return scrubEntity(raw, eol, true, add, 0)
+	s := scrubber{ctx: ctx, eol: lineEnding(raw)}
+	s.out.Grow(len(raw) + 256)
+	if err := s.entity(raw, true, add, 0); err != nil {
+		return nil, err
+	}
+	return s.out.Bytes(), nil
 }
 
 // maxDepth bounds MIME recursion; deeper parts are kept verbatim.
 const maxDepth = 16
 
-func scrubEntity(entity []byte, eol string, top bool, add []string, depth int) []byte {
-	header, sep, body := splitHeader(entity)
-	fields := headerFields(header)
-	var out bytes.Buffer
-	out.Grow(len(entity) + 256)
+// scrubber writes one scrubbed message into out, part by part, so that no
+// part's bytes are copied more than once.
+type scrubber struct {
+	ctx context.Context
+	eol string
+	out bytes.Buffer
+}
+
+func (s *scrubber) entity(entity []byte, top bool, add []string, depth int) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	header, sep, body, over := splitHeader(entity)
+	if over {
+		return ErrHeaderTooLarge
+	}
+	start := s.out.Len()
 	boundary := ""
-	for _, f := range fields {
+	for _, f := range headerFields(header) {
 		name := strings.ToLower(strings.TrimSpace(f.name))
 		if name == "x-tags" || strings.HasPrefix(name, "x-websitebench-") {
 			continue
@@ -41,40 +74,41 @@ func scrubEntity(entity []byte, eol string, top bool, add []string, depth int) [
 				boundary = params["boundary"]
 			}
 		}
-		out.Write(f.raw)
+		s.out.Write(f.raw)
 		if !bytes.HasSuffix(f.raw, []byte("\n")) {
-			out.WriteString(eol) // a header block cut off without its line end
+			s.out.WriteString(s.eol) // a header block cut off without its line end
 		}
 	}
 	for _, a := range add {
-		out.WriteString(a)
-		out.WriteString(eol)
+		s.out.WriteString(a)
+		s.out.WriteString(s.eol)
+	}
+	if h := s.out.Bytes()[start:]; len(h) > limits.HeaderBytes || bytes.Count(h, []byte("\n")) > limits.HeaderLines {
+		return ErrHeaderTooLarge // within the limits only before From and To were added
 	}
 	if sep == nil {
-		return out.Bytes()
+		return nil
 	}
-	out.Write(sep)
+	s.out.Write(sep)
 	if boundary == "" || depth >= maxDepth {
-		out.Write(body)
-		return out.Bytes()
+		s.out.Write(body)
+		return nil
 	}
-	out.Write(scrubParts(body, boundary, eol, depth+1))
-	return out.Bytes()
+	return s.parts(body, boundary, depth+1)
 }
 
-// scrubParts scrubs each part between the boundary delimiter lines of a
+// parts scrubs each part between the boundary delimiter lines of a
 // multipart body, keeping preamble, delimiters and epilogue verbatim.
-func scrubParts(body []byte, boundary, eol string, depth int) []byte {
+func (s *scrubber) parts(body []byte, boundary string, depth int) error {
 	delim := []byte("--" + boundary)
-	var out bytes.Buffer
 	start := findDelimiter(body, delim)
-	out.Write(body[:start])
+	s.out.Write(body[:start])
 	rest := body[start:]
 	for len(rest) > 0 {
 		line, next := cutLine(rest)
-		out.Write(line)
+		s.out.Write(line)
 		if bytes.HasSuffix(bytes.TrimRight(line, "\r\n \t"), []byte("--")) {
-			out.Write(next) // closing delimiter: the rest is epilogue
+			s.out.Write(next) // closing delimiter: the rest is epilogue
 			break
 		}
 		end := findDelimiter(next, delim)
@@ -85,11 +119,13 @@ func scrubParts(body []byte, boundary, eol string, depth int) []byte {
 		} else if bytes.HasSuffix(part, []byte("\n")) {
 			part, trail = part[:len(part)-1], part[len(part)-1:]
 		}
-		out.Write(scrubEntity(part, eol, false, nil, depth))
-		out.Write(trail)
+		if err := s.entity(part, false, nil, depth); err != nil {
+			return err
+		}
+		s.out.Write(trail)
 		rest = next[end:]
 	}
-	return out.Bytes()
+	return nil
 }
 
 // findDelimiter returns the offset of the first delimiter line of b (delim,
@@ -113,40 +149,49 @@ type field struct {
 
 // headerFields splits a header block into fields, continuation lines
 // joined to their field. A line that is not a field (no colon) is kept as a
-// field with an empty name so nothing is lost.
+// field with an empty name so nothing is lost. Each field's value is made
+// once from its lines (a value grown line by line is copied again for
+// every line, and a sender folds as often as he likes).
 func headerFields(header []byte) []field {
 	var fields []field
-	rest := header
-	for len(rest) > 0 {
-		line, next := cutLine(rest)
-		if (line[0] == ' ' || line[0] == '\t') && len(fields) > 0 {
-			f := &fields[len(fields)-1]
-			f.raw = append(f.raw, line...)
-			f.value += string(line)
-			rest = next
-			continue
+	for off := 0; off < len(header); {
+		first, _ := cutLine(header[off:])
+		end := off + len(first)
+		for end < len(header) && (header[end] == ' ' || header[end] == '\t') {
+			line, _ := cutLine(header[end:])
+			end += len(line)
 		}
-		name, value, _ := strings.Cut(string(line), ":")
-		if !strings.Contains(string(line), ":") {
-			name, value = "", string(line)
+		raw := header[off:end:end]
+		f := field{value: string(raw), raw: raw}
+		if i := bytes.IndexByte(first, ':'); i >= 0 {
+			f.name, f.value = string(raw[:i]), string(raw[i+1:])
 		}
-		fields = append(fields, field{name: name, value: value, raw: append([]byte(nil), line...)})
-		rest = next
+		fields = append(fields, f)
+		off = end
 	}
 	return fields
 }
 
-// splitHeader splits an entity at its first empty line (sep). sep is nil
-// when there is no empty line (a header-only entity).
-func splitHeader(entity []byte) (header, sep, body []byte) {
+// splitHeader splits an entity at its first empty line (sep): header is
+// what comes before it, body what follows. sep is nil when there is no
+// empty line (a header-only entity). A header block is read only up to
+// limits.HeaderLines lines and limits.HeaderBytes bytes: past that, over
+// is true, header is the lines within the limits, sep is nil and body is
+// the rest of the entity.
+func splitHeader(entity []byte) (header, sep, body []byte, over bool) {
+	lines := 0
 	for off := 0; off < len(entity); {
 		line, _ := cutLine(entity[off:])
 		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			return entity[:off], line, entity[off+len(line):]
+			return entity[:off], line, entity[off+len(line):], false
 		}
+		if lines == limits.HeaderLines || off+len(line) > limits.HeaderBytes {
+			return entity[:off], nil, entity[off:], true
+		}
+		lines++
 		off += len(line)
 	}
-	return entity, nil, nil
+	return entity, nil, nil, false
 }
 
 // cutLine returns the first line of b including its line ending.
@@ -179,8 +224,11 @@ func unfold(v string) string {
 // named name (case-insensitive), and whether it was present. Folded values
 // are unfolded, so a capability that a client's mail library folded onto
 // two lines still matches.
+//
+// Only the first limits.HeaderLines lines and limits.HeaderBytes bytes of
+// the header block are read; the plane refuses a message with more.
 func HeaderValue(raw []byte, name string) (string, bool) {
-	header, _, _ := splitHeader(raw)
+	header, _, _, _ := splitHeader(raw)
 	for _, f := range headerFields(header) {
 		if strings.EqualFold(strings.TrimSpace(f.name), name) {
 			return unfold(f.value), true

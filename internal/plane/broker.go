@@ -13,6 +13,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -133,8 +134,11 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 	if e, replayed, err := b.ledger.Precheck(ctx, offer); err != nil || replayed {
 		return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
 	}
-	stored := mailmsg.Scrub(req.Raw, req.From, req.To)
-	if err := ctx.Err(); err != nil {
+	stored, err := mailmsg.Scrub(ctx, req.Raw, req.From, req.To)
+	if errors.Is(err, mailmsg.ErrHeaderTooLarge) {
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "a header block exceeds %d lines or %d bytes", limits.HeaderLines, limits.HeaderBytes)
+	}
+	if err != nil {
 		return rpc.SendResponse{}, b.storeErr("scrub", err)
 	}
 	offer.Size = len(stored)

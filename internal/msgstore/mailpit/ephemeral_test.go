@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/ident"
-	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
 // The plane's private Mailpit from a binary: the reference's settings,
@@ -58,7 +57,7 @@ func TestEphemeralBinary(t *testing.T) {
 	}
 	defer s.Close()
 	ns := testNS()
-	raw := mailmsg.Scrub([]byte("Subject: kept\r\n\r\nacross runs\r\n"), testEnv.From, testEnv.To)
+	raw := scrub(t, []byte("Subject: kept\r\n\r\nacross runs\r\n"), testEnv.From, testEnv.To)
 	ref := put(t, s, ns, testEnv, raw)
 
 	// Killed, it is started again on the same sockets and database.
@@ -157,7 +156,7 @@ func TestEphemeralDocker(t *testing.T) {
 	}
 	defer s.Close()
 	ns := testNS()
-	raw := mailmsg.Scrub([]byte("Subject: in a container\r\n\r\nhello\r\n"), testEnv.From, testEnv.To)
+	raw := scrub(t, []byte("Subject: in a container\r\n\r\nhello\r\n"), testEnv.From, testEnv.To)
 	ref := put(t, s, ns, testEnv, raw)
 	if got, err := s.Get(ctx, ns, ref, testEnv); err != nil || !bytes.Equal(got, raw) {
 		t.Fatalf("Get: %v", err)

@@ -6,15 +6,12 @@ package urls
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-)
 
-// scheme finds where a URL may start; only http and https are links (never
-// javascript:, data: or mailto:).
-var scheme = regexp.MustCompile(`(?i)https?://`)
+	"github.com/websitebench/mailplane/internal/limits"
+)
 
 // Span is the byte range of one URL in a text.
 type Span struct{ Start, End int }
@@ -23,32 +20,84 @@ type Span struct{ Start, End int }
 // ranges. A URL ends at white space, a control character, a quote or any
 // of <>`{}|\^; trailing sentence punctuation and unbalanced closing
 // brackets are not part of it ("see https://x.example/a." and
-// "(https://x.example/a)").
+// "(https://x.example/a)"). Only http and https are links (never
+// javascript:, data: or mailto:).
+//
+// Spans reads text once, in time linear in its length. Only URLs that
+// start in the first limits.LinkifyBytes of text are found, and a run of
+// URL characters longer than limits.URLBytes from its scheme on is not a
+// URL. A scheme that is not a URL (after a letter, or not valid) moves the
+// scan past the scheme, not to the next character, and the run it is in
+// is read once for all the schemes in it. The work spent on checking
+// candidates is bounded by the text's length: a text of many invalid
+// candidates gets no more links once that budget is spent, and nothing a
+// sender writes makes this slower than reading the text a few times.
 func Spans(text string) []Span {
+	window := min(len(text), limits.LinkifyBytes)
+	// budget is what the candidates may cost: each valid URL costs its
+	// length once, so ordinary text never runs out.
+	budget := 2*window + limits.URLBytes
 	var out []Span
-	pos := 0
-	for pos < len(text) {
-		loc := scheme.FindStringIndex(text[pos:])
-		if loc == nil {
-			break
-		}
-		start, end := pos+loc[0], pos+loc[1]
-		for end < len(text) {
-			c, size := utf8.DecodeRuneInString(text[end:])
-			if !Rune(c) {
-				break
-			}
-			end += size
-		}
-		end = start + trim(text[start:end])
-		if prev, _ := utf8.DecodeLastRuneInString(text[:start]); (start == 0 || !unicode.IsLetter(prev)) && Valid(text[start:end]) {
-			out = append(out, Span{start, end})
-			pos = end
+	// The run of URL characters being read: every character from the
+	// last scheme in it up to reach is one, and runEnded says the run
+	// ends at reach. It is read once for all the schemes in it.
+	reach, runEnded := -1, false
+	for i := 0; i < window; {
+		n := schemeAt(text, i)
+		if n == 0 {
+			i++
 			continue
 		}
-		pos = start + loc[1]
+		if prev, _ := utf8.DecodeLastRuneInString(text[:i]); i > 0 && unicode.IsLetter(prev) {
+			i += n // a scheme inside a word ("xhttp://")
+			continue
+		}
+		if reach < i+n { // a new run (a scheme is all URL characters)
+			reach, runEnded = i+n, false
+		}
+		// Read the run on, but not further than a URL may reach.
+		for !runEnded && reach <= i+limits.URLBytes && reach < len(text) {
+			c, size := utf8.DecodeRuneInString(text[reach:])
+			if !Rune(c) {
+				runEnded = true
+				break
+			}
+			reach += size
+		}
+		end := reach
+		if reach == len(text) {
+			runEnded = true
+		}
+		if !runEnded || end-i > limits.URLBytes {
+			i += n // too long to be a link
+			continue
+		}
+		if budget -= end - i; budget < 0 {
+			break
+		}
+		end = i + trim(text[i:end])
+		if Valid(text[i:end]) {
+			out = append(out, Span{i, end})
+			i = end
+			continue
+		}
+		i += n
 	}
 	return out
+}
+
+// schemeAt returns the length of "http://" or "https://" (in any case) at
+// text[i:], or 0.
+func schemeAt(text string, i int) int {
+	if c := text[i]; c != 'h' && c != 'H' {
+		return 0
+	}
+	for _, s := range [...]string{"http://", "https://"} {
+		if len(text)-i >= len(s) && strings.EqualFold(text[i:i+len(s)], s) {
+			return len(s)
+		}
+	}
+	return 0
 }
 
 // Rune reports whether c may stand inside a URL.
@@ -60,24 +109,32 @@ func Rune(c rune) bool {
 }
 
 // trim returns the length of u without trailing punctuation and
-// unbalanced closing brackets.
+// unbalanced closing brackets. The brackets are counted once, not again
+// for every character trimmed.
 func trim(u string) int {
-	for len(u) > 0 {
-		last := u[len(u)-1]
-		switch {
+	open, closed := strings.Count(u, "("), strings.Count(u, ")")
+	openSq, closedSq := strings.Count(u, "["), strings.Count(u, "]")
+	n := len(u)
+	for ; n > 0; n-- {
+		switch last := u[n-1]; {
 		case strings.IndexByte(".,;:!?*", last) >= 0:
-		case last == ')' && strings.Count(u, "(") < strings.Count(u, ")"):
-		case last == ']' && strings.Count(u, "[") < strings.Count(u, "]"):
+		case last == ')' && open < closed:
+			closed--
+		case last == ']' && openSq < closedSq:
+			closedSq--
 		default:
-			return len(u)
+			return n
 		}
-		u = u[:len(u)-1]
 	}
 	return 0
 }
 
-// Valid reports whether u is an absolute http(s) URL with a host.
+// Valid reports whether u is an absolute http(s) URL with a host, of at
+// most limits.URLBytes bytes.
 func Valid(u string) bool {
+	if len(u) > limits.URLBytes {
+		return false
+	}
 	p, err := url.Parse(u)
 	if err != nil || p.Host == "" {
 		return false

@@ -2,7 +2,10 @@ package urls
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 func TestSpans(t *testing.T) {
@@ -18,6 +21,9 @@ func TestSpans(t *testing.T) {
 		{"javascript:alert(1) data:text/html,x mailto:a@b.example ftp://f.example", nil},
 		{"https:// nothing, http://, xhttps://evil.example", nil},
 		{"line\nhttps://n.example/a\r\nnext", []string{"https://n.example/a"}},
+		// The old scan skipped as far past a refused scheme as that scheme
+		// stood from where it had started looking, and missed this one.
+		{"00http:// http://y.example", []string{"http://y.example"}},
 	} {
 		var got []string
 		for _, s := range Spans(tc.text) {
@@ -47,4 +53,41 @@ func FuzzSpans(f *testing.F) {
 			prev = s.End
 		}
 	})
+}
+
+// The limits: a URL longer than limits.URLBytes is text; only URLs that
+// start within limits.LinkifyBytes are found, each read to its end.
+func TestSpansLimits(t *testing.T) {
+	long := "https://x.example/" + strings.Repeat("a", limits.URLBytes)
+	if s := Spans("see " + long + " and https://y.example/"); len(s) != 1 || s[0].Start != len("see ")+len(long)+len(" and ") {
+		t.Fatalf("a URL of %d bytes was linked: %v", len(long), s)
+	}
+	if Valid(long) {
+		t.Fatal("Valid accepts a URL over the limit")
+	}
+	pad := strings.Repeat(" ", limits.LinkifyBytes-len("https://"))
+	text := pad + "https://edge.example/a" + " https://beyond.example/"
+	s := Spans(text)
+	if len(s) != 1 || text[s[0].Start:s[0].End] != "https://edge.example/a" {
+		t.Fatalf("at the edge of the window: %v", s)
+	}
+}
+
+// Candidates that cost a parse and fail spend a budget of about twice
+// the text; past it no more links are found, the same ones every time.
+func TestSpansBudget(t *testing.T) {
+	bad := strings.Repeat(strings.Repeat("/http://a/%z", 600)+" ", 40)
+	text := "https://first.example/ " + bad + " https://last.example/"
+	s := Spans(text)
+	if len(s) != 1 || text[s[0].Start:s[0].End] != "https://first.example/" {
+		t.Fatalf("got %v", s)
+	}
+	if !slices.Equal(Spans(text), s) {
+		t.Fatal("not deterministic")
+	}
+	// Ordinary text never runs out.
+	many := strings.Repeat("see https://x.example/a, ", limits.LinkifyBytes/25)
+	if got, want := len(Spans(many)), limits.LinkifyBytes/25; got != want {
+		t.Fatalf("%d links of %d", got, want)
+	}
 }

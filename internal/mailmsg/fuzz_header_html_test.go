@@ -36,7 +36,7 @@ func FuzzHeaderValue(f *testing.F) {
 		if strings.Contains(v, "\n") || v != strings.TrimSpace(v) {
 			t.Fatalf("value %q is not unfolded and trimmed", v)
 		}
-		header, _, _ := splitHeader(raw)
+		header, _, _, _ := splitHeader(raw)
 		var first *field
 		for _, fl := range headerFields(header) {
 			if strings.EqualFold(strings.TrimSpace(fl.name), name) {

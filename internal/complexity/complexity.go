@@ -1,0 +1,157 @@
+// Package complexity tests that a parser's time grows linearly with its
+// input. Fuzzing finds crashes, not slowness: a parser that is quadratic
+// in some shape of input (a header folded a hundred thousand times, a URL
+// scheme repeated with no URL after it) passes every fuzz run and still
+// lets one sender stall a process every trial shares. Linear finds those.
+package complexity
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	// Factor is the most a run may slow down when its input doubles. A
+	// linear parser takes about 2×, a quadratic one 4×; 3× leaves room
+	// for caches and noise between them.
+	Factor = 3.0
+	// pairs is how many times the two sizes of a doubling are run, one
+	// after the other, after a warm-up of each. Runs are timed in the
+	// process's CPU time (all its threads, so work that a parser hands to
+	// a server goroutine counts), which other processes on the machine do
+	// not inflate directly; running the sizes in turn puts both under the
+	// same load, and the median of the pairs' ratios ignores the pairs
+	// that a burst of it (or a lucky run) made odd.
+	pairs = 5
+	// retries measure a doubling that looked superlinear again, with
+	// twice the pairs, before it fails the test; a real quadratic stays
+	// at 4× however often it is measured.
+	retries = 2
+	// sizeBudget stops the pairs of a doubling early once this much time
+	// went into them, so that a quadratic parser fails in seconds.
+	sizeBudget = 400 * time.Millisecond
+	// Floor is the time below which a run counts as Floor: timer and
+	// scheduler noise decide ratios between microsecond runs, and a parser
+	// that handles 8n in under a millisecond cannot stall anything. (A
+	// capped parser, which refuses or cuts off large input, is flat and
+	// fast; that passes.) Choose base sizes that make the runs of a linear
+	// parser take milliseconds, so that a quadratic one would take seconds.
+	Floor = time.Millisecond
+	// gcHeadroom is how much the heap may grow during the measurements
+	// before the collector runs.
+	gcHeadroom = 512 << 20
+	// sizes is how many times the base is doubled: n, 2n, 4n, 8n.
+	sizes = 4
+)
+
+// Linear times setup(n)'s run at n = base, 2·base, 4·base and 8·base and
+// fails t if any doubling of n more than triples the time. setup builds
+// the input and is not timed; run parses it and may be called many times.
+// The times are logged (go test -v) so that they can be compared.
+func Linear(t testing.TB, name string, setup func(n int) (run func()), base int) {
+	t.Helper()
+	if base <= 0 {
+		t.Fatalf("%s: base size %d", name, base)
+	}
+	defer quietGC()()
+	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
+	for i := 1; i < sizes; i++ {
+		r := m.doubling(i, pairs)
+		for try := 0; r > Factor && m.times[i] < sizeBudget && try < retries; try++ {
+			r = m.doubling(i, 2*pairs<<try)
+		}
+		if r > Factor {
+			t.Fatalf("%s: n=%d took %v, n=%d took %v: ×%.1f for twice the input (most allowed ×%.0f); %s",
+				name, base<<(i-1), m.times[i-1], base<<i, m.times[i], r, Factor, m.report())
+		}
+	}
+	t.Logf("%s: %s", name, m.report())
+}
+
+// quietGC keeps the collector from running during the timed runs unless
+// the heap grows by gcHeadroom, and returns what restores it. A collection
+// in the middle of a run costs in proportion to everything live, the
+// inputs of all four sizes included, and comes at times that vary from
+// one run to the next: noise, not the parser's cost. The headroom still
+// lets a quadratic parser that allocates as it goes finish (and fail).
+func quietGC() (restore func()) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(int64(ms.HeapAlloc) + gcHeadroom)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
+}
+
+type measure struct {
+	setup func(int) func()
+	base  int
+	runs  []func()        // made when a size is first run, so a failure stops early
+	times []time.Duration // the median time of each size in its last doubling
+}
+
+// doubling runs sizes i-1 and i in turn and returns the median of the
+// pairs' ratios (with times under Floor counted as Floor).
+func (m *measure) doubling(i, pairs int) float64 {
+	m.run(i - 1) // warm-ups
+	if d := m.run(i); d > sizeBudget {
+		// Too slow to repeat: one more run of each says enough.
+		small, large := m.run(i-1), m.run(i)
+		m.times[i-1], m.times[i] = small, large
+		return ratio(small, large)
+	}
+	var rs []float64
+	var small, large []time.Duration
+	spent := time.Duration(0)
+	for p := 0; p < pairs && (p < 3 || spent < sizeBudget); p++ {
+		a, b := m.run(i-1), m.run(i)
+		rs, small, large = append(rs, ratio(a, b)), append(small, a), append(large, b)
+		spent += a + b
+	}
+	m.times[i-1], m.times[i] = median(small), median(large)
+	return median(rs)
+}
+
+// run runs size i once and returns the CPU time it took.
+func (m *measure) run(i int) time.Duration {
+	if m.runs[i] == nil {
+		m.runs[i] = m.setup(m.base << i)
+	}
+	runtime.GC() // garbage of earlier runs is not this run's cost
+	start := cpuTime()
+	m.runs[i]()
+	return cpuTime() - start
+}
+
+func ratio(small, large time.Duration) float64 {
+	return float64(max(large, Floor)) / float64(max(small, Floor))
+}
+
+func median[T cmp.Ordered](xs []T) T {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+func (m *measure) report() string {
+	var b strings.Builder
+	for i, d := range m.times {
+		if d == 0 {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "n=%d %v", m.base<<i, d.Round(time.Microsecond))
+	}
+	return b.String()
+}

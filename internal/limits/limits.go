@@ -1,0 +1,36 @@
+// Package limits names, once, the limits on untrusted mail that the
+// writer, the SMTP listener and the plane share, so that a door and the
+// plane behind it can never disagree about what is too big. Limits that
+// belong to one server alone (timeouts, connections, frame sizes) stay
+// with that server.
+package limits
+
+const (
+	// MessageBytes bounds one message as the sender wrote it (BEHAVIOR.md
+	// §11): the SMTP DATA, the raw message the writer composes, the send
+	// the plane accepts.
+	MessageBytes = 1 << 20
+
+	// Recipients bounds the envelope recipients of one message (to, cc
+	// and bcc together) (BEHAVIOR.md §11).
+	Recipients = 16
+
+	// HeaderBytes and HeaderLines bound one header block (the top-level
+	// one and each MIME part's), counted with line endings and folded
+	// lines. Real mail has a few kilobytes of headers in a few dozen
+	// lines; the writer's largest (16 headers, a 998-character subject
+	// encoded in 72-byte words, tags) stays far below both. A sender who
+	// needs more is refused rather than stored (see mailmsg.Scrub).
+	HeaderBytes = 64 << 10
+	HeaderLines = 1000
+
+	// URLBytes bounds one URL that is linked or offered as a link. RFC
+	// 9110 §4.1 asks that URIs of at least 8000 octets be supported;
+	// longer runs of URL characters are left as text.
+	URLBytes = 8000
+
+	// LinkifyBytes bounds how much of a message's text is searched for
+	// URLs. A URL that starts within it is still read to its end (at most
+	// URLBytes further); text beyond it is shown, never linked.
+	LinkifyBytes = 256 << 10
+)
