@@ -202,7 +202,7 @@ func perTrial(before, after int64, trials int) float64 {
 func (h *harness) density(ctx context.Context) error {
 	d := &Density{}
 	h.report.Density = d
-	// The reference first, on a quiet machine: nothing of mailplane runs yet.
+	// The reference first, before any process of mailplane's runs.
 	var refErr error
 	d.Reference, refErr = h.reference(ctx)
 	if refErr != nil {
@@ -263,8 +263,10 @@ func (h *harness) reference(ctx context.Context) (*Reference, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v, err := exec.Command(py, "--version").Output(); err == nil && r.Python == "" {
-		r.Python = strings.TrimSpace(string(v))
+	if r.Python == "" {
+		if v, err := exec.Command(py, "--version").Output(); err == nil {
+			r.Python = strings.TrimSpace(string(v))
+		}
 	}
 	return r, nil
 }
@@ -307,8 +309,8 @@ func (h *harness) densityStack(ctx context.Context, d *Density) error {
 	}
 
 	// Warm-up, which also proves the episode works before anything counts.
-	if l, err := run(densityWarm, ep.workers(newAdmin, nil)); err != nil || l.Errors > 0 {
-		return fmt.Errorf("warm-up episodes: %v %s", err, l.FirstErr)
+	if l, err := run(densityWarm, ep.workers(newAdmin, nil)); err != nil || float64(l.Errors) > episodeErrorShare*densityWarm {
+		return fmt.Errorf("warm-up episodes: %v; %d of %d failed: %s", err, l.Errors, densityWarm, l.FirstErr)
 	}
 	level := func(when string, live int) (StackLevel, error) {
 		time.Sleep(settle)
