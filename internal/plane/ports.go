@@ -23,16 +23,23 @@ import (
 // burst of opens does not wait for a bind; an open waits at most takeWait
 // for a port when the pool is dry.
 const (
-	spareTarget   = 32
-	takeWait      = 2 * time.Second
-	supervisedFor = rpc.MaxWait + 10*time.Second // since the supervisor's last call
+	spareTarget = 32
+	takeWait    = 2 * time.Second
+	// supervisedFor is how long after its last answer a supervisor still
+	// counts as there: it calls again at once, so this only covers the
+	// gap between two calls, and one admin's stray ports.sync does not
+	// make a plane without a supervisor wait for ports.
+	supervisedFor = 5 * time.Second
 )
 
 type portPool struct {
-	mu       sync.Mutex
-	spare    []int
+	mu    sync.Mutex
+	spare []int
+	// released are closed trials' ports, answered to every ports.sync
+	// until one acknowledges having closed them (Closed), so that no
+	// caller can take them away from the supervisor.
 	released []int
-	lastSeen time.Time     // of the supervisor's last call; zero: never
+	lastSeen time.Time     // of the supervisor's last answer; zero: never
 	syncing  int           // supervisor calls in flight
 	changed  chan struct{} // closed and replaced when spare or released changes
 }
@@ -104,9 +111,9 @@ func (p *portPool) release(port int) {
 }
 
 // SyncPorts is one turn of the supervisor's loop: it takes the ports the
-// supervisor added and answers, as soon as there is any, its next work:
-// how many ports to bind, which to close, and on its first call (Restore)
-// which ports open trials already own.
+// supervisor added and those it closed, and answers, as soon as there is
+// any, its next work: how many ports to bind, which to close, and on its
+// first call (Restore) which ports open trials already own.
 func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.PortsSyncResponse, error) {
 	var resp rpc.PortsSyncResponse
 	if req.Restore {
@@ -119,7 +126,7 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 	p := &b.ports
 	p.mu.Lock()
 	p.syncing++
-	p.lastSeen = time.Now()
+	p.released = slices.DeleteFunc(p.released, func(port int) bool { return slices.Contains(req.Closed, port) })
 	for _, port := range req.Add {
 		if port > 0 && port < 1<<16 && !slices.Contains(p.spare, port) {
 			p.spare = append(p.spare, port)
@@ -145,9 +152,7 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 		timer.Stop()
 		p.mu.Lock()
 	}
-	if ctx.Err() == nil {
-		resp.Release, p.released = p.released, nil
-	}
+	resp.Release = slices.Clone(p.released)
 	resp.Want = max(0, spareTarget-len(p.spare))
 	p.syncing--
 	p.lastSeen = time.Now()

@@ -28,7 +28,9 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 }
 
 // createTrial mints and stores a trial; ttl > 0 gives it an expiry, and on
-// a supervised stack it takes an SMTP port of its own from the pool.
+// a supervised stack it takes an SMTP port of its own from the pool (of
+// any profile: the port alone selects the trial on a plain SMTP client's
+// connection).
 func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration) (rpc.Identity, ledger.Trial, error) {
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
@@ -74,19 +76,17 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if ttl > 0 {
 		t.Expires = time.Now().Add(ttl)
 	}
-	if req.Profile == rpc.ProfileCandidate {
-		port, err := b.ports.take(ctx)
-		if err != nil {
-			return rpc.Identity{}, ledger.Trial{}, err
-		}
-		t.SMTPPort = port
+	port, err := b.ports.take(ctx)
+	if err != nil {
+		return rpc.Identity{}, ledger.Trial{}, err
 	}
+	t.SMTPPort = port
 	ns := newNamespace(id.Profile, id.Namespace, id.ReadCapability, id.WriteCapability, senders)
 	grants := []ledger.Grant{
 		{Digest: ident.Digest(id.WriterGrant), Role: string(rpc.RoleWriter)},
 		{Digest: ident.Digest(id.InboxGrant), Role: string(rpc.RoleInbox)},
 	}
-	err := b.ledger.CreateTrial(ctx, t, ns, grants)
+	err = b.ledger.CreateTrial(ctx, t, ns, grants)
 	if err != nil {
 		b.ports.giveBack(t.SMTPPort)
 	}

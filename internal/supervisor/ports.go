@@ -60,6 +60,7 @@ func (k *portKeeper) run(ctx context.Context) {
 				k.log.Error().Err(err).Msg("port control: the writer is gone")
 				return
 			}
+			req.Closed = append(req.Closed, port)
 		}
 		for range resp.Want {
 			port, err := k.pass(0)

@@ -372,7 +372,9 @@ type StackBundle struct {
 // plane ports that are bound and passed to the shared writer, ready to be
 // given to new trials; the call then waits up to WaitMillis for work.
 type PortsSyncRequest struct {
-	Add        []int `json:"add,omitempty"`
+	Add []int `json:"add,omitempty"`
+	// Closed acknowledges released ports whose listeners are closed.
+	Closed     []int `json:"closed,omitempty"`
 	WaitMillis int64 `json:"wait_ms,omitempty"`
 	// Restore asks for the ports open trials own (Assigned): a new
 	// supervisor's first call, to bind them again after a restart.
