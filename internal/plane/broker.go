@@ -116,7 +116,7 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 		return rpc.SendResponse{}, err
 	}
 	switch req.Via {
-	case rpc.ViaHTTP:
+	case rpc.ViaHTTP, rpc.ViaSMTPAuth:
 		ok := false
 		if t.Profile == rpc.ProfileCandidate {
 			ok = ident.Equal(req.Credential, t.MailAPIToken) || ident.Equal(req.Credential, ns.WriteCapability)
@@ -158,7 +158,7 @@ func (b *Broker) Send(ctx context.Context, c caller, req *rpc.SendRequest) (rpc.
 			return rpc.SendResponse{}, rpc.Errorf(rpc.CodeInvalidCapability, "namespace or capability does not match")
 		}
 	default:
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "via must be http, smtp or smtp-select")
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "via must be http, smtp, smtp-select or smtp-auth")
 	}
 	if req.CredentialOnly {
 		return rpc.SendResponse{Namespace: ns.Name}, nil

@@ -18,7 +18,7 @@ func App() *cli.App {
 			"surfaces (mail-writer, mail-inbox, mail-gateway) as child processes with one trial, for one machine.\n" +
 			"The trial and grant commands talk to a running broker with an admin grant.",
 		Flags:                logging.Flags,
-		Commands:             []*cli.Command{serveCommand(), upCommand(), trialCommand(), grantCommand(), envCommand(), redactCommand(), sidecarCommand(), waitCommand()},
+		Commands:             []*cli.Command{serveCommand(), upCommand(), trialCommand(), grantCommand(), envCommand(), redactCommand(), sidecarCommand(), waitCommand(), caCommand()},
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		// Values such as ROLE=UID,UID carry their own commas.

@@ -36,7 +36,7 @@ func upCommand() *cli.Command {
 			&cli.IntFlag{Name: "gateway-port", Usage: "evaluator API port (0: any free port)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line when everything is healthy"},
 			&cli.DurationFlag{Name: "start-timeout", Value: 20 * time.Second, Usage: "how long to wait for everything to be healthy"},
-		}, storeFlags()...),
+		}, append(storeFlags(), upTLSFlags()...)...),
 		Action: up,
 	}
 }
@@ -77,10 +77,14 @@ func up(c *cli.Context) (err error) {
 			return cliapp.Usagef("listen on %s port %d: %v", host, port, err)
 		}
 	}
+	wtls, err := st.prepareWriterTLS(c, host)
+	if err != nil {
+		return err
+	}
 	trial := st.trialDir()
 	surfaces := []*surface{
-		{name: "mail-writer", lns: lns[0:2], args: st.surfaceArgs(filepath.Join(trial, "writer.grant"),
-			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed")},
+		{name: "mail-writer", lns: append(lns[0:2:2], wtls.lns...), args: append(st.surfaceArgs(filepath.Join(trial, "writer.grant"),
+			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed"), wtls.args...)},
 		{name: "mail-inbox", lns: lns[2:3], args: st.surfaceArgs(filepath.Join(trial, "inbox.grant"),
 			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3")},
 		{name: "mail-gateway", lns: lns[3:4], args: st.surfaceArgs(st.gatewayGrant(), "--listen", "fd:3")},
@@ -104,6 +108,9 @@ func up(c *cli.Context) (err error) {
 		"data_dir":              st.data,
 		"smtp_port":             port(lns[1]),
 		"writer_url":            surfaces[0].url,
+		"ca_file":               wtls.caFile,
+		"smtp_tls_port":         wtls.smtpTLSPort(),
+		"writer_https_url":      wtls.httpsURL(),
 	}
 	if c.Bool("json") {
 		if err := printJSON(bundle); err != nil {

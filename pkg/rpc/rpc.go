@@ -78,6 +78,7 @@ const (
 	ViaHTTP       Via = "http"        // POST /emails: Credential is the Bearer token
 	ViaSMTP       Via = "smtp"        // SMTP fixed to the trial's namespace: no credential
 	ViaSMTPSelect Via = "smtp-select" // SMTP naming Namespace by header: Credential is the capability header
+	ViaSMTPAuth   Via = "smtp-auth"   // SMTP after AUTH: Credential is the AUTH password, judged as ViaHTTP's Bearer
 )
 
 // Error is a refusal from the plane. Code is stable; Message is for humans
