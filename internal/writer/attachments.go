@@ -161,9 +161,11 @@ func decodeBase64(s string) ([]byte, bool) {
 }
 
 // validFilename: 1 to 255 characters of UTF-8 text, no control
-// characters, no path.
+// characters, no path, and no "=?", which readers would decode as an
+// RFC 2047 encoded-word (so the name would not read back as sent).
 func validFilename(s string) bool {
-	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > maxFilenameChars || strings.ContainsAny(s, `/\`) || s == "." || s == ".." {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > maxFilenameChars || strings.ContainsAny(s, `/\`) ||
+		s == "." || s == ".." || strings.Contains(s, "=?") {
 		return false
 	}
 	for _, r := range s {
