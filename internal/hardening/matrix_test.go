@@ -284,6 +284,7 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "send/http", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaHTTP)},
 		{name: "send/smtp", method: rpc.MethodSend, targets: both, request: send(rpc.ViaSMTP)},
 		{name: "send/smtp-select", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaSMTPSelect)},
+		{name: "send/smtp-auth", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaSMTPAuth)},
 		{name: "bootstrap", method: rpc.MethodBootstrap, targets: none, inner: true, request: func(_, inner, _ string) any { return &rpc.BootstrapRequest{Token: inner} }},
 		{name: "list", method: rpc.MethodList, targets: reads, inner: true, request: read(0)},
 		{name: "get", method: rpc.MethodGet, targets: reads, inner: true, request: read(1)},
@@ -308,7 +309,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 	own := g.trial // the trial a trial-bound grant belongs to
 	k := profileKeys[w.profile]
 	switch op.name {
-	case "send/http":
+	case "send/http", "send/smtp-auth":
 		return inner.trial == own && slices.Contains(k.emails, inner.kind), own
 	case "send/smtp":
 		return true, own
@@ -390,7 +391,7 @@ func nsName(target int) string {
 func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name string) bool {
 	t := w.t
 	switch op.name {
-	case "send/http", "send/smtp", "send/smtp-select":
+	case "send/http", "send/smtp", "send/smtp-select", "send/smtp-auth":
 		var r rpc.SendResponse
 		json.Unmarshal(raw, &r)
 		if r.Namespace != w.ids[dest].Namespace {
@@ -455,6 +456,8 @@ func (w *world) routes() []route {
 		{surface: "writer", kind: "/healthz", role: rpc.RoleWriter, method: rpc.MethodHealth, open: true},
 		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, keys: []credKind{bootstrapToken}},
 		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.emails},
+		{surface: "writer", kind: "/emails/batch", role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.emails},
+		{surface: "writer", kind: "smtp auth", role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.emails},
 		{surface: "writer", kind: "smtp " + string(smtpd.Fixed), role: rpc.RoleWriter, method: rpc.MethodSend, open: true, ns: true},
 		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, keys: k.smtpSelect, ns: true},
 		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, open: true},
@@ -576,6 +579,8 @@ func (w *world) request(r route, inst, target int, c cred, subject string) (ok b
 			return refusal(a)
 		}
 		return true, inst, a.body
+	case "writer /emails/batch", "writer smtp auth":
+		return w.authCell(r, inst, c, subject) // matrix_auth_test.go
 	case "writer smtp fixed", "writer smtp select":
 		srv := w.writers[inst]
 		if r.kind == "smtp select" {
