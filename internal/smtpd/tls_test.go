@@ -1,6 +1,7 @@
 package smtpd_test
 
 import (
+	"bufio"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
@@ -281,4 +282,57 @@ with smtplib.SMTP("127.0.0.2", %d, timeout=10) as s:
 			t.Fatal("the certificate verified without the CA")
 		}
 	})
+}
+
+// TestCommandLimitUnderTLS: the command limit still holds after STARTTLS,
+// where the count can no longer see where a reply ends (every write
+// counts): a client looping NOOP inside TLS is cut off at or before the
+// limit, and one that stays under it is served.
+func TestCommandLimitUnderTLS(t *testing.T) {
+	p := itest.StartPlane(t)
+	id := p.Trial(t, rpc.ProfileCandidate)
+	w := writertest.StartTLS(t, p, id, "fixed", "127.0.0.1", "--smtp-max-commands", "20")
+	for _, implicit := range []bool{false, true} {
+		var c *client
+		if implicit {
+			conn, err := tls.Dial("tcp", w.SMTPTLSAddr, w.ClientTLS())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			c = &client{t: t, c: conn, r: bufio.NewReader(conn)}
+			if code, _ := c.reply(); code != 220 {
+				t.Fatalf("implicit TLS greeting %d", code)
+			}
+		} else {
+			c = greet(t, w.SMTPAddr)
+			if code, _ := c.cmd("EHLO client.example"); code != 250 {
+				t.Fatal("EHLO")
+			}
+			if code, text := c.cmd("STARTTLS"); code != 220 {
+				t.Fatalf("STARTTLS: %d %q", code, text)
+			}
+			tc := tls.Client(c.c, w.ClientTLS())
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			c = &client{t: t, c: tc, r: bufio.NewReader(tc)}
+		}
+		if code, _ := c.cmd("EHLO client.example"); code != 250 {
+			t.Fatal("EHLO in TLS")
+		}
+		served := 0
+		for range 40 {
+			c.send("NOOP")
+			code, _ := c.reply()
+			if code != 250 {
+				break
+			}
+			served++
+		}
+		if served >= 20 || served < 5 {
+			t.Fatalf("implicit=%t: %d NOOPs served in TLS with a limit of 20", implicit, served)
+		}
+		t.Logf("implicit=%t: %d NOOPs served before the limit", implicit, served)
+	}
 }
