@@ -137,5 +137,7 @@ func printSummary(b map[string]any, env map[string]string) {
 	for _, k := range keys {
 		fmt.Printf("              %s=%s\n", k, env[k])
 	}
+	fmt.Printf("            SMTP with TLS    port %v (STARTTLS on the SMTP port too), HTTPS %s\n            trust            %s (mail-plane ca export)\n",
+		b["smtp_tls_port"], b["writer_https_url"], b["ca_file"])
 	fmt.Printf("operator    plane socket     %s\n            data             %s\n\nCtrl-C stops everything.\n", b["plane_socket"], b["data_dir"])
 }
