@@ -14,5 +14,8 @@
 // out once, at creation.
 //
 // mail-plane up also runs the three surfaces as child processes for one
-// machine; each child still holds only its own secrets.
+// machine; each child still holds only its own secrets. The local CA's key
+// (mail-plane ca) stays in the plane's data directory, 0600: the writer
+// gets only a leaf certificate and its key, candidates only the CA
+// certificate.
 package main
