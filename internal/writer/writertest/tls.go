@@ -5,8 +5,8 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/itest"
@@ -49,21 +49,44 @@ func StartTLS(t testing.TB, plane *itest.Plane, id rpc.Identity, mode, host stri
 	roots.AppendCertsFromPEM(ca.CertPEM)
 
 	grant := itest.WriteSecret(t, "writer.grant", id.WriterGrant)
-	hp, sp, tp, xp := itest.FreePort(t), itest.FreePort(t), itest.FreePort(t), itest.FreePort(t)
-	at := func(p int) string { return net.JoinHostPort(host, strconv.Itoa(p)) }
+	// The listeners are bound here and handed over as fd 3 to 6, as
+	// mail-plane up does: a port picked free and bound later by the child
+	// can be taken in between on a busy machine.
+	var lns [4]*net.TCPListener
+	var files []*os.File
+	for i := range lns {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln.(*net.TCPListener)
+		f, err := lns[i].File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		ln.Close()
+	}
+	addr := func(i int) string { return lns[i].Addr().String() }
+	port := func(i int) int { return lns[i].Addr().(*net.TCPAddr).Port }
 	w := &TLSWriter{
-		Writer:      &Writer{URL: "http://" + at(hp), SMTPAddr: at(sp), SMTPPort: sp},
+		Writer:      &Writer{URL: "http://" + addr(0), SMTPAddr: addr(1), SMTPPort: port(1)},
 		CAFile:      caFile,
 		Roots:       roots,
 		Host:        host,
-		SMTPTLSAddr: at(tp),
-		SMTPTLSPort: tp,
-		HTTPSURL:    "https://" + at(xp),
+		SMTPTLSAddr: addr(2),
+		SMTPTLSPort: port(2),
+		HTTPSURL:    "https://" + addr(3),
 	}
 	w.args = append([]string{"--log-level", "debug", "--plane-socket", plane.Socket, "--grant-file", grant,
-		"--http-listen", at(hp), "--smtp-listen", w.SMTPAddr, "--smtp-mode", mode,
-		"--tls-cert", certFile, "--tls-key", keyFile, "--smtp-tls-listen", w.SMTPTLSAddr, "--https-listen", at(xp)}, extra...)
-	w.Proc = itest.Start(t, "mail-writer", w.args...)
+		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", mode,
+		"--tls-cert", certFile, "--tls-key", keyFile, "--smtp-tls-listen", "fd:5", "--https-listen", "fd:6"}, extra...)
+	cmd := exec.Command(itest.Bin(t, "mail-writer"), w.args...)
+	cmd.ExtraFiles = files
+	w.Proc = itest.StartCmd(t, cmd, "mail-writer")
+	for _, f := range files {
+		f.Close()
+	}
 	itest.WaitHTTP(t, w.URL+"/healthz", 200, w.Proc)
 	return w
 }
