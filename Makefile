@@ -22,11 +22,15 @@ run: build
 	$(BIN)/mail-plane --log-format console up
 
 # Everything `make test` needs that Go does not bring: a real Mailpit,
-# headless Chromium for the inbox, swaks as an SMTP client.
+# headless Chromium for the inbox, swaks as an SMTP client, and the mail
+# libraries of the frameworks in README's "Configure your framework".
 deps: $(MAILPIT)
 	@command -v chromium >/dev/null && command -v swaks >/dev/null || { \
 	  echo "installing chromium and swaks (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium swaks >/dev/null; }
+	@/usr/bin/python3 -c 'import django' 2>/dev/null && ruby -e 'require "mail"' 2>/dev/null && [ -f /usr/share/php/Symfony/Component/Mailer/autoload.php ] || { \
+	  echo "installing the frameworks TestFrameworks drives: Django, Ruby's mail gem, PHP's Symfony Mailer (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-django ruby-mail php-cli php-symfony-mailer >/dev/null; }
 
 $(MAILPIT):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)

@@ -18,9 +18,11 @@
 //
 // mail-plane up and mail-plane sidecar are supervisors, not the broker:
 // they do bind TCP, the surfaces' ports and (up) one SMTP port per
-// candidate trial, and hand each listening socket to the child that serves
+// trial, and hand each listening socket to the child that serves
 // it (the writer never binds a port itself). They run serve and the
 // surfaces as child processes; each child holds only its own secrets.
 // The operator's commands (trial, grant, env, wait, redact) are clients of
-// a running plane's socket.
+// a running plane's socket. The local CA's key (mail-plane ca) stays in the
+// plane's data directory, 0600: the writer gets only a leaf certificate and
+// its key, candidates only the CA certificate.
 package main

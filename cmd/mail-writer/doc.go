@@ -4,10 +4,14 @@
 // Security contract. It listens on two TCP sockets, one for HTTP (Resend-
 // style POST /emails, GET /internal/bootstrap, GET /healthz) and one for
 // SMTP, each with at most 16 connections, a 10 s idle bound and a 30 s
-// lifetime by default. Its only secret is its own writer grant (read once
-// from --grant-file), bound by the plane to one trial. It holds no mail-API
+// lifetime by default; with --tls-cert it also offers STARTTLS, and may
+// listen for SMTP with implicit TLS and for HTTPS, with the same limits.
+// Its secrets are its own writer grant (read once from --grant-file), bound
+// by the plane to one trial, and the private key of its TLS leaf (issued by
+// the plane's local CA, whose key it never sees). It holds no mail-API
 // token, bootstrap token or capability: it passes the credential a client
-// presented to the plane, which checks it. It may make three plane calls,
+// presented (a Bearer token, an SMTP AUTH password) to the plane, which
+// checks it. It may make three plane calls,
 // send, bootstrap and health, and cannot read mail: the plane refuses any
 // other method for a writer grant, and this binary links no store (see
 // deps_test.go). Every answer it gives an untrusted client is a short fixed

@@ -54,8 +54,8 @@ func TestPlaneKilledUnderLoad(t *testing.T) {
 	if l.outages.Load() == 0 {
 		t.Error("no sender ever saw an outage: the kills did not land under load")
 	}
-	figure(t, "plane-sigkill kills=%d acked=%d lost=%d duplicates=%d retried=%d outage_answers=%d smtp_resent_after_451=%d",
-		kills, o.acked, o.lost, o.duplicates, o.retried, l.outages.Load(), o.smtpResent)
+	figure(t, "plane-sigkill kills=%d acked=%d lost=%d duplicates=%d retried=%d outage_answers=%d smtp_resent_after_451=%d smtp_keyed_resent_after_451=%d smtp_keyed_duplicates=%d",
+		kills, o.acked, o.lost, o.duplicates, o.retried, l.outages.Load(), o.smtpResent, o.smtpKeyedAmbiguous, o.smtpKeyedDuplicates)
 }
 
 // TestStoreDiskFull: the plane's data on a small tmpfs, filled by

@@ -14,8 +14,9 @@ import (
 
 // load is a candidate's traffic through a writer while faults are
 // injected: HTTP senders that give every message its own Idempotency-Key
-// and SMTP senders, each retrying a message through outages until it is
-// accepted, as a well-behaved client does. What was acknowledged is kept,
+// and SMTP senders (every second one also with a Resend-Idempotency-Key
+// header), each retrying a message through outages until it is accepted,
+// as a well-behaved client does. What was acknowledged is kept,
 // to be found afterwards exactly once.
 type load struct {
 	s     *sys
@@ -28,6 +29,7 @@ type load struct {
 	httpAcked map[string]string // subject → the id POST /emails answered
 	smtpAcked map[string]bool
 	ambiguous map[string]bool // SMTP subjects that saw a 451 or a lost connection: sent again, maybe twice
+	keyed     map[string]bool // SMTP subjects sent with a Resend-Idempotency-Key: never twice
 	retries   map[string]int  // subject → attempts after the first
 	wrong     []string        // answers that are neither an acceptance nor an outage
 
@@ -42,8 +44,8 @@ const maxAttempts = 3000
 
 func startLoad(s *sys, writer *surface, id rpc.Identity, httpSenders, smtpSenders int) *load {
 	l := &load{s: s, url: writer.url, smtp: writer.smtp, token: id.MailAPIToken, hc: httpClient(httpSenders),
-		httpAcked: map[string]string{}, smtpAcked: map[string]bool{}, ambiguous: map[string]bool{}, retries: map[string]int{},
-		stop: make(chan struct{})}
+		httpAcked: map[string]string{}, smtpAcked: map[string]bool{}, ambiguous: map[string]bool{}, keyed: map[string]bool{},
+		retries: map[string]int{}, stop: make(chan struct{})}
 	for w := range httpSenders {
 		l.wg.Add(1)
 		go l.httpSender(w)
@@ -106,6 +108,12 @@ func (l *load) smtpSender(w int) {
 	for i := 0; !l.stopped(); i++ {
 		subject := fmt.Sprintf("load s%d-%d", w, i)
 		data := rawMail(subject, "body of "+subject)
+		if w%2 == 1 {
+			data = rawMail(subject, "body of "+subject, "Resend-Idempotency-Key: "+subject)
+			l.mu.Lock()
+			l.keyed[subject] = true
+			l.mu.Unlock()
+		}
 		for attempt := 0; ; attempt++ {
 			if attempt == maxAttempts {
 				l.fail("%s: never accepted", subject)
@@ -155,6 +163,9 @@ func (l *load) finish() {
 // outcome is what a fault run shows.
 type outcome struct {
 	acked, lost, duplicates, smtpResent, retried int
+	// smtpKeyedAmbiguous are the keyed SMTP messages that were sent again
+	// after an ambiguous answer (each still stored once).
+	smtpKeyedAmbiguous, smtpKeyedDuplicates int
 }
 
 // verify checks the namespace against what was acknowledged: every
@@ -198,11 +209,20 @@ func (l *load) verify(t testing.TB, msgs []rpc.Message) outcome {
 		case n == 0:
 			o.lost++
 			t.Errorf("acknowledged with 250 but lost: %q", subject)
+		case n > 1 && l.keyed[subject]:
+			o.duplicates++
+			o.smtpKeyedDuplicates++
+			t.Errorf("%q stored %d times under one Resend-Idempotency-Key", subject, n)
 		case n > 1 && !l.ambiguous[subject]:
 			o.duplicates++
 			t.Errorf("%q stored %d times, sent once", subject, n)
 		case n > 1:
 			o.smtpResent += n - 1
+		}
+	}
+	for subject := range l.keyed {
+		if l.ambiguous[subject] && l.smtpAcked[subject] {
+			o.smtpKeyedAmbiguous++
 		}
 	}
 	for subject := range count {

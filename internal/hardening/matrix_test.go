@@ -852,6 +852,8 @@ func (w *world) routes() []route {
 		{surface: "writer", kind: "/healthz", role: rpc.RoleWriter, method: rpc.MethodHealth, selects: selOpen},
 		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, selects: selCredential, keys: []credKind{bootstrapToken}},
 		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
+		{surface: "writer", kind: "/emails/batch", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
+		{surface: "writer", kind: "smtp auth", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
 		{surface: "writer", kind: "smtp " + string(smtpd.Fixed), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selInstance, ns: true},
 		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.smtpSelect, ns: true},
 		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selRedirect},
@@ -871,6 +873,9 @@ func (w *world) routes() []route {
 func runsOn(r route, in instance) bool {
 	if r.surface != in.surface {
 		return false
+	}
+	if r.kind == "smtp auth" {
+		return in.smtp != "" // AUTH is offered on every SMTP listener (on loopback)
 	}
 	if mode, ok := strings.CutPrefix(r.kind, "smtp "); ok {
 		return in.smtp != "" && string(in.smtpMode) == mode
@@ -897,8 +902,10 @@ func (w *world) expectRoute(r route, in instance, target int, c cred) (bool, int
 	if !slices.Contains(r.keys, c.kind) || c.trial < 0 {
 		return false, -1
 	}
-	if in.owner >= 0 && c.trial != in.owner {
-		return false, -1 // a trial-bound instance serves its own trial only
+	if in.owner >= 0 && c.trial != in.owner && !(in.shared && r.kind == "smtp auth") {
+		// A trial-bound instance serves its own trial only; on a shared
+		// writer, AUTH selects the trial on any of its listeners.
+		return false, -1
 	}
 	if r.ns && target != c.trial {
 		return false, -1
@@ -1017,6 +1024,8 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 			return refusal(a)
 		}
 		return dest >= 0, a.body // where it went, checkDestinations judges
+	case "writer /emails/batch", "writer smtp auth":
+		return w.authCell(r, in, dest, c, subject) // matrix_auth_test.go
 	case "writer smtp fixed", "writer smtp select":
 		res := w.sendSMTP(in.smtp, senderOf(w.profile), []string{"cell@example.com"},
 			rawMail(subject, "x", smtpd.NamespaceHeader+": "+nsOf(target), smtpd.CapabilityHeader+": "+c.value))

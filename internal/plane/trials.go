@@ -114,6 +114,10 @@ type Advertise struct {
 	WriterURL, InboxURL, GatewayURL string
 	SMTPHost                        string
 	SMTPPort                        int
+	// TLS, where the writer serves it (all empty otherwise).
+	CAFile         string
+	SMTPTLSPort    int
+	WriterHTTPSURL string
 }
 
 // SetAdvertise sets what trial.open hands out.
@@ -149,6 +153,9 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 		ReadCapability:       id.ReadCapability,
 		SMTPPort:             smtpPort,
 		WriterURL:            a.WriterURL,
+		CAFile:               a.CAFile,
+		SMTPTLSPort:          a.SMTPTLSPort,
+		WriterHTTPSURL:       a.WriterHTTPSURL,
 	}
 }
 

@@ -67,6 +67,9 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "advertise-inbox", Usage: "URL of the shared mail-inbox, as agents reach it"},
 			&cli.StringFlag{Name: "advertise-gateway", Usage: "URL of mail-gateway, as evaluators reach it"},
 			&cli.StringFlag{Name: "advertise-smtp", Usage: "HOST:PORT of the shared writer's SMTP listener (AUTH selects the trial there)"},
+			&cli.StringFlag{Name: "advertise-ca-file", Usage: "with the writer serving TLS: the path of the CA certificate candidates trust (ca_file)"},
+			&cli.IntFlag{Name: "advertise-smtp-tls-port", Usage: "with the writer serving TLS: its implicit-TLS SMTP port (smtp_tls_port)"},
+			&cli.StringFlag{Name: "advertise-writer-https", Usage: "with the writer serving TLS: the URL of its HTTPS door (writer_https_url)"},
 		}, StoreFlags()...),
 		Action: serve,
 	}
@@ -182,7 +185,8 @@ func advertise(c *cli.Context) (plane.Advertise, error) {
 	}
 	trim := func(n string) string { return strings.TrimSuffix(c.String(n), "/") }
 	return plane.Advertise{WriterURL: trim("advertise-writer"), InboxURL: trim("advertise-inbox"), GatewayURL: trim("advertise-gateway"),
-		SMTPHost: host, SMTPPort: p}, nil
+		SMTPHost: host, SMTPPort: p, CAFile: c.String("advertise-ca-file"), SMTPTLSPort: c.Int("advertise-smtp-tls-port"),
+		WriterHTTPSURL: trim("advertise-writer-https")}, nil
 }
 
 // openStore opens the message store the flags ask for.

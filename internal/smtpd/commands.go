@@ -26,14 +26,25 @@ func (l commandLimit) Accept() (net.Conn, error) {
 // flush, so commands are counted as final replies written: a multi-line
 // reply counts once, and DATA with its body counts once because its 354
 // is intermediate.
+//
+// After STARTTLS the replies pass through here encrypted, and where one
+// ends cannot be seen: from then on every write counts as one reply (a
+// multi-line reply once per line, the TLS handshake and DATA's 354 once
+// each), so a TLS session meets the limit a little sooner, and at the
+// limit it is closed without the 421, which could not be read in clear.
+// An implicit-TLS listener puts this wrapper above TLS and counts exactly.
 type commandConn struct {
 	net.Conn
-	max     int
-	replies int // only the session's goroutine writes
-	over    atomic.Bool
+	max       int
+	replies   int  // only the session's goroutine writes
+	encrypted bool // STARTTLS succeeded
+	over      atomic.Bool
 }
 
-var limitReply = []byte("421 4.7.0 Command limit exceeded\r\n")
+var (
+	limitReply    = []byte("421 4.7.0 Command limit exceeded\r\n")
+	startTLSReply = []byte("220 2.0.0 Ready to start TLS")
+)
 
 func (c *commandConn) Write(b []byte) (int, error) {
 	if c.over.Load() {
@@ -43,10 +54,19 @@ func (c *commandConn) Write(b []byte) (int, error) {
 	if err != nil || c.max <= 0 {
 		return n, err
 	}
-	c.replies += finalReplies(b[:n])
+	switch {
+	case c.encrypted:
+		c.replies++
+	case bytes.HasPrefix(b[:n], startTLSReply):
+		c.encrypted = true
+	default:
+		c.replies += finalReplies(b[:n])
+	}
 	if c.replies >= c.max {
 		c.over.Store(true)
-		c.Conn.Write(limitReply)
+		if !c.encrypted {
+			c.Conn.Write(limitReply)
+		}
 		c.Conn.Close()
 	}
 	return n, err

@@ -10,6 +10,13 @@
 // headers (folded or not), which are passed to the plane unchecked: the
 // plane decides, and scrubs those headers before storing.
 //
+// With a TLS configuration the listener offers STARTTLS (or speaks TLS
+// from the first byte, Config.ImplicitTLS), and AUTH PLAIN/LOGIN with the
+// trial's mail-API token as the password (auth.go); an authenticated
+// session's messages go to the plane as rpc.ViaSMTPAuth with that
+// password, whatever the listener's mode. A Resend-Idempotency-Key header
+// makes a repeated message answer as the first (idempotency.go).
+//
 // Command sequencing, address syntax, dot-unstuffing and the envelope
 // reset after DATA are go-smtp's (RFC 5321). The reply codes of a delivery
 // are the reference's (BEHAVIOR.md §7.2). A refusal by policy is a 5xx or
@@ -18,9 +25,11 @@ package smtpd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -73,6 +82,13 @@ type Config struct {
 	MaxMessageBytes int64
 	MaxRecipients   int
 	MaxCommands     int
+	// TLS, when set, is offered by STARTTLS; with ImplicitTLS the listener
+	// speaks TLS from its first byte instead (the 465 convention).
+	TLS         *tls.Config
+	ImplicitTLS bool
+	// PlainAuthNets are the local addresses at which AUTH is offered
+	// without TLS (auth.go); empty means only over TLS.
+	PlainAuthNets []netip.Prefix
 }
 
 // Server is one SMTP listener.
@@ -111,12 +127,23 @@ func New(cfg Config, plane Sender, log zerolog.Logger) *Server {
 	srv.ReadTimeout = 0
 	srv.WriteTimeout = writeTimeout
 	srv.ErrorLog = errorLog{log}
+	// Whether a connection may authenticate is the session's to say
+	// (auth.go): go-smtp alone knows only TLS or not.
+	srv.AllowInsecureAuth = true
+	if !cfg.ImplicitTLS {
+		srv.TLSConfig = cfg.TLS
+	}
 	s.smtp = srv
 	return s
 }
 
 // Serve answers connections from ln until Close or Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.ImplicitTLS {
+		// Under the command count, which then reads the replies in the
+		// clear.
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	err := s.smtp.Serve(commandLimit{Listener: ln, max: s.cfg.MaxCommands})
 	if errors.Is(err, smtp.ErrServerClosed) {
 		return nil
@@ -131,12 +158,12 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.smtp.Shutdown(ct
 func (s *Server) Close() error { return s.smtp.Close() }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
-	cc, _ := c.Conn().(*commandConn)
+	cc, _ := innerConn(c.Conn()).(*commandConn)
 	port := 0
 	if a, ok := c.Conn().LocalAddr().(*net.TCPAddr); ok {
 		port = a.Port
 	}
-	return &session{srv: s, conn: cc, port: port}, nil
+	return &session{srv: s, c: c, conn: cc, port: port}, nil
 }
 
 // Replies. Texts are the reference's (BEHAVIOR.md §7); enhanced codes are
@@ -151,7 +178,6 @@ var (
 	errLocal             = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Local error in processing"}
 	errIncomplete        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Message incomplete; nothing delivered"}
 	errCommandLimit      = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Command limit exceeded"}
-	errAuthRequired      = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
 )
 
 // refusal turns a plane error into the reply for a DATA that was not
@@ -178,6 +204,8 @@ func (s *Server) refusal(err error) *smtp.SMTPError {
 		return errCapacity
 	case rpc.CodeMessageTooLarge:
 		return errTooLarge
+	case rpc.CodeIdempotencyConflict:
+		return errIdemConflict
 	}
 	if rpc.IsOutage(err) {
 		s.log.Warn().Str("code", code).Msg("smtp: plane unavailable")
@@ -191,10 +219,15 @@ func (s *Server) refusal(err error) *smtp.SMTPError {
 // connection's goroutine only.
 type session struct {
 	srv  *Server
+	c    *smtp.Conn
 	conn *commandConn
 	port int // the listener's: on a shared writer it selects the trial
 	from string
 	to   []string
+	// password is the AUTH password the plane accepted, if any;
+	// authFailed is set by a refused one (auth.go).
+	password   string
+	authFailed bool
 }
 
 func (s *session) Reset()        { s.from, s.to = "", nil }
@@ -203,6 +236,9 @@ func (s *session) Logout() error { return nil }
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.conn.exhausted() {
 		return errCommandLimit
+	}
+	if err := s.checkAuthState(); err != nil {
+		return err
 	}
 	s.from, s.to = from, nil
 	return nil
@@ -236,10 +272,16 @@ func (s *session) Data(r io.Reader) error {
 		return errCommandLimit
 	}
 	req := &rpc.SendRequest{Via: rpc.ViaSMTP, Port: s.port, From: s.from, To: s.to, Raw: raw}
-	if s.srv.cfg.Mode == Select {
+	switch {
+	case s.password != "":
+		req.Via, req.Credential = rpc.ViaSMTPAuth, s.password
+	case s.srv.cfg.Mode == Select:
 		req.Via = rpc.ViaSMTPSelect
 		req.Namespace, _ = mailmsg.HeaderValue(raw, NamespaceHeader)
 		req.Credential, _ = mailmsg.HeaderValue(raw, CapabilityHeader)
+	}
+	if fail := idempotency(req); fail != nil {
+		return fail
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
 	defer cancel()

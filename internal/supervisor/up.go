@@ -52,7 +52,7 @@ func UpCommand() *cli.Command {
 			&cli.DurationFlag{Name: "ttl", Usage: "TTL of the trials opened at start (0: none)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line when everything is healthy"},
 			&cli.DurationFlag{Name: "start-timeout", Value: 20 * time.Second, Usage: "how long to wait for everything to be healthy"},
-		}, serve.StoreFlags()...),
+		}, append(serve.StoreFlags(), upTLSFlags()...)...),
 		Action: up,
 	}
 }
@@ -106,12 +106,19 @@ func up(c *cli.Context) (err error) {
 	}
 	adv := advertiseHost(host)
 	url := func(port int) string { return "http://" + net.JoinHostPort(adv, strconv.Itoa(port)) }
+	wtls, err := st.prepareWriterTLS(c, host)
+	if err != nil {
+		return err
+	}
+	defer wtls.close()
 
 	planeArgs := []string{"--store", c.String("store"),
 		"--quota-messages", strconv.FormatInt(c.Int64("quota-messages"), 10),
 		"--quota-bytes", strconv.FormatInt(c.Int64("quota-bytes"), 10),
 		"--advertise-writer", url(ports[0]), "--advertise-smtp", net.JoinHostPort(adv, strconv.Itoa(ports[1])),
-		"--advertise-inbox", url(ports[2]), "--advertise-gateway", url(ports[3])}
+		"--advertise-inbox", url(ports[2]), "--advertise-gateway", url(ports[3]),
+		"--advertise-ca-file", wtls.caFile, "--advertise-smtp-tls-port", strconv.Itoa(wtls.smtpTLSPort()),
+		"--advertise-writer-https", wtls.httpsURL()}
 	if c.String("store") == "mailpit" {
 		for _, f := range []string{"mailpit-socket", "mailpit-smtp-socket", "mailpit-runtime", "mailpit-binary", "mailpit-image"} {
 			if v := c.String(f); v != "" {
@@ -132,8 +139,9 @@ func up(c *cli.Context) (err error) {
 	}
 	defer ctl.Close()
 	surfaces := []*surface{
-		{name: "mail-writer", lns: lns[0:2], files: []*os.File{writerEnd}, args: st.surfaceArgs(st.grantFile(rpc.RoleWriter),
-			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--port-control", "5")},
+		// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
+		{name: "mail-writer", lns: append(lns[0:2:2], wtls.lns...), files: []*os.File{writerEnd}, args: append(st.surfaceArgs(st.grantFile(rpc.RoleWriter),
+			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--port-control", "7"), wtls.args...)},
 		{name: "mail-inbox", lns: lns[2:3], args: st.surfaceArgs(st.grantFile(rpc.RoleInbox), "--listen", "fd:3")},
 		{name: "mail-gateway", lns: lns[3:4], args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")},
 	}
@@ -267,6 +275,10 @@ func printSummary(b rpc.StackBundle) {
 		}
 	} else {
 		fmt.Printf("mailplane is up with no trial open\n")
+	}
+	if b.Bundle != nil && b.CAFile != "" {
+		fmt.Printf("            SMTP with TLS    port %d (STARTTLS on the SMTP ports too), HTTPS %s\n            trust            %s (mail-plane ca export)\n",
+			b.SMTPTLSPort, b.WriterHTTPSURL, b.CAFile)
 	}
 	fmt.Printf("operator    plane socket     %s\n            admin grant      %s\n            data             %s\n",
 		b.PlaneSocket, b.AdminGrantFile, b.DataDir)

@@ -42,6 +42,7 @@ func App() *cli.App {
 		&cli.DurationFlag{Name: "idle-timeout", Value: connlimit.DefaultIdle, Usage: "how long a connection may wait for its client"},
 		&cli.DurationFlag{Name: "connection-lifetime", Value: connlimit.DefaultLifetime, Usage: "how long a connection may live at all"},
 	)
+	flags = append(flags, tlsFlags...)
 	return &cli.App{
 		Name:  "mail-writer",
 		Usage: "the candidate's write-only mail door: Resend-style POST /emails, SMTP and bootstrap",
@@ -76,6 +77,14 @@ func run(c *cli.Context) error {
 	if maxBytes <= 0 || maxRcpt <= 0 || maxCmds <= 0 || maxConns <= 0 || idle <= 0 || lifetime <= 0 {
 		return cliapp.Usagef("limits must be positive")
 	}
+	tlsCfg, err := tlsConfig(c)
+	if err != nil {
+		return cliapp.UsageError{Err: err}
+	}
+	authNets, err := plainAuthNets(c.String("smtp-plain-auth-nets"))
+	if err != nil {
+		return cliapp.UsageError{Err: err}
+	}
 	plane, err := cliapp.PlaneClient(c)
 	if err != nil {
 		return err
@@ -101,13 +110,21 @@ func run(c *cli.Context) error {
 	}
 
 	h := NewHandler(Config{MaxBodyBytes: maxBytes, MaxRecipients: maxRcpt, SMTPHost: host, SMTPPort: smtpAddr.Port, Idle: idle}, plane, log)
-	hs := NewHTTPServer(cliapp.AllowedHosts(c).Check(h), idle, lifetime, log)
-	smtpCfg := smtpd.Config{Mode: mode, MaxMessageBytes: maxBytes, MaxRecipients: maxRcpt, MaxCommands: maxCmds}
+	hosts := cliapp.AllowedHosts(c)
+	hs := NewHTTPServer(hosts.Check(h), idle, lifetime, log)
+	smtpCfg := smtpd.Config{Mode: mode, MaxMessageBytes: maxBytes, MaxRecipients: maxRcpt, MaxCommands: maxCmds, TLS: tlsCfg, PlainAuthNets: authNets}
 	ss := smtpd.New(smtpCfg, plane, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 3)
+	errc := make(chan error, 5) // HTTP, SMTP, per-trial ports, implicit TLS, HTTPS
+	tlsDoors, err := startTLSDoors(c, tlsCfg, smtpCfg, hosts.Check(h), plane, errc, log)
+	if err != nil {
+		httpLn.Close()
+		smtpLn.Close()
+		return err
+	}
+	defer tlsDoors.shutdown()
 	go func() {
 		errc <- hs.Serve(connlimit.Listen(httpLn, connlimit.Limits{MaxConns: maxConns, Lifetime: lifetime}))
 	}()

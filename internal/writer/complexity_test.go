@@ -1,12 +1,15 @@
 package writer
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/complexity"
+	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
 // The POST /emails body decoder (parseEmail) and the message composed from
@@ -76,4 +79,83 @@ func TestParseEmailLinear(t *testing.T) {
 			}, c.base)
 		})
 	}
+}
+
+// TestBatchAndAttachmentsLinear: the writer's new parsers of untrusted bytes (batch
+// bodies, attachment content) and the composition and read-back of the
+// message they make scale linearly with their input.
+func TestBatchAndAttachmentsLinear(t *testing.T) {
+	one := func(text string) map[string]any {
+		return map[string]any{"from": "s@example.com", "to": "u@example.com", "subject": "s", "text": text}
+	}
+	t.Run("batch emails", func(t *testing.T) {
+		linear(t, "batch of k emails", 12, func(k int) any {
+			list := make([]any, k)
+			for i := range list {
+				list[i] = one(strings.Repeat("text ", 200))
+			}
+			b, _ := json.Marshal(list)
+			return b
+		}, func(in any) {
+			items, fail := splitBatch(in.([]byte))
+			if fail == nil {
+				parseBatchEmails(items, true, 16)
+			}
+		})
+	})
+	t.Run("batch body size", func(t *testing.T) {
+		linear(t, "batch of one email of n bytes", 32<<10, func(n int) any {
+			b, _ := json.Marshal([]any{one(strings.Repeat("é\u00a0\\\"", n/8))})
+			return b
+		}, func(in any) {
+			items, fail := splitBatch(in.([]byte))
+			if fail == nil {
+				parseBatchEmails(items, false, 16)
+			}
+		})
+	})
+	t.Run("attachment", func(t *testing.T) {
+		linear(t, "attachment of n bytes", 32<<10, func(n int) any {
+			content := make([]byte, n)
+			for i := range content {
+				content[i] = byte(i * 31)
+			}
+			enc := base64.StdEncoding.EncodeToString(content)
+			var wrapped strings.Builder
+			for len(enc) > 76 {
+				wrapped.WriteString(enc[:76] + "\r\n")
+				enc = enc[76:]
+			}
+			wrapped.WriteString(enc)
+			return []any{map[string]any{"filename": "a.bin", "content": wrapped.String()}}
+		}, func(in any) {
+			list, fail := parseAttachments(in)
+			if fail != nil {
+				panic(fail.Message)
+			}
+			text := "t"
+			mailmsg.Parse(compose(&email{From: "s@example.com", To: []string{"u@example.com"}, Text: &text, Attachments: list}, time.Unix(0, 0)))
+		})
+	})
+	t.Run("byte-list attachment", func(t *testing.T) {
+		linear(t, "attachment of n byte values", 16<<10, func(n int) any {
+			list := make([]any, n)
+			for i := range list {
+				list[i] = float64(i % 256)
+			}
+			return []any{map[string]any{"filename": "a.bin", "content": list}}
+		}, func(in any) {
+			if _, fail := parseAttachments(in); fail != nil {
+				panic(fail.Message)
+			}
+		})
+	})
+}
+
+// linear runs complexity.Linear on op over inputs prepare builds.
+func linear(t *testing.T, name string, base int, prepare func(size int) any, op func(input any)) {
+	complexity.Linear(t, name, func(n int) func() {
+		in := prepare(n)
+		return func() { op(in) }
+	}, base)
 }

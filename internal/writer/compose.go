@@ -59,7 +59,25 @@ func compose(e *email, now time.Time) []byte {
 		hdr(h.Name, h.Value)
 	}
 	hdr("MIME-Version", "1.0")
+	if len(e.Attachments) > 0 {
+		// The body, then each attachment, in one multipart/mixed.
+		mixed := "=_" + ident.Hex(16)
+		hdr("Content-Type", `multipart/mixed; boundary="`+mixed+`"`)
+		b.WriteString("\r\n--" + mixed + "\r\n")
+		writeBody(&b, e, mixed)
+		b.WriteString("\r\n")
+		writeAttachments(&b, mixed, e.Attachments)
+		return b.Bytes()
+	}
+	writeBody(&b, e, "")
+	return b.Bytes()
+}
 
+// writeBody writes the body entity of e (its Content-Type header, the
+// empty line, and the text part, or the text and html alternatives) inside
+// the multipart delimited by outer, or as the whole message's body when
+// outer is empty.
+func writeBody(b *bytes.Buffer, e *email, outer string) {
 	text := ""
 	if e.Text != nil {
 		text = *e.Text
@@ -67,19 +85,17 @@ func compose(e *email, now time.Time) []byte {
 		text = mailmsg.HTMLText(*e.HTML)
 	}
 	if e.HTML == nil {
-		writePart(&b, "text/plain", text, "")
-		return b.Bytes()
+		writePart(b, "text/plain", text, outer)
+		return
 	}
 	boundary := "=_" + ident.Hex(16)
-	hdr("Content-Type", `multipart/alternative; boundary="`+boundary+`"`)
-	b.WriteString("\r\n")
+	b.WriteString(`Content-Type: multipart/alternative; boundary="` + boundary + `"` + "\r\n\r\n")
 	for _, p := range []struct{ mt, body string }{{"text/plain", text}, {"text/html", *e.HTML}} {
 		b.WriteString("--" + boundary + "\r\n")
-		writePart(&b, p.mt, p.body, boundary)
+		writePart(b, p.mt, p.body, boundary)
 		b.WriteString("\r\n")
 	}
 	b.WriteString("--" + boundary + "--\r\n")
-	return b.Bytes()
 }
 
 // messageIDDomain is the right side of the Message-IDs the writer mints.

@@ -30,9 +30,10 @@ const (
 )
 
 // fields are the keys POST /emails accepts: the reference's four plus
-// Resend's html, cc, bcc, reply_to, tags and headers. from, to, subject
-// and one of text or html are required.
-var fields = []string{"from", "to", "subject", "text", "html", "cc", "bcc", "reply_to", "tags", "headers"}
+// Resend's html, cc, bcc, reply_to, tags, headers and attachments
+// (attachments.go), and scheduled_at, which is refused with a 422. from,
+// to, subject and one of text or html are required.
+var fields = []string{"from", "to", "subject", "text", "html", "cc", "bcc", "reply_to", "tags", "headers", "attachments", "scheduled_at"}
 
 // email is a validated POST /emails body.
 type email struct {
@@ -46,6 +47,8 @@ type email struct {
 	HTML    *string
 	Tags    []tag
 	Headers []header // sorted by name
+	// Attachments are in the order given (attachments.go).
+	Attachments []attachment `json:",omitempty"`
 }
 
 type tag struct {
@@ -164,6 +167,15 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	}
 	if e.Headers, valid = headers(obj["headers"]); !valid {
 		return nil, errMessage
+	}
+	var fail *apierr.Error
+	if e.Attachments, fail = parseAttachments(obj["attachments"]); fail != nil {
+		return nil, fail
+	}
+	if _, scheduled := obj["scheduled_at"]; scheduled {
+		// Held mail would need a scheduler in the plane, and an evaluator
+		// waiting for the mail would wait for a clock; refuse it clearly.
+		return nil, errScheduled
 	}
 	return e, nil
 }

@@ -168,7 +168,10 @@ func TestEmailsCheckTable(t *testing.T) {
 		{"8 array", post("/emails", auth, `[]`), false, 400, "invalid_message_fields", ""},
 		{"8 string", post("/emails", auth, `"x"`), false, 400, "invalid_message_fields", ""},
 		{"8 extra key", post("/emails", auth, bodyOf(with("foo", 1))), false, 400, "invalid_message_fields", ""},
-		{"8 attachments", post("/emails", auth, bodyOf(with("attachments", []any{}))), false, 400, "invalid_message_fields", ""},
+		{"8 attachments, none", post("/emails", auth, bodyOf(with("attachments", []any{}))), false, 200, "", ""},
+		{"8 attachment by path", post("/emails", auth, bodyOf(with("attachments", []any{map[string]any{"filename": "a.pdf", "path": "https://example.com/a.pdf"}}))), false, 422, "attachment_path_unsupported", "validation_error"},
+		{"8 scheduled_at", post("/emails", auth, bodyOf(with("scheduled_at", "2030-01-01T00:00:00Z"))), false, 422, "scheduling_unsupported", "validation_error"},
+		{"8 scheduled_at null", post("/emails", auth, bodyOf(with("scheduled_at", nil))), false, 200, "", ""},
 		{"8 no text nor html", post("/emails", auth, bodyOf(with("text", nil))), false, 400, "invalid_message_fields", ""},
 		{"8 no subject", post("/emails", auth, bodyOf(with("subject", nil))), false, 400, "invalid_message_fields", ""},
 		// 9, 10: values.

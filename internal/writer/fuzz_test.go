@@ -46,7 +46,8 @@ func FuzzEmailBody(f *testing.F) {
 	replies := map[string]string{} // idempotency key → first id
 	known := map[string]bool{"": true, "unauthorized": true, "application_json_required": true, "content_length_required": true,
 		"message_too_large": true, "incomplete_request": true, "invalid_json": true, "invalid_message_fields": true,
-		"invalid_message": true, "invalid_idempotency_key": true, "invalid_idempotent_request": true}
+		"invalid_message": true, "invalid_idempotency_key": true, "invalid_idempotent_request": true,
+		"attachment_path_unsupported": true, "scheduling_unsupported": true}
 
 	f.Fuzz(func(t *testing.T, body []byte, key string) {
 		before := writertest.Count(t, p, id)

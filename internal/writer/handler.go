@@ -67,6 +67,9 @@ type Handler struct {
 	plane Plane
 	log   zerolog.Logger
 	now   func() time.Time
+	// running are the idempotency keys of requests still being answered
+	// (idempotency.go).
+	running inflight
 }
 
 // NewHandler returns the API over plane.
@@ -87,6 +90,7 @@ func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 // is the reference's 404, not a 405.
 var allow = map[string]string{
 	"/emails":             http.MethodPost,
+	"/emails/batch":       http.MethodPost,
 	"/healthz":            http.MethodGet,
 	"/internal/bootstrap": http.MethodGet,
 }
@@ -108,6 +112,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errNotFound)
 		}
 	case http.MethodPost:
+		if path == "/emails/batch" {
+			h.batch(w, r) // batch.go
+			return
+		}
 		h.emails(w, r)
 	default:
 		methods, ok := allow[path]
@@ -220,6 +228,13 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.authenticated(r, cred, fail))
 		return
 	}
+	if idemKey != "" {
+		if !h.running.begin(cred, "emails", idemKey) {
+			writeError(w, errIdemConcurrent)
+			return
+		}
+		defer h.running.end(cred, "emails", idemKey)
+	}
 	ctx, cancel := planeContext(r)
 	defer cancel()
 	resp, err := h.plane.Send(ctx, &rpc.SendRequest{
@@ -242,41 +257,56 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 // readEmail applies checks 3 to 12: media type, length, body, JSON, fields,
 // values, idempotency key.
 func (h *Handler) readEmail(w http.ResponseWriter, r *http.Request) (*email, string, *apierr.Error) {
+	body, fail := h.readBody(w, r, h.cfg.MaxBodyBytes)
+	if fail != nil {
+		return nil, "", fail
+	}
+	e, fail := parseEmail(body, h.cfg.MaxRecipients)
+	if fail != nil {
+		return nil, "", fail
+	}
+	key, fail := idempotencyKey(r)
+	return e, key, fail
+}
+
+// readBody applies checks 3 to 6: media type, length, body of at most
+// limit bytes.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apierr.Error) {
 	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	if strings.ToLower(strings.TrimSpace(mt)) != "application/json" {
-		return nil, "", errMediaType
+		return nil, errMediaType
 	}
 	// A body needs a length, or chunked framing (which Resend's own SDKs
 	// send); net/http answers 400 itself to a Content-Length that is not a
 	// number, as RFC 9112 §6.3 requires.
 	_, hasLength := r.Header["Content-Length"]
 	if !hasLength && len(r.TransferEncoding) == 0 {
-		return nil, "", errLengthRequired
+		return nil, errLengthRequired
 	}
-	if r.ContentLength > h.cfg.MaxBodyBytes {
-		return nil, "", errTooLarge
+	if r.ContentLength > limit {
+		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, "", errTooLarge
+			return nil, errTooLarge
 		}
-		return nil, "", errIncomplete
+		return nil, errIncomplete
 	}
-	e, fail := parseEmail(body, h.cfg.MaxRecipients)
-	if fail != nil {
-		return nil, "", fail
-	}
+	return body, nil
+}
+
+// idempotencyKey is check 12: the request's Idempotency-Key, if valid.
+func idempotencyKey(r *http.Request) (string, *apierr.Error) {
 	keys := r.Header.Values("Idempotency-Key")
 	if !validIdempotencyKey(keys) {
-		return nil, "", errIdemKey
+		return "", errIdemKey
 	}
-	key := ""
 	if len(keys) > 0 {
-		key = keys[0]
+		return keys[0], nil
 	}
-	return e, key, nil
+	return "", nil
 }
 
 // authenticated returns fail if the plane accepts cred as this trial's

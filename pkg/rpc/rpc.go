@@ -84,7 +84,7 @@ const (
 	ViaHTTP       Via = "http"        // POST /emails: Credential is the Bearer token
 	ViaSMTP       Via = "smtp"        // SMTP fixed to the trial's namespace: no credential
 	ViaSMTPSelect Via = "smtp-select" // SMTP naming Namespace by header: Credential is the capability header
-	ViaSMTPAuth   Via = "smtp-auth"   // SMTP after AUTH: Credential is the AUTH password (the mail-API token)
+	ViaSMTPAuth   Via = "smtp-auth"   // SMTP after AUTH: Credential is the AUTH password, judged as ViaHTTP's Bearer
 )
 
 // Error is a refusal from the plane. Code is stable; Message is for humans
@@ -351,6 +351,12 @@ type Bundle struct {
 	ReadCapability       string            `json:"read_capability"`
 	SMTPPort             int               `json:"smtp_port"`
 	WriterURL            string            `json:"writer_url"`
+	// TLS, where the writer serves it: the local CA's certificate to
+	// trust, the implicit-TLS SMTP port (AUTH selects the trial there; the
+	// SMTP ports also offer STARTTLS), and the HTTPS door.
+	CAFile         string `json:"ca_file,omitempty"`
+	SMTPTLSPort    int    `json:"smtp_tls_port,omitempty"`
+	WriterHTTPSURL string `json:"writer_https_url,omitempty"`
 }
 
 // StackBundle is what mail-plane up --json prints: the first trial's

@@ -1,0 +1,140 @@
+package writer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/listen"
+	"github.com/websitebench/mailplane/internal/smtpd"
+)
+
+// tlsFlags are the writer's TLS and AUTH settings. The certificate is a
+// leaf the plane's local CA issued (mail-plane ca issue, or mail-plane up
+// itself); the writer never sees the CA's key.
+var tlsFlags = []cli.Flag{
+	&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate chain for STARTTLS, --smtp-tls-listen and --https-listen"},
+	&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+	&cli.StringFlag{Name: "smtp-tls-listen", Usage: "SMTP with implicit TLS (the port 465 convention): host:port, fd:N or systemd:NAME; needs --tls-cert"},
+	&cli.StringFlag{Name: "https-listen", Usage: "the HTTP door over TLS: host:port, fd:N or systemd:NAME; needs --tls-cert"},
+	&cli.StringFlag{Name: "smtp-plain-auth-nets", Value: "127.0.0.0/8,::1/128", Usage: "local addresses (CIDR, comma-separated) at which SMTP AUTH is offered without TLS; none: only after STARTTLS or on --smtp-tls-listen"},
+}
+
+// tlsConfig loads --tls-cert and --tls-key; nil when neither is set.
+func tlsConfig(c *cli.Context) (*tls.Config, error) {
+	certFile, keyFile := c.String("tls-cert"), c.String("tls-key")
+	if certFile == "" && keyFile == "" {
+		for _, f := range []string{"smtp-tls-listen", "https-listen"} {
+			if c.String(f) != "" {
+				return nil, fmt.Errorf("--%s needs --tls-cert and --tls-key", f)
+			}
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %v", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// plainAuthNets parses --smtp-plain-auth-nets.
+func plainAuthNets(s string) ([]netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("--smtp-plain-auth-nets: %v", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// tlsDoors are the optional TLS listeners: SMTP with implicit TLS and the
+// HTTP door over HTTPS.
+type tlsDoors struct {
+	smtp *smtpd.Server
+	http *http.Server
+}
+
+// startTLSDoors opens --smtp-tls-listen and --https-listen, if set, and
+// serves them; a listener that stops reports on errc.
+func startTLSDoors(c *cli.Context, tlsCfg *tls.Config, smtpCfg smtpd.Config, h http.Handler, plane smtpd.Sender, errc chan<- error, log zerolog.Logger) (*tlsDoors, error) {
+	d := &tlsDoors{}
+	limits := connlimit.Limits{MaxConns: c.Int("max-connections"), Idle: c.Duration("idle-timeout"), Lifetime: c.Duration("connection-lifetime")}
+	if addr := c.String("smtp-tls-listen"); addr != "" {
+		ln, err := listen.Listen(addr)
+		if err != nil {
+			return nil, cliapp.Usagef("--smtp-tls-listen: %v", err)
+		}
+		cfg := smtpCfg
+		cfg.ImplicitTLS = true
+		d.smtp = smtpd.New(cfg, plane, log)
+		go func() { errc <- d.smtp.Serve(connlimit.Listen(ln, limits)) }()
+		log.Info().Str("smtp_tls", ln.Addr().String()).Msg("writer listening")
+	}
+	if addr := c.String("https-listen"); addr != "" {
+		ln, err := listen.Listen(addr)
+		if err != nil {
+			d.shutdown()
+			return nil, cliapp.Usagef("--https-listen: %v", err)
+		}
+		d.http = NewHTTPServer(h, limits.Idle, limits.Lifetime, log)
+		d.http.TLSConfig = tlsCfg.Clone()
+		d.http.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			// The handler reads the connection's remaining lifetime from
+			// the listener's own connection, under TLS.
+			return context.WithValue(ctx, connKey{}, innerConn(c))
+		}
+		go func() {
+			err := d.http.ServeTLS(connlimit.Listen(ln, connlimit.Limits{MaxConns: limits.MaxConns, Lifetime: limits.Lifetime}), "", "")
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			errc <- err
+		}()
+		log.Info().Str("https", ln.Addr().String()).Msg("writer listening")
+	}
+	return d, nil
+}
+
+// shutdown stops the TLS doors, giving open sessions the usual grace.
+func (d *tlsDoors) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if d.smtp != nil {
+		if err := d.smtp.Shutdown(ctx); err != nil {
+			d.smtp.Close()
+		}
+	}
+	if d.http != nil {
+		if err := d.http.Shutdown(ctx); err != nil {
+			d.http.Close()
+		}
+	}
+}
+
+func innerConn(c net.Conn) net.Conn {
+	if t, ok := c.(*tls.Conn); ok {
+		return t.NetConn()
+	}
+	return c
+}
