@@ -106,7 +106,7 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 // succeeds: a client that ignores its 535 would otherwise have its mail
 // stored as if it had never tried, under a credential it does not hold.
 func (s *session) checkAuthState() error {
-	if s.authFailed && s.password == "" {
+	if s.password == "" && (s.authFailed || s.srv.cfg.RequireAuth) {
 		return errAuthRequired
 	}
 	return nil

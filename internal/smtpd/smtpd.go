@@ -89,6 +89,10 @@ type Config struct {
 	// PlainAuthNets are the local addresses at which AUTH is offered
 	// without TLS (auth.go); empty means only over TLS.
 	PlainAuthNets []netip.Prefix
+	// RequireAuth refuses MAIL before AUTH with 530: the shared listener
+	// of a writer whose trials have ports of their own, where nothing but
+	// AUTH can say which trial a message is for.
+	RequireAuth bool
 }
 
 // Server is one SMTP listener.

@@ -3,8 +3,6 @@ package supervisor_test
 import (
 	"fmt"
 	"net/http"
-	"net/smtp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +27,7 @@ func TestHostileMailAgainstUp(t *testing.T) {
 	// accepted, never 451, and quickly.
 	folded := "Subject: x\r\nX-Fold: a\r\n" + strings.Repeat(" \r\n", 75000) + "\r\nbody\r\n"
 	start := time.Now()
-	err := smtp.SendMail("127.0.0.1:"+strconv.Itoa(e.b.SMTPPort), nil, rpc.CandidateSender, []string{"agent@example.com"}, []byte(folded))
+	err := smtpRaw(e.b, e.b.SMTPPort, folded)
 	took := time.Since(start)
 	if err != nil && strings.Contains(err.Error(), "451") {
 		t.Fatalf("folded header: an outage answer after %v: %v", took, err)

@@ -2,6 +2,8 @@ package supervisor_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -42,10 +44,54 @@ func (e episode) postWith(t testing.TB, token, body string) int {
 	return do(t, req).code
 }
 
-// smtpTo sends one message with net/smtp to port, without AUTH.
-func smtpTo(port int, subject string) error {
-	msg := "Subject: " + subject + "\r\n\r\nhello\r\n"
-	return smtp.SendMail("127.0.0.1:"+strconv.Itoa(port), nil, rpc.CandidateSender, []string{"agent@example.com"}, []byte(msg))
+// smtpTo sends one message with net/smtp to port, without AUTH, as a
+// candidate configured with the bundle would: STARTTLS, verifying the
+// writer against the bundle's CA.
+func smtpTo(b rpc.Bundle, port int, subject string) error {
+	return smtpRaw(b, port, "Subject: "+subject+"\r\n\r\nhello\r\n")
+}
+
+func smtpRaw(b rpc.Bundle, port int, msg string) error { return smtpSend(b, port, "", msg) }
+
+// smtpSend sends msg to port after STARTTLS, and with AUTH PLAIN (user
+// "resend", Resend's convention) when password is not empty.
+func smtpSend(b rpc.Bundle, port int, password, msg string) error {
+	pem, err := os.ReadFile(b.CAFile)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.StartTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}); err != nil {
+		return err
+	}
+	if password != "" {
+		if err := c.Auth(smtp.PlainAuth("", "resend", password, "127.0.0.1")); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(rpc.CandidateSender); err != nil {
+		return err
+	}
+	if err := c.Rcpt("agent@example.com"); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte(msg)); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }
 
 // subjects lists the evaluator's view of the trial, with the capability.
@@ -75,8 +121,9 @@ func (e episode) inbox(t testing.TB, url string) (int, string) {
 // TestManyTrialsOneStack opens 1,000 trials on one `up` stack: the number
 // of processes does not change; 20 sampled trials each send by HTTP and by
 // plain SMTP on their own port and read back exactly their own mail
-// through the gateway and the shared inbox; every credential of one is
-// refused on another.
+// through the gateway and the shared inbox, and by SMTP AUTH with their
+// mail-API token on the shared port; every credential of one is refused
+// on another.
 func TestManyTrialsOneStack(t *testing.T) {
 	n := 1000
 	if testing.Short() {
@@ -134,17 +181,30 @@ func TestManyTrialsOneStack(t *testing.T) {
 		if code := e.post(t, "http "+e.b.Namespace); code != http.StatusOK {
 			t.Fatalf("trial %d: POST /emails %d", i, code)
 		}
-		if err := smtpTo(e.b.SMTPPort, "smtp "+e.b.Namespace); err != nil {
+		if err := smtpTo(e.b, e.b.SMTPPort, "smtp "+e.b.Namespace); err != nil {
 			t.Fatalf("trial %d: SMTP on its own port: %v", i, err)
 		}
+		token := e.b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
+		if err := smtpSend(e.b, s.Bundle.SharedSMTPPort, token, "Subject: auth "+e.b.Namespace+"\r\n\r\nhello\r\n"); err != nil {
+			t.Fatalf("trial %d: SMTP AUTH on the shared port: %v", i, err)
+		}
 	}
-	// Plain SMTP on the shared port names no trial: refused, never stored.
-	if err := smtpTo(s.Bundle.SharedSMTPPort, "nobody's"); err == nil || !strings.Contains(err.Error(), "530") {
+	// Plain SMTP on the shared port names no trial: refused at MAIL, before
+	// any data is sent, never stored.
+	if err := smtpTo(sample[0].b, s.Bundle.SharedSMTPPort, "nobody's"); err == nil || !strings.Contains(err.Error(), "530") {
 		t.Fatalf("plain SMTP on the shared port: %v, want 530", err)
 	}
+	c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(s.Bundle.SharedSMTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Mail(rpc.CandidateSender); err == nil || !strings.Contains(err.Error(), "530") {
+		t.Fatalf("MAIL without AUTH on the shared port: %v, want 530", err)
+	}
+	c.Close()
 	for i, e := range sample {
 		code, subjects := e.subjects(t, e.b.ReadCapability)
-		want := []string{"http " + e.b.Namespace, "smtp " + e.b.Namespace}
+		want := []string{"http " + e.b.Namespace, "smtp " + e.b.Namespace, "auth " + e.b.Namespace}
 		if code != http.StatusOK || strings.Join(subjects, "|") != strings.Join(want, "|") {
 			t.Fatalf("trial %d reads %d %q, want %q", i, code, subjects, want)
 		}
@@ -208,7 +268,7 @@ func closeAndTTL(t *testing.T, store string) {
 		if code := e.post(t, "before"); code != http.StatusOK {
 			t.Fatalf("POST: %d", code)
 		}
-		if err := smtpTo(e.b.SMTPPort, "before smtp"); err != nil {
+		if err := smtpTo(e.b, e.b.SMTPPort, "before smtp"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +324,7 @@ func closeAndTTL(t *testing.T, store string) {
 		if code := do(t, req).code; code != http.StatusForbidden {
 			t.Errorf("%s: bootstrap %d", why, code)
 		}
-		if err := smtpTo(e.b.SMTPPort, "after smtp"); err == nil {
+		if err := smtpTo(e.b, e.b.SMTPPort, "after smtp"); err == nil {
 			t.Errorf("%s: SMTP on its port still delivers", why)
 		}
 	}
@@ -352,7 +412,7 @@ func TestUpRestart(t *testing.T) {
 		if code := e.post(t, "before http"); code != http.StatusOK {
 			t.Fatalf("POST: %d", code)
 		}
-		if err := smtpTo(e.b.SMTPPort, "before smtp"); err != nil {
+		if err := smtpTo(e.b, e.b.SMTPPort, "before smtp"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -390,7 +450,7 @@ func TestUpRestart(t *testing.T) {
 		if code := e.post(t, "after http"); code != http.StatusOK {
 			t.Fatalf("POST after restart: %d", code)
 		}
-		if err := smtpTo(e.b.SMTPPort, "after smtp"); err != nil {
+		if err := smtpTo(e.b, e.b.SMTPPort, "after smtp"); err != nil {
 			t.Fatalf("SMTP on the trial's own port after restart: %v", err)
 		}
 		code, subjects := e.subjects(t, e.b.ReadCapability)

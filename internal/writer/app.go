@@ -113,12 +113,16 @@ func run(c *cli.Context) error {
 	hosts := cliapp.AllowedHosts(c)
 	hs := NewHTTPServer(hosts.Check(h), idle, lifetime, log)
 	smtpCfg := smtpd.Config{Mode: mode, MaxMessageBytes: maxBytes, MaxRecipients: maxRcpt, MaxCommands: maxCmds, TLS: tlsCfg, PlainAuthNets: authNets}
-	ss := smtpd.New(smtpCfg, plane, log)
+	shared := smtpCfg
+	// With per-trial ports handed over, the main SMTP listener is the
+	// shared one: a client says which trial by AUTH, before MAIL.
+	shared.RequireAuth = c.Int("port-control") > 0
+	ss := smtpd.New(shared, plane, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 5) // HTTP, SMTP, per-trial ports, implicit TLS, HTTPS
-	tlsDoors, err := startTLSDoors(c, tlsCfg, smtpCfg, hosts.Check(h), plane, errc, log)
+	tlsDoors, err := startTLSDoors(c, tlsCfg, shared, hosts.Check(h), plane, errc, log)
 	if err != nil {
 		httpLn.Close()
 		smtpLn.Close()
