@@ -29,6 +29,13 @@ const (
 	// longer runs of URL characters are left as text.
 	URLBytes = 8000
 
+	// AddressBytes bounds one address (RFC 5321 §4.5.3.1: a 64-byte local
+	// part, @, a 255-byte domain).
+	AddressBytes = 320
+
+	// IdempotencyKeyBytes bounds an idempotency key (Resend's 1 to 256).
+	IdempotencyKeyBytes = 256
+
 	// LinkifyBytes bounds how much of a message's text is searched for
 	// URLs. A URL that starts within it is still read to its end (at most
 	// URLBytes further); text beyond it is shown, never linked.

@@ -7,10 +7,9 @@ package mailmsg
 import (
 	"net/mail"
 	"strings"
-)
 
-// Limits on addresses (BEHAVIOR.md §11).
-const MaxAddressLen = 320
+	"github.com/websitebench/mailplane/internal/limits"
+)
 
 // ValidAddress reports whether s is a bare address (local@domain) that a
 // mail store will accept as an envelope address: no display name, no angle
@@ -18,7 +17,7 @@ const MaxAddressLen = 320
 // let "Alice <a@example.com>" and "a@x,b@y" through and then failed at the
 // store, reporting an outage; here they are simply not addresses.
 func ValidAddress(s string) bool {
-	if s == "" || len(s) > MaxAddressLen || !strings.Contains(s, "@") {
+	if s == "" || len(s) > limits.AddressBytes || !strings.Contains(s, "@") {
 		return false
 	}
 	for _, r := range s {

@@ -19,11 +19,7 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// Limits the plane enforces on every message, whichever door it came in by
-// (BEHAVIOR.md §11).
 const (
-	MaxMessageBytes = 1 << 20
-	MaxRecipients   = 16
 	// maxListMessages and maxListBytes bound one list answer; a reader
 	// pages with After.
 	maxListMessages = 512
@@ -88,7 +84,7 @@ func (b *Broker) Health(ctx context.Context, role rpc.Role) rpc.HealthResponse {
 
 func (b *Broker) ping(ctx context.Context) error {
 	if b.writeFailed.Load() {
-		if err := b.ledger.PingWrite(ctx, 2*MaxMessageBytes); err != nil {
+		if err := b.ledger.PingWrite(ctx, 2*limits.MessageBytes); err != nil {
 			return err
 		}
 	}
@@ -106,17 +102,17 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 	if ns.State != ledger.StateActive {
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the namespace no longer takes mail")
 	}
-	if len(req.Raw) > MaxMessageBytes {
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "message exceeds %d bytes", MaxMessageBytes)
+	if len(req.Raw) > limits.MessageBytes {
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "message exceeds %d bytes", limits.MessageBytes)
 	}
-	if len(req.To) > MaxRecipients {
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeTooManyRecipients, "more than %d recipients", MaxRecipients)
+	if len(req.To) > limits.Recipients {
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeTooManyRecipients, "more than %d recipients", limits.Recipients)
 	}
 	if err := checkEnvelope(req.From, req.To, ns.AllowedSenders); err != nil {
 		return rpc.SendResponse{}, err
 	}
-	if len(req.IdempotencyKey) > 256 {
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "idempotency key longer than 256 bytes")
+	if len(req.IdempotencyKey) > limits.IdempotencyKeyBytes {
+		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeBadRequest, "idempotency key longer than %d bytes", limits.IdempotencyKeyBytes)
 	}
 	offer := &ledger.Offer{
 		Namespace:      ns.Name,
@@ -215,7 +211,7 @@ func (b *Broker) fixedAfterRotation(ctx context.Context, t ledger.Trial) (bool, 
 }
 
 // checkEnvelope applies the envelope policy: a valid sender (in the
-// allowed list when there is one) and 1 to MaxRecipients valid recipients.
+// allowed list when there is one) and 1 to limits.Recipients valid recipients.
 func checkEnvelope(from string, to []string, allowed []string) error {
 	if !mailmsg.ValidAddress(from) || (len(allowed) > 0 && !slices.Contains(allowed, from)) {
 		return rpc.Errorf(rpc.CodeInvalidEnvelope, "sender not allowed")

@@ -35,6 +35,7 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -43,9 +44,7 @@ import (
 // (BEHAVIOR.md §7, §11). Connection count, idle time and lifetime are
 // bounded by the listener (package connlimit).
 const (
-	DefaultMaxMessageBytes = 1 << 20
-	DefaultMaxRecipients   = 16
-	DefaultMaxCommands     = 256
+	DefaultMaxCommands = 256
 	// MaxLineBytes bounds one command line or one DATA line.
 	MaxLineBytes = 64 << 10
 	// Domain is the name the listener greets with.
@@ -109,10 +108,10 @@ func New(cfg Config, plane Sender, log zerolog.Logger) *Server {
 		cfg.Mode = Fixed
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+		cfg.MaxMessageBytes = limits.MessageBytes
 	}
 	if cfg.MaxRecipients <= 0 {
-		cfg.MaxRecipients = DefaultMaxRecipients
+		cfg.MaxRecipients = limits.Recipients
 	}
 	if cfg.MaxCommands <= 0 {
 		cfg.MaxCommands = DefaultMaxCommands

@@ -17,6 +17,7 @@ import (
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/fdpass"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/smtpd"
@@ -35,8 +36,8 @@ func App() *cli.App {
 		&cli.StringFlag{Name: "smtp-mode", Value: string(smtpd.Fixed), Usage: "fixed (every message to this trial) or select (by X-WebsiteBench-Namespace/-Capability headers)"},
 		&cli.IntFlag{Name: "port-control", Usage: "inherited file descriptor on which a supervisor hands this writer per-trial SMTP listeners (mail-plane up); the writer never binds them itself"},
 		&cli.StringFlag{Name: "smtp-advertise-host", Usage: "smtp_host in /internal/bootstrap (default: the SMTP listener's host, 127.0.0.1 if it listens on all)", EnvVars: []string{"WEBSITEBENCH_MAILBOX_SMTP_ADVERTISE_HOST"}},
-		&cli.Int64Flag{Name: "max-message-bytes", Value: smtpd.DefaultMaxMessageBytes, Usage: "largest POST /emails body and SMTP message (the plane's own limit still applies)"},
-		&cli.IntFlag{Name: "max-recipients", Value: smtpd.DefaultMaxRecipients, Usage: "recipients per message (to+cc+bcc; RCPT TO per transaction)"},
+		&cli.Int64Flag{Name: "max-message-bytes", Value: limits.MessageBytes, Usage: "largest POST /emails body and SMTP message (the plane's own limit still applies)"},
+		&cli.IntFlag{Name: "max-recipients", Value: limits.Recipients, Usage: "recipients per message (to+cc+bcc; RCPT TO per transaction)"},
 		&cli.IntFlag{Name: "smtp-max-commands", Value: smtpd.DefaultMaxCommands, Usage: "commands per SMTP connection, then 421 and close"},
 		&cli.IntFlag{Name: "max-connections", Value: connlimit.DefaultMaxConns, Usage: "open connections per listener; more are closed at once"},
 		&cli.DurationFlag{Name: "idle-timeout", Value: connlimit.DefaultIdle, Usage: "how long a connection may wait for its client"},

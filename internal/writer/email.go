@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/websitebench/mailplane/internal/apierr"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
@@ -19,14 +20,14 @@ import (
 // body size and recipient count the writer is configured with.
 const (
 	maxSubjectChars = 998 // code points
-	maxAddressChars = mailmsg.MaxAddressLen
+	maxAddressChars = limits.AddressBytes
 	maxReplyTo      = 16
 	maxTags         = 16
 	maxTagChars     = 256
 	maxHeaders      = 16
 	maxHeaderName   = 76
 	maxHeaderLine   = 998 // "Name: value", RFC 5322 §2.1.1
-	maxIdemKeyBytes = 256
+	maxIdemKeyBytes = limits.IdempotencyKeyBytes
 )
 
 // fields are the keys POST /emails accepts: the reference's four plus

@@ -31,6 +31,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -43,7 +44,6 @@ type Plane interface {
 
 // Defaults of the HTTP listener (BEHAVIOR.md §11).
 const (
-	DefaultMaxBodyBytes = 1 << 20
 	// planeTimeout bounds one plane call; a slower plane is an outage.
 	planeTimeout = 10 * time.Second
 	// maxHeaderBytes bounds a request's header block.
@@ -75,10 +75,10 @@ type Handler struct {
 // NewHandler returns the API over plane.
 func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = limits.MessageBytes
 	}
 	if cfg.MaxRecipients <= 0 {
-		cfg.MaxRecipients = 16
+		cfg.MaxRecipients = limits.Recipients
 	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = connlimit.DefaultIdle
