@@ -254,21 +254,13 @@ func TestMailpitKilled(t *testing.T) {
 		kills, o.acked, o.lost, o.duplicates, o.retried, l.outages.Load(), o.smtpResent)
 }
 
-// mailpitBinary finds the Mailpit `make deps` builds.
+// mailpitBinary finds the Mailpit `make deps` builds ($MAILPLANE_MAILPIT,
+// which make sets, else on PATH): required under CI.
 func mailpitBinary(t testing.TB) string {
-	for _, p := range []string{os.Getenv("MAILPLANE_MAILPIT"), filepath.Join(repoRoot(), ".cache", "bin", "mailpit")} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	if p := os.Getenv("MAILPLANE_MAILPIT"); p != "" {
+		return itest.Require(t, p)
 	}
-	if p, err := exec.LookPath("mailpit"); err == nil {
-		return p
-	}
-	t.Skip("no Mailpit binary: run make deps")
-	return ""
+	return itest.Require(t, "mailpit")
 }
 
 // mailpitPIDs are the Mailpit processes the plane runs.

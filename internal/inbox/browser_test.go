@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,24 +20,9 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// chromium returns the headless browser to drive. `make deps` installs it
-// (Debian package chromium). Where it is missing the test cannot run:
-// under CI that fails; elsewhere it is skipped, loudly.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "headless Chromium is not installed (Debian package chromium; `make deps` installs it): " +
-		"the inbox's browser test DID NOT RUN"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintf(os.Stderr, "\n%s\n!!! %s\n%s\n\n", strings.Repeat("!", 80), msg, strings.Repeat("!", 80))
-	t.Skip(msg)
-	return ""
-}
+// chromium returns the headless browser to drive (`make deps` installs
+// Debian's chromium): required under CI, elsewhere skipped loudly.
+func chromium(t *testing.T) string { return itest.Require(t, "chromium") }
 
 // site stands for the website a message links to: a real HTTP server on
 // loopback that records every request it gets.

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,21 +99,49 @@ func Descendants(t testing.TB, pid int) []int {
 	return out
 }
 
-// Require fails t under CI (CI=true) when tool is not installed, and skips
-// it elsewhere: CI installs every tool its tests need, so a missing one
-// there is a broken set-up, not a reason to pass.
+// Require returns the path of tool (a name on PATH, or an absolute path)
+// for a test that cannot run without it: under CI (CI set) a missing tool
+// fails the test, since CI installs every tool its tests need and a
+// missing one is a broken set-up, not a reason to pass; elsewhere the test
+// is skipped, loudly.
 func Require(t testing.TB, tool string) string {
 	t.Helper()
+	if p := find(tool); p != "" {
+		return p
+	}
+	missing(t, tool, "the test DID NOT RUN")
+	t.SkipNow()
+	return ""
+}
+
+// Optional is Require for a part of a test: elsewhere than under CI, a
+// missing tool only skips that part (Optional returns ""), loudly.
+func Optional(t testing.TB, tool string) string {
+	t.Helper()
+	if p := find(tool); p != "" {
+		return p
+	}
+	missing(t, tool, "that part of the test DID NOT RUN")
+	return ""
+}
+
+func find(tool string) string {
 	if filepath.IsAbs(tool) {
 		if _, err := os.Stat(tool); err == nil {
 			return tool
 		}
-	} else if p, err := exec.LookPath(tool); err == nil {
-		return p
+		return ""
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (make deps installs it)", tool)
+	p, _ := exec.LookPath(tool)
+	return p
+}
+
+func missing(t testing.TB, tool, what string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not installed (make deps installs it): %s", tool, what)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
 	}
-	t.Skipf("%s is not installed (make deps installs it)", tool)
-	return ""
+	fmt.Fprintf(os.Stderr, "\n!!! %s: %s\n\n", t.Name(), msg)
+	t.Log(msg)
 }

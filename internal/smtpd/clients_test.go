@@ -3,11 +3,11 @@ package smtpd_test
 import (
 	"fmt"
 	"net/smtp"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/writer/writertest"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -70,19 +70,9 @@ with smtplib.SMTP(%q, %d, timeout=10) as s:
 	}
 }
 
-// swaksPath finds swaks (make deps installs it). Without it the swaks
-// part is skipped loudly, unless CI is set, where it must be there.
-func swaksPath(t *testing.T) string {
-	p, err := exec.LookPath("swaks")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("swaks is not installed; run make deps")
-	}
-	t.Log("!!! swaks is not installed (make deps installs it): the swaks client is NOT tested !!!")
-	return ""
-}
+// swaksPath finds swaks (make deps installs it): required under CI,
+// elsewhere the swaks part is skipped loudly.
+func swaksPath(t *testing.T) string { return itest.Optional(t, "swaks") }
 
 // TestSelectMode is BEHAVIOR.md §7.3 on a sidecar trial: the message names
 // its namespace and capability in headers; a folded capability header
