@@ -51,8 +51,8 @@ func (s *site) seen() []*http.Request {
 	return append([]*http.Request(nil), s.requests...)
 }
 
-// An agent's browser opens the inbox's bare origin, follows the redirect,
-// sees mail arrive after Refresh, opens it, reads the code out of the
+// An agent's browser opens the inbox's token URL it was handed (the bare
+// origin shows nothing), sees mail arrive after Refresh, opens it, reads the code out of the
 // page's text and clicks the link in the body. A subject that is a script
 // tag shows as text and runs nothing; nothing remote loads; the page's own
 // style applies under its Content-Security-Policy.
@@ -135,11 +135,15 @@ func TestBrowser(t *testing.T) {
 		return n
 	}
 
-	// The bare origin redirects to the token URL; the empty inbox shows.
-	do("open the origin", chromedp.Navigate(in.URL+"/"), chromedp.WaitVisible(chromedp.ID("inbox-empty")))
-	if location := str("location", chromedp.Location()); location != in.URL+"/inbox/"+in.Token {
-		t.Fatalf("the origin led to %q, want the token URL", location)
+	// The bare origin leads nowhere; the token URL shows the empty inbox.
+	do("open the origin", chromedp.Navigate(in.URL+"/"))
+	if location := str("location", chromedp.Location()); location != in.URL+"/" {
+		t.Fatalf("the origin led to %q", location)
 	}
+	if body := str("origin page", chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, "Not found") || strings.Contains(body, in.Token) {
+		t.Fatalf("the origin shows %q", body)
+	}
+	do("open the inbox", chromedp.Navigate(in.URL+"/inbox/"+in.Token), chromedp.WaitVisible(chromedp.ID("inbox-empty")))
 	background := str("style", chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
 	if background != "rgb(246, 247, 249)" {
 		t.Fatalf("the page's style did not apply under its CSP: body background %q", background)
