@@ -1,8 +1,11 @@
 package itest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net/smtp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +100,49 @@ func Descendants(t testing.TB, pid int) []int {
 		}
 	}
 	return out
+}
+
+// SendSMTP sends msg to port of a stack as a candidate configured with its
+// bundle b would: STARTTLS, verifying the writer against the bundle's CA,
+// and AUTH PLAIN (user "resend", Resend's convention) when password is
+// not empty.
+func SendSMTP(b rpc.Bundle, port int, password, msg string) error {
+	pem, err := os.ReadFile(b.CAFile)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.StartTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}); err != nil {
+		return err
+	}
+	if password != "" {
+		if err := c.Auth(smtp.PlainAuth("", "resend", password, "127.0.0.1")); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(rpc.CandidateSender); err != nil {
+		return err
+	}
+	if err := c.Rcpt("agent@example.com"); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte(msg)); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }
 
 // Require returns the path of tool (a name on PATH, or an absolute path)

@@ -2,8 +2,6 @@ package supervisor_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -45,53 +43,9 @@ func (e episode) postWith(t testing.TB, token, body string) int {
 }
 
 // smtpTo sends one message with net/smtp to port, without AUTH, as a
-// candidate configured with the bundle would: STARTTLS, verifying the
-// writer against the bundle's CA.
+// candidate configured with the bundle would.
 func smtpTo(b rpc.Bundle, port int, subject string) error {
-	return smtpRaw(b, port, "Subject: "+subject+"\r\n\r\nhello\r\n")
-}
-
-func smtpRaw(b rpc.Bundle, port int, msg string) error { return smtpSend(b, port, "", msg) }
-
-// smtpSend sends msg to port after STARTTLS, and with AUTH PLAIN (user
-// "resend", Resend's convention) when password is not empty.
-func smtpSend(b rpc.Bundle, port int, password, msg string) error {
-	pem, err := os.ReadFile(b.CAFile)
-	if err != nil {
-		return err
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(port))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.StartTLS(&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}); err != nil {
-		return err
-	}
-	if password != "" {
-		if err := c.Auth(smtp.PlainAuth("", "resend", password, "127.0.0.1")); err != nil {
-			return err
-		}
-	}
-	if err := c.Mail(rpc.CandidateSender); err != nil {
-		return err
-	}
-	if err := c.Rcpt("agent@example.com"); err != nil {
-		return err
-	}
-	w, err := c.Data()
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write([]byte(msg)); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return c.Quit()
+	return itest.SendSMTP(b, port, "", "Subject: "+subject+"\r\n\r\nhello\r\n")
 }
 
 // subjects lists the evaluator's view of the trial, with the capability.
@@ -185,7 +139,7 @@ func TestManyTrialsOneStack(t *testing.T) {
 			t.Fatalf("trial %d: SMTP on its own port: %v", i, err)
 		}
 		token := e.b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
-		if err := smtpSend(e.b, s.Bundle.SharedSMTPPort, token, "Subject: auth "+e.b.Namespace+"\r\n\r\nhello\r\n"); err != nil {
+		if err := itest.SendSMTP(e.b, s.Bundle.SharedSMTPPort, token, "Subject: auth "+e.b.Namespace+"\r\n\r\nhello\r\n"); err != nil {
 			t.Fatalf("trial %d: SMTP AUTH on the shared port: %v", i, err)
 		}
 	}

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/smtp"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +24,8 @@ type upBundle struct {
 	DataDir        string            `json:"data_dir"`
 	SMTPPort       int               `json:"smtp_port"`
 	WriterURL      string            `json:"writer_url"`
+	CAFile         string            `json:"ca_file"`
+	InboxBaseURL   string            `json:"inbox_base_url"`
 }
 
 func startUp(t *testing.T, args ...string) (*itest.Proc, upBundle) {
@@ -64,8 +64,7 @@ func postEmail(t *testing.T, b upBundle, subject string) (int, string) {
 }
 
 func sendSMTP(b upBundle, subject string) error {
-	return smtp.SendMail("127.0.0.1:"+strconv.Itoa(b.SMTPPort), nil, rpc.CandidateSender, []string{"agent@example.com"},
-		[]byte("Subject: "+subject+"\r\n\r\nvia smtp\r\n"))
+	return itest.SendSMTP(rpc.Bundle{CAFile: b.CAFile}, b.SMTPPort, "", "Subject: "+subject+"\r\n\r\nvia smtp\r\n")
 }
 
 // listAPI reads the namespace through the evaluator's API.
@@ -128,7 +127,7 @@ func TestUpWithNamedMailpit(t *testing.T) {
 	if code, _ := listAPI(t, b); code != http.StatusServiceUnavailable {
 		t.Fatalf("API list while Mailpit is down: %d", code)
 	}
-	for _, u := range []string{b.WriterURL, b.InboxURL, b.APIURL} {
+	for _, u := range []string{b.WriterURL, b.InboxBaseURL, b.APIURL} {
 		if code := status(u + "/healthz"); code != http.StatusServiceUnavailable {
 			t.Errorf("%s/healthz while Mailpit is down: %d", u, code)
 		}
