@@ -33,8 +33,8 @@ import (
 
 // The reference sidecar's start-up refusals, verbatim (BEHAVIOR.md §1).
 const (
-	errBootstrapToken = "WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN must be at least 32 characters"
-	errMailpitMissing = "WEBSITEBENCH_MAILPIT_HTTP_SOCKET is not configured; refusing an in-memory production mailbox"
+	errBootstrapToken = wbenv.MailboxBootstrapToken + " must be at least 32 characters"
+	errMailpitMissing = wbenv.MailpitHTTPSocket + " is not configured; refusing an in-memory production mailbox"
 	errMailpitReady   = "Mailpit is not ready on its configured HTTP socket; refusing an in-memory production mailbox"
 )
 

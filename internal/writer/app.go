@@ -21,6 +21,7 @@ import (
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/smtpd"
+	"github.com/websitebench/mailplane/internal/wbenv"
 )
 
 // shutdownGrace is how long open requests and sessions get to finish on
@@ -35,7 +36,7 @@ func App() *cli.App {
 		&cli.StringFlag{Name: "smtp-listen", Usage: "SMTP: host:port, fd:N or systemd:NAME"},
 		&cli.StringFlag{Name: "smtp-mode", Value: string(smtpd.Fixed), Usage: "fixed (every message to this trial) or select (by X-WebsiteBench-Namespace/-Capability headers)"},
 		&cli.IntFlag{Name: "port-control", Usage: "inherited file descriptor on which a supervisor hands this writer per-trial SMTP listeners (mail-plane up); the writer never binds them itself"},
-		&cli.StringFlag{Name: "smtp-advertise-host", Usage: "smtp_host in /internal/bootstrap (default: the SMTP listener's host, 127.0.0.1 if it listens on all)", EnvVars: []string{"WEBSITEBENCH_MAILBOX_SMTP_ADVERTISE_HOST"}},
+		&cli.StringFlag{Name: "smtp-advertise-host", Usage: "smtp_host in /internal/bootstrap (default: the SMTP listener's host, 127.0.0.1 if it listens on all)", EnvVars: []string{wbenv.MailboxSMTPAdvertiseHost}},
 		&cli.Int64Flag{Name: "max-message-bytes", Value: limits.MessageBytes, Usage: "largest POST /emails body and SMTP message (the plane's own limit still applies)"},
 		&cli.IntFlag{Name: "max-recipients", Value: limits.Recipients, Usage: "recipients per message (to+cc+bcc; RCPT TO per transaction)"},
 		&cli.IntFlag{Name: "smtp-max-commands", Value: smtpd.DefaultMaxCommands, Usage: "commands per SMTP connection, then 421 and close"},

@@ -27,6 +27,7 @@ import (
 
 	"github.com/resend/resend-go/v3"
 
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -261,11 +262,11 @@ func candidate([]string) (any, error) {
 	out := map[string]any{}
 	hc := &http.Client{Timeout: httpTimeout}
 
-	req, err := http.NewRequest(http.MethodGet, in.Env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"], nil)
+	req, err := http.NewRequest(http.MethodGet, in.Env[wbenv.MailboxBootstrapURL], nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+in.Env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"])
+	req.Header.Set("Authorization", "Bearer "+in.Env[wbenv.MailboxBootstrapToken])
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -285,14 +286,14 @@ func candidate([]string) (any, error) {
 		"has_capability": boot.Capability != ""}
 
 	// The SDK appends "emails" to its base URL.
-	base, err := url.Parse(strings.TrimSuffix(in.Env["WEBSITEBENCH_MAIL_API_URL"], "emails"))
+	base, err := url.Parse(strings.TrimSuffix(in.Env[wbenv.MailAPIURL], "emails"))
 	if err != nil {
 		return nil, err
 	}
-	client := resend.NewCustomClient(hc, in.Env["WEBSITEBENCH_MAIL_API_TOKEN"])
+	client := resend.NewCustomClient(hc, in.Env[wbenv.MailAPIToken])
 	client.BaseURL = base
 	sent, err := client.Emails.Send(&resend.SendEmailRequest{
-		From:    in.Env["WEBSITEBENCH_MAIL_FROM"],
+		From:    in.Env[wbenv.MailFrom],
 		To:      []string{in.To},
 		Subject: "Confirm your account",
 		Text:    "Welcome! Your verification code is " + in.APICode + ".",
@@ -303,7 +304,7 @@ func candidate([]string) (any, error) {
 	out["resend_id"] = sent.Id
 
 	addr := net.JoinHostPort(boot.SMTPHost, fmt.Sprint(boot.SMTPPort))
-	from := in.Env["WEBSITEBENCH_SMTP_FROM"]
+	from := in.Env[wbenv.SMTPFrom]
 	msg := "From: " + from + "\r\nTo: " + in.SMTPTo + "\r\nSubject: Your sign-in code\r\n\r\nYour sign-in code is " + in.SMTPCode + ".\r\n"
 	if err := sendSMTP(addr, from, in.SMTPTo, msg); err != nil {
 		return nil, fmt.Errorf("smtp %s: %w", addr, err)
