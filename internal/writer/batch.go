@@ -98,13 +98,11 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if key != "" {
-		if !h.running.begin(cred, "batch", key) {
-			writeError(w, errIdemConcurrent)
-			return
-		}
-		defer h.running.end(cred, "batch", key)
+	release, ok := h.running.claim(w, cred, "batch", key)
+	if !ok {
+		return
 	}
+	defer release()
 	fp := batchFingerprint(permissive, emails)
 	data := []batchID{}
 	for i, e := range emails {

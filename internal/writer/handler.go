@@ -228,13 +228,11 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.authenticated(r, cred, fail))
 		return
 	}
-	if idemKey != "" {
-		if !h.running.begin(cred, "emails", idemKey) {
-			writeError(w, errIdemConcurrent)
-			return
-		}
-		defer h.running.end(cred, "emails", idemKey)
+	release, ok := h.running.claim(w, cred, "emails", idemKey)
+	if !ok {
+		return
 	}
+	defer release()
 	ctx, cancel := planeContext(r)
 	defer cancel()
 	resp, err := h.plane.Send(ctx, &rpc.SendRequest{

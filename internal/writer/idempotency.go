@@ -30,6 +30,20 @@ func slot(cred, route, key string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(cred + "\x00" + route + "\x00" + key))
 }
 
+// claim claims key (if any) for a request of cred on route until release
+// is called; when another request holds it, it answers 409 itself and
+// returns false.
+func (f *inflight) claim(w http.ResponseWriter, cred, route, key string) (release func(), ok bool) {
+	if key == "" {
+		return func() {}, true
+	}
+	if !f.begin(cred, route, key) {
+		writeError(w, errIdemConcurrent)
+		return nil, false
+	}
+	return func() { f.end(cred, route, key) }, true
+}
+
 // begin claims key for a request; false if another holds it.
 func (f *inflight) begin(cred, route, key string) bool {
 	s := slot(cred, route, key)
