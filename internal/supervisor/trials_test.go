@@ -84,7 +84,7 @@ func TestManyTrialsOneStack(t *testing.T) {
 		n = 100
 	}
 	s := itest.StartUp(t, "--trials", "0", "--quota-messages", "0")
-	if s.Bundle.Bundle != nil || len(s.Bundle.Trials) != 0 {
+	if s.Bundle.Bundle != nil || s.Bundle.Trials == nil || len(s.Bundle.Trials) != 0 {
 		t.Fatalf("--trials 0 opened a trial: %+v", s.Bundle)
 	}
 	before := s.Processes(t)

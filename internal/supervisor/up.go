@@ -202,6 +202,7 @@ func up(c *cli.Context) (err error) {
 // openTrials keeps the bundles of prev whose trials are still open and
 // opens more, up to n in all; fresh names those it opened.
 func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration) (out []rpc.Bundle, fresh []string, err error) {
+	out = []rpc.Bundle{} // "trials": [] with none, never null
 	if len(prev) > 0 {
 		open, err := admin.AllTrials(ctx)
 		if err != nil {
