@@ -26,15 +26,46 @@ type Surface struct {
 // free ports, and waits until it is healthy.
 func StartWriter(t testing.TB, p *Plane, grant, mode string, extra ...string) *Surface {
 	t.Helper()
-	hp, sp := FreePort(t), FreePort(t)
-	s := &Surface{URL: "http://127.0.0.1:" + strconv.Itoa(hp), SMTPAddr: "127.0.0.1:" + strconv.Itoa(sp), SMTPPort: sp}
+	files, addrs := listen(t, 2)
+	s := &Surface{URL: "http://" + addrs[0], SMTPAddr: addrs[1]}
+	_, port, _ := net.SplitHostPort(addrs[1])
+	s.SMTPPort, _ = strconv.Atoi(port)
 	args := append([]string{"--log-level", "debug", "--plane-socket", p.Socket, "--grant-file", WriteSecret(t, "writer.grant", grant),
-		"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--smtp-listen", s.SMTPAddr, "--smtp-mode", mode,
+		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", mode,
 		// The raw requests of the check tables name these hosts.
 		"--allow-host", "writer", "--allow-host", "x"}, extra...)
-	s.Proc = Start(t, "mail-writer", args...)
+	cmd := exec.Command(Bin(t, "mail-writer"), args...)
+	cmd.ExtraFiles = files
+	s.Proc = StartCmd(t, cmd, "mail-writer")
+	for _, f := range files {
+		f.Close()
+	}
 	WaitHTTP(t, s.URL+"/healthz", http.StatusOK, s.Proc)
 	return s
+}
+
+// listen binds n listeners on 127.0.0.1 and returns them as files, to be
+// handed to a child as fd 3, 4, ... (as mail-plane up hands them): a port
+// picked free and bound later by the child could be taken in between on a
+// busy machine.
+func listen(t testing.TB, n int) ([]*os.File, []string) {
+	t.Helper()
+	var files []*os.File
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return files, addrs
 }
 
 // StartInbox runs mail-inbox with grant, for the one trial whose token it
@@ -42,24 +73,16 @@ func StartWriter(t testing.TB, p *Plane, grant, mode string, extra ...string) *S
 // inbox grant), on a listening socket handed down as fd 3 as up does.
 func StartInbox(t testing.TB, p *Plane, grant, token string, extra ...string) *Surface {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ln.(*net.TCPListener).File()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	files, addrs := listen(t, 1)
+	defer files[0].Close()
 	args := []string{"--log-level", "debug", "--log-format", "json", "--plane-socket", p.Socket,
 		"--grant-file", WriteSecret(t, "inbox.grant", grant), "--listen", "fd:3"}
 	if token != "" {
 		args = append(args, "--token-file", WriteSecret(t, "inbox.token", token))
 	}
 	cmd := exec.Command(Bin(t, "mail-inbox"), append(args, extra...)...)
-	cmd.ExtraFiles = []*os.File{f}
-	s := &Surface{Proc: StartCmd(t, cmd, "mail-inbox"), URL: "http://" + ln.Addr().String(), Token: token}
+	cmd.ExtraFiles = files
+	s := &Surface{Proc: StartCmd(t, cmd, "mail-inbox"), URL: "http://" + addrs[0], Token: token}
 	WaitHTTP(t, s.URL+"/healthz", http.StatusOK, s.Proc)
 	return s
 }
@@ -68,10 +91,13 @@ func StartInbox(t testing.TB, p *Plane, grant, token string, extra ...string) *S
 // extra flags, and waits until it is healthy.
 func StartGateway(t testing.TB, p *Plane, extra ...string) *Surface {
 	t.Helper()
-	port := Itoa(FreePort(t))
+	files, addrs := listen(t, 1)
+	defer files[0].Close()
 	args := append([]string{"--log-level", "debug", "--log-format", "json", "--plane-socket", p.Socket,
-		"--grant-file", WriteSecret(t, "gateway.grant", p.Grant(t, rpc.RoleGateway)), "--listen", "127.0.0.1:" + port}, extra...)
-	s := &Surface{Proc: Start(t, "mail-gateway", args...), URL: "http://127.0.0.1:" + port}
+		"--grant-file", WriteSecret(t, "gateway.grant", p.Grant(t, rpc.RoleGateway)), "--listen", "fd:3"}, extra...)
+	cmd := exec.Command(Bin(t, "mail-gateway"), args...)
+	cmd.ExtraFiles = files
+	s := &Surface{Proc: StartCmd(t, cmd, "mail-gateway"), URL: "http://" + addrs[0]}
 	WaitHTTP(t, s.URL+"/healthz", http.StatusOK, s.Proc)
 	return s
 }
