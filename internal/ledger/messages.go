@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
 )
 
 // Refusals of Accept. Anything else it returns is a storage failure.
@@ -41,6 +43,11 @@ type Offer struct {
 	MaxMessages, MaxBytes int64
 	// Put stores the body as message seq, inside the transaction.
 	Put func(tx *sql.Tx, seq int64) (ref string, err error)
+	// Event, when set, is the accepted event to record with the message
+	// in the same savepoint (its message id, email id and size are set
+	// here): a send is answered only once its event is durable, and a send
+	// not accepted leaves none.
+	Event *evidence.Event
 }
 
 // Accept decides on o and, if it is accepted, records it durably before
@@ -70,6 +77,7 @@ const maxBatch = 64
 type pending struct {
 	ctx      context.Context
 	offer    *Offer
+	event    *evidence.Event // instead of an offer: an event to append (AppendEvent)
 	entry    Entry
 	replayed bool
 	err      error
@@ -127,7 +135,14 @@ func (l *Ledger) commitBatch(batch []*pending) {
 			finish(err)
 			return
 		}
-		p.entry, p.replayed, p.err = accept(p.ctx, txq{tx, l.ws}, p.offer)
+		if p.offer != nil {
+			p.entry, p.replayed, p.err = accept(p.ctx, txq{tx, l.ws}, p.offer)
+			if p.err == nil && !p.replayed && p.offer.Event != nil {
+				p.err = l.acceptedEvent(p.ctx, txq{tx, l.ws}, p.offer.Event, p.entry)
+			}
+		} else {
+			p.err = l.appendEvent(p.ctx, txq{tx, l.ws}, p.event, false)
+		}
 		undo := `RELEASE offer`
 		if p.err != nil {
 			undo = `ROLLBACK TO offer`
@@ -146,6 +161,12 @@ func (l *Ledger) commitBatch(batch []*pending) {
 		}
 	}
 	finish(tx.Commit())
+}
+
+// acceptedEvent records the event of an accepted entry.
+func (l *Ledger) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, en Entry) error {
+	e.Namespace, e.MessageIDs, e.EmailID, e.Size = en.Namespace, []int64{en.Seq}, en.UUID, en.Size
+	return l.appendEvent(ctx, tx, e, true)
 }
 
 // Precheck answers, without writing, what Accept would answer now for o

@@ -26,14 +26,20 @@ const (
 	qTrialByWriteCapability = trialSelect + ` AND id = (SELECT trial_id FROM namespaces WHERE write_capability = ?)`
 	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
 	qNamespace              = nsSelect + ` WHERE name = ?`
+	qTrail                  = `SELECT next_seq, last_hash, recorded, suppressed, closed_at FROM trails WHERE namespace = ?`
+	qInsertTrail            = `INSERT INTO trails (namespace, last_hash) VALUES (?, ?)`
+	qUpdateTrail            = `UPDATE trails SET next_seq = ?, last_hash = ?, recorded = ?, suppressed = ? WHERE namespace = ?`
+	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
+	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
 // readQueries run on the read handle, writeQueries inside the committer's
 // transactions; Precheck runs the decision's reads on the read handle too.
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
-		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort}
-	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qLearn, qInsertIdempotency, qEntry}
+		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qTrail, qEvents}
+	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qLearn, qInsertIdempotency, qEntry,
+		qTrail, qInsertTrail, qUpdateTrail, qInsertEvent}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was
