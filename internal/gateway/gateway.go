@@ -88,7 +88,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 		return writeError(w, mailclient.CodeForbidden)
 	}
 	req := &rpc.ReadRequest{Namespace: rt.ns, Capability: cred, ID: rt.id}
-	if rt.kind == routeList || rt.kind == routeLatest {
+	if rt.kind == routeList || rt.kind == routeLatest || rt.kind == routeEvents {
 		q := r.URL.Query()
 		wait, err := parseWait(firstValue(q, "wait"))
 		if err != nil {
@@ -106,6 +106,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 	ctx := r.Context()
 	base := "/inbox/" + url.PathEscape(rt.ns)
 	switch rt.kind {
+	case routeEvents:
+		// The same Bearer, after and wait as messages; after is a seq.
+		page, err := g.plane.Events(ctx, &rpc.EventsRequest{Namespace: rt.ns, Capability: cred, After: req.After, WaitMillis: req.WaitMillis})
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeJSON(w, http.StatusOK, mailclient.Events{Events: page.Events})
 	case routeList:
 		msgs, err := g.plane.List(ctx, req)
 		if err != nil {
