@@ -142,10 +142,12 @@ func sendEvent(t target, req *rpc.SendRequest, resp rpc.SendResponse, err error)
 	if err == nil && !resp.Replayed {
 		return nil // the ledger recorded it with the message
 	}
-	e.From, e.To = address(req.From), addresses(req.To)
 	if err == nil {
+		e.From, e.To = address(req.From), addresses(req.To)
 		e.Replayed, e.MessageIDs, e.EmailID = true, []int64{resp.Seq}, resp.ID
 	}
+	// A refused send's addresses are untrusted input that was turned
+	// down: the trail keeps its code, not what the sender wrote.
 	return outcome(e, err)
 }
 
