@@ -248,7 +248,7 @@ func TestEvidenceScriptedTrial(t *testing.T) {
 	for _, k := range []int{1, 3, 7, len(lines) - 1} {
 		i := k - 1
 		tamper := map[string][][]byte{
-			"edited": replace(lines, i, bytes.Replace(lines[i], []byte(`"outcome":"`), []byte(`"outcome":"x`), 1)),
+			"edited":  replace(lines, i, bytes.Replace(lines[i], []byte(`"outcome":"`), []byte(`"outcome":"x`), 1)),
 			"dropped": append(append([][]byte{}, lines[:i]...), lines[i+1:]...),
 			"moved":   replace(replace(lines, i, lines[i+1]), i+1, lines[i]),
 		}
