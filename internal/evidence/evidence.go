@@ -120,7 +120,12 @@ func Chain(e *Event, prevSeq int64, prevHash string) ([]byte, error) {
 		return nil, err
 	}
 	e.Hash = hashOf(body)
-	return canonical(e)
+	// hash is the last member: the line is the body with it appended.
+	line := make([]byte, 0, len(body)+len(e.Hash)+10)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, `,"hash":"`...)
+	line = append(line, e.Hash...)
+	return append(line, `"}`...), nil
 }
 
 func hashOf(body []byte) string {
