@@ -7,8 +7,10 @@
 // lifetime by default. Its only secret is its own writer grant (read once
 // from --grant-file), bound by the plane to one trial. It holds no mail-API
 // token, bootstrap token or capability: it passes the credential a client
-// presented to the plane, which checks it. It may make three plane calls,
-// send, bootstrap and health, and cannot read mail: the plane refuses any
+// presented to the plane, which checks it. It may make four plane calls,
+// send, bootstrap, health and report (a count of SMTP sessions it closed
+// over its connection cap, for the trial's trail), and cannot read mail,
+// nor its trail: the plane refuses any
 // other method for a writer grant, and this binary links no store (see
 // deps_test.go). Every answer it gives an untrusted client is a short fixed
 // text; secrets never reach its log.

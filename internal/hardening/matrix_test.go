@@ -453,6 +453,13 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(callArgs) any { return &rpc.TrialListRequest{} }},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
+		{name: "events", method: rpc.MethodEvents, targets: reads, inner: true, request: func(a callArgs) any {
+			return &rpc.EventsRequest{Namespace: a.ns, Capability: a.inner}
+		}},
+		{name: "evidence.export", method: rpc.MethodExport, targets: both, request: func(a callArgs) any { return &rpc.EventsRequest{Namespace: a.ns} }},
+		{name: "report", method: rpc.MethodReport, targets: reads, request: func(a callArgs) any {
+			return &rpc.ReportRequest{Port: a.port, Code: "connection_limit", Count: 1}
+		}},
 		{name: "unknown method", method: "mail.drop", targets: none, request: empty},
 	}
 }
@@ -499,7 +506,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 	switch name {
 	case "send/http", "send/smtp-auth":
 		return opens(shared, own, sel(k.emails...))
-	case "send/smtp":
+	case "send/smtp", "report":
 		// Keyed by the port: a trial-bound writer's every listener is its
 		// trial's; a shared writer's port is its owner's.
 		if !shared {
@@ -516,7 +523,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 		return opens(shared, own, sel(k.smtpSelect...))
 	case "bootstrap":
 		return opens(shared, own, sel(bootstrapToken))
-	case "list", "get", "latest":
+	case "list", "get", "latest", "events":
 		switch {
 		case p == string(rpc.RoleGateway):
 			return target >= 0 && sel(readCap) == target, target
@@ -764,6 +771,17 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		if !mine(m.Namespace) {
 			t.Errorf("rpc: %s: read a message of %s", name, m.Namespace)
 			return false
+		}
+	case "events":
+		var r rpc.EventsResponse
+		json.Unmarshal(raw, &r)
+		for _, l := range r.Events {
+			var e struct{ Namespace string }
+			json.Unmarshal(l, &e)
+			if !mine(e.Namespace) {
+				t.Errorf("rpc: %s: read an event of %s", name, e.Namespace)
+				return false
+			}
 		}
 	case "trial.create":
 		var id rpc.Identity

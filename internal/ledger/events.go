@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,8 +12,11 @@ import (
 )
 
 // A namespace's trail (package evidence) lives beside its mail: the events
-// table holds its canonical lines, the trails table its chain's head, its
-// budget's use, and the events left out since the budget filled.
+// table holds its canonical lines; the namespace's row holds the chain's
+// head (its seq and hash) and the events left out since the budget filled,
+// so that an accepted send's event touches no page besides the events
+// table's that the send did not already write; the trails table lists the
+// trails of closed trials, kept after their namespaces are gone.
 //
 // An accepted send's event is written by Accept in the send's own
 // savepoint, so the message and its event commit together or not at all;
@@ -56,31 +60,28 @@ func (l *Ledger) AppendEvent(ctx context.Context, ns string, e evidence.Event) e
 	return p.err
 }
 
-// trail is a trail's head as the trails table holds it.
+// trail is a trail's head as its namespace's row holds it. Every event
+// written counts against the budget, so the seq is also its use.
 type trail struct {
 	nextSeq    int64
 	lastHash   string
 	recorded   int64
 	suppressed map[string]int64
-	closed     bool
+	closed     bool // the namespace is gone: its trial closed
 }
 
 func (l *Ledger) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
 	var t trail
-	var supp sql.NullString
-	var closed sql.NullInt64
-	err := tx.queryRow(ctx, qTrail, ns).Scan(&t.nextSeq, &t.lastHash, &t.recorded, &supp, &closed)
+	var hash, supp sql.NullString
+	err := tx.queryRow(ctx, qTrail, ns).Scan(&t.recorded, &hash, &supp)
 	if errors.Is(err, sql.ErrNoRows) {
-		// A namespace made before trails existed starts one now.
-		if _, err := tx.exec(ctx, qInsertTrail, ns, evidence.Genesis); err != nil {
-			return t, err
-		}
-		return trail{nextSeq: 1, lastHash: evidence.Genesis}, nil
+		return trail{closed: true}, nil
 	}
 	if err != nil {
 		return t, err
 	}
-	t.closed = closed.Valid
+	// A namespace made before trails existed starts its trail now.
+	t.nextSeq, t.lastHash = t.recorded+1, cmp.Or(hash.String, evidence.Genesis)
 	if supp.Valid && supp.String != "" {
 		if err := json.Unmarshal([]byte(supp.String), &t.suppressed); err != nil {
 			return t, err
@@ -160,7 +161,7 @@ func (l *Ledger) saveTrail(ctx context.Context, tx txq, t *trail, ns string) err
 		}
 		supp = string(b)
 	}
-	_, err := tx.exec(ctx, qUpdateTrail, t.nextSeq, t.lastHash, t.recorded, supp, ns)
+	_, err := tx.exec(ctx, qUpdateTrail, t.recorded, t.lastHash, supp, ns)
 	return err
 }
 
@@ -191,15 +192,10 @@ func (l *Ledger) Events(ctx context.Context, ns string, after int64, limit int) 
 
 // TrailOf reports whether ns has a trail and whether its trial is closed.
 func (l *Ledger) TrailOf(ctx context.Context, ns string) (exists, closed bool, err error) {
-	var c sql.NullInt64
-	var n int64
-	var h string
-	var s sql.NullString
-	err = l.rs.queryRow(ctx, qTrail, ns).Scan(&n, &h, &n, &s, &c)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, false, nil
-	}
-	return err == nil, c.Valid, err
+	var open bool
+	err = l.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?), EXISTS (SELECT 1 FROM trails WHERE namespace = ?)`,
+		ns, ns).Scan(&open, &closed)
+	return open || closed, closed && !open, err
 }
 
 // FlushTrail writes the counts of events the budget left out of ns's open
@@ -224,7 +220,7 @@ func (l *Ledger) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) 
 	if err := l.lifecycle(ctx, tx, ns, action, ""); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE trails SET closed_at = ? WHERE namespace = ?`, now(), ns)
+	_, err := tx.ExecContext(ctx, `INSERT INTO trails (namespace, closed_at) VALUES (?, ?) ON CONFLICT (namespace) DO UPDATE SET closed_at = excluded.closed_at`, ns, now())
 	return err
 }
 
@@ -233,7 +229,7 @@ func (l *Ledger) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) 
 func (l *Ledger) DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := l.tx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT namespace FROM trails WHERE closed_at IS NOT NULL AND closed_at < ? LIMIT ?`, cutoff.UnixMilli(), limit)
+		rows, err := tx.QueryContext(ctx, `SELECT namespace FROM trails WHERE closed_at < ? LIMIT ?`, cutoff.UnixMilli(), limit)
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,10 @@ CREATE TABLE IF NOT EXISTS namespaces (
 	next_seq INTEGER NOT NULL DEFAULT 1,
 	message_count INTEGER NOT NULL DEFAULT 0,
 	byte_count INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	trail_seq INTEGER NOT NULL DEFAULT 0,
+	trail_hash TEXT,
+	trail_suppressed TEXT
 );
 CREATE TABLE IF NOT EXISTS grants (
 	digest BLOB PRIMARY KEY,
@@ -117,11 +120,7 @@ CREATE TABLE IF NOT EXISTS purges (
 );
 CREATE TABLE IF NOT EXISTS trails (
 	namespace TEXT PRIMARY KEY,
-	next_seq INTEGER NOT NULL DEFAULT 1,
-	last_hash TEXT NOT NULL,
-	recorded INTEGER NOT NULL DEFAULT 0,
-	suppressed TEXT,
-	closed_at INTEGER
+	closed_at INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
 	namespace TEXT NOT NULL,
@@ -152,8 +151,9 @@ CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 var migrations = map[string]string{
 	"1": `ALTER TABLE trials ADD COLUMN expires_at INTEGER;
 ALTER TABLE trials ADD COLUMN smtp_port INTEGER;`,
-	// The schema's CREATE TABLE IF NOT EXISTS made the trails; a
-	// namespace without one starts it at its next event.
+	// The schema's CREATE TABLE IF NOT EXISTS made events and trails, and
+	// trailColumns the namespaces' trail heads; a namespace's trail starts
+	// at its next event.
 	"2": `SELECT 1;`,
 }
 
@@ -254,10 +254,47 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 			return err
 		}
 	}
+	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
 	if _, err := db.ExecContext(ctx, indexes); err != nil {
 		return fmt.Errorf("ledger: indexes: %w", err)
 	}
 	return nil
+}
+
+// trailColumns are the namespaces' columns of schema 3 (events.go), added
+// to a table an older schema made.
+var trailColumns = [][2]string{
+	{"trail_seq", "INTEGER NOT NULL DEFAULT 0"},
+	{"trail_hash", "TEXT"},
+	{"trail_suppressed", "TEXT"},
+}
+
+// addColumns adds to table the columns it lacks.
+func addColumns(ctx context.Context, db *sql.DB, table string, cols [][2]string) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	for _, c := range cols {
+		if !have[c[0]] {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+c[0]+` `+c[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return rows.Err()
 }
 
 // Close stops the committer and closes the database.

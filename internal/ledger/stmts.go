@@ -26,9 +26,8 @@ const (
 	qTrialByWriteCapability = trialSelect + ` AND id = (SELECT trial_id FROM namespaces WHERE write_capability = ?)`
 	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
 	qNamespace              = nsSelect + ` WHERE name = ?`
-	qTrail                  = `SELECT next_seq, last_hash, recorded, suppressed, closed_at FROM trails WHERE namespace = ?`
-	qInsertTrail            = `INSERT INTO trails (namespace, last_hash) VALUES (?, ?)`
-	qUpdateTrail            = `UPDATE trails SET next_seq = ?, last_hash = ?, recorded = ?, suppressed = ? WHERE namespace = ?`
+	qTrail                  = `SELECT trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
+	qUpdateTrail            = `UPDATE namespaces SET trail_seq = ?, trail_hash = ?, trail_suppressed = ? WHERE name = ?`
 	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
 	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
@@ -39,7 +38,7 @@ var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qTrail, qEvents}
 	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qLearn, qInsertIdempotency, qEntry,
-		qTrail, qInsertTrail, qUpdateTrail, qInsertEvent}
+		qTrail, qUpdateTrail, qInsertEvent}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

@@ -452,12 +452,12 @@ func insertNamespace(ctx context.Context, tx *sql.Tx, ns *Namespace) error {
 	}
 	// A name used again (a sidecar's fixed namespace) starts a new trail;
 	// the closed trial's kept one goes.
-	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE namespace = ?`, ns.Name); err != nil {
-		return err
+	for _, q := range []string{`DELETE FROM events WHERE namespace = ?`, `DELETE FROM trails WHERE namespace = ?`} {
+		if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
+			return err
+		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO trails (namespace, last_hash) VALUES (?, ?) ON CONFLICT (namespace) DO UPDATE SET
-		next_seq = 1, last_hash = excluded.last_hash, recorded = 0, suppressed = NULL, closed_at = NULL`, ns.Name, evidence.Genesis)
-	return err
+	return nil
 }
 
 func insertGrant(ctx context.Context, tx *sql.Tx, g Grant) error {
