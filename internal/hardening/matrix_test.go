@@ -875,6 +875,7 @@ func (w *world) routes() []route {
 		{surface: "gateway", kind: "message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "events", role: rpc.RoleGateway, method: rpc.MethodEvents, selects: selCredential, keys: read, ns: true},
 	}
 }
 
@@ -1088,6 +1089,24 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 		for _, m := range msgs {
 			if m.Namespace != nsOf(target) {
 				t.Errorf("%s of %s: a message of %s", what, nsOf(target), m.Namespace)
+				return false, a.body
+			}
+		}
+		return true, ""
+	case "gateway events":
+		a := get("/api/namespaces/" + nsOf(target) + "/events")
+		if a.status != 200 {
+			return refusal(a)
+		}
+		var page struct{ Events []struct{ Namespace string } }
+		json.Unmarshal([]byte(a.body), &page)
+		if len(page.Events) == 0 {
+			t.Errorf("%s of %s: no event", what, nsOf(target))
+			return false, a.body
+		}
+		for _, e := range page.Events {
+			if e.Namespace != nsOf(target) {
+				t.Errorf("%s of %s: an event of %s", what, nsOf(target), e.Namespace)
 				return false, a.body
 			}
 		}
