@@ -71,17 +71,22 @@ type trail struct {
 }
 
 func (l *Ledger) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
-	var t trail
+	var seq int64
 	var hash, supp sql.NullString
-	err := tx.queryRow(ctx, qTrail, ns).Scan(&t.recorded, &hash, &supp)
+	err := tx.queryRow(ctx, qTrail, ns).Scan(&seq, &hash, &supp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return trail{closed: true}, nil
 	}
 	if err != nil {
-		return t, err
+		return trail{}, err
 	}
-	// A namespace made before trails existed starts its trail now.
-	t.nextSeq, t.lastHash = t.recorded+1, cmp.Or(hash.String, evidence.Genesis)
+	return headOf(seq, hash, supp)
+}
+
+// headOf is a trail's head from its namespace's columns. A namespace made
+// before trails existed starts its trail now.
+func headOf(seq int64, hash, supp sql.NullString) (trail, error) {
+	t := trail{recorded: seq, nextSeq: seq + 1, lastHash: cmp.Or(hash.String, evidence.Genesis)}
 	if supp.Valid && supp.String != "" {
 		if err := json.Unmarshal([]byte(supp.String), &t.suppressed); err != nil {
 			return t, err
