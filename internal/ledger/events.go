@@ -24,9 +24,10 @@ import (
 // record. Every other event goes through the group committer too
 // (AppendEvent), batched with sends.
 //
-// Budget: a trail records at most Budget events that are not essential
-// (refusals, failures, reads). The last slot holds a budget event saying
-// the trail is full; from then on such events are only counted by
+// Budget: every event counts against a trail's budget. Once the trail
+// holds Budget−1 events, the next event that is not essential (a refusal,
+// a failure, a read) takes the last slot as a budget event saying the
+// trail is full; from then on such events are only counted by
 // "action/outcome" in the trail's row, and the counts are written as one
 // summary event before the next essential event (an accepted send, a
 // lifecycle step) and when the trail is exported. Essential events are

@@ -44,7 +44,7 @@ func StoreFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mailpit-image", Value: mailpit.DefaultImage, Usage: "image for --mailpit-runtime docker"},
 		&cli.Int64Flag{Name: "quota-messages", Value: plane.DefaultQuotas.Messages, Usage: "messages per namespace (0: unlimited)"},
 		&cli.Int64Flag{Name: "quota-bytes", Value: plane.DefaultQuotas.Bytes, Usage: "stored bytes per namespace (0: unlimited)"},
-		&cli.Int64Flag{Name: "event-budget", Value: ledger.DefaultEventBudget, Usage: "events a namespace's trail records besides sends and lifecycle; then they are counted in one summary (0: unlimited)"},
+		&cli.Int64Flag{Name: "event-budget", Value: ledger.DefaultEventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
 		&cli.DurationFlag{Name: "evidence-retention", Value: plane.DefaultRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
