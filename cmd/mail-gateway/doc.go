@@ -14,7 +14,8 @@
 // Routes: GET /healthz; GET /api/namespaces/{ns}/messages (?recipient=,
 // ?after=ID, ?wait=DURATION of at most 60s), …/messages/latest (same
 // query), …/messages/{id}; …/events (the trial's trail, ?after=SEQ,
-// ?wait=DURATION); GET /inbox/{ns} and /inbox/{ns}/messages/{id},
+// ?wait=DURATION, or Server-Sent Events); GET /inbox/{ns} and
+// /inbox/{ns}/messages/{id},
 // the same mail as HTML pages. Every error is JSON: {"error": code,
 // "name", "message", "statusCode"}.
 package main

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -171,5 +172,75 @@ func TestMailclientEvents(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", q, resp.StatusCode)
 		}
+	}
+}
+
+// The events route as Server-Sent Events: the trail so far, then each
+// event as it commits; Last-Event-ID resumes; a wrong capability is the
+// JSON refusal.
+func TestEventStream(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	gw := startGateway(t, plane)
+	s := newSender(t, plane, id)
+	open := func(capability, lastID string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+capability)
+		req.Header.Set("Accept", "text/event-stream")
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := open(strings.Repeat("0", 64), ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("wrong capability: %d", resp.StatusCode)
+	}
+	resp := open(id.ReadCapability, "")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	next := func() (string, string) {
+		t.Helper()
+		var id, data string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				return id, data
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+	if id1, data := next(); id1 != "1" || !strings.Contains(data, `"action":"open"`) {
+		t.Fatalf("first event: %s %s", id1, data)
+	}
+	sent := make(chan struct{})
+	go func() { // the stream is parked at the plane when the send commits
+		defer close(sent)
+		time.Sleep(parkTime)
+		s.send(t, []string{"user@example.com"}, "Hello", "hi")
+	}()
+	id2, data := next()
+	<-sent
+	if id2 != "2" || !strings.Contains(data, `"action":"send"`) {
+		t.Fatalf("second event: %s %s", id2, data)
+	}
+	resumed := bufio.NewReader(open(id.ReadCapability, "1").Body)
+	br = resumed
+	if id2, _ := next(); id2 != "2" {
+		t.Fatalf("Last-Event-ID 1 resumed at %s", id2)
 	}
 }
