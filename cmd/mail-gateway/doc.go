@@ -5,7 +5,7 @@
 // fd:N or systemd:NAME) meant for the trusted evaluator only, and talks to
 // mail-plane over its Unix socket. It holds one secret, the gateway grant
 // (--grant-file), which by itself opens nothing: its only plane calls are
-// health, list, latest and get, and each read must carry the read
+// health, list, latest, get and events, and each read must carry the read
 // capability its own caller presented as "Authorization: Bearer <cap>",
 // which the plane checks (the gateway keeps no capability and never logs
 // one). It cannot write mail, create or change trials, or touch storage;
@@ -13,7 +13,9 @@
 //
 // Routes: GET /healthz; GET /api/namespaces/{ns}/messages (?recipient=,
 // ?after=ID, ?wait=DURATION of at most 60s), …/messages/latest (same
-// query), …/messages/{id}; GET /inbox/{ns} and /inbox/{ns}/messages/{id},
+// query), …/messages/{id}; …/events (the trial's trail, ?after=SEQ,
+// ?wait=DURATION, or Server-Sent Events); GET /inbox/{ns} and
+// /inbox/{ns}/messages/{id},
 // the same mail as HTML pages. Every error is JSON: {"error": code,
 // "name", "message", "statusCode"}.
 package main

@@ -11,8 +11,10 @@
 // the plane's local CA, whose key it never sees). It holds no mail-API
 // token, bootstrap token or capability: it passes the credential a client
 // presented (a Bearer token, an SMTP AUTH password) to the plane, which
-// checks it. It may make three plane calls,
-// send, bootstrap and health, and cannot read mail: the plane refuses any
+// checks it. It may make four plane calls, send, bootstrap, health and
+// report (a count of SMTP sessions it closed over its connection cap, for
+// the trial's trail), and cannot read mail, nor its trail: the plane
+// refuses any
 // other method for a writer grant, and this binary links no store (see
 // deps_test.go). Every answer it gives an untrusted client is a short fixed
 // text; secrets never reach its log.

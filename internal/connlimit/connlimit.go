@@ -33,6 +33,9 @@ type Limits struct {
 	MaxConns int           // open connections; the next one is closed at once
 	Idle     time.Duration // a single Read or Write may wait at most this long
 	Lifetime time.Duration // a connection is closed this long after it was accepted
+	// OnShed, if set, is called for each connection closed over MaxConns
+	// (the writer reports them to the plane's trail). It must not block.
+	OnShed func()
 }
 
 // Listener enforces Limits on the connections it accepts.
@@ -60,6 +63,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.open.Add(-1)
 			l.shed.Add(1)
 			c.Close()
+			if l.limits.OnShed != nil {
+				l.limits.OnShed()
+			}
 			continue
 		}
 		if l.limits.MaxConns <= 0 {

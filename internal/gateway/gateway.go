@@ -11,6 +11,8 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -88,7 +90,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 		return writeError(w, mailclient.CodeForbidden)
 	}
 	req := &rpc.ReadRequest{Namespace: rt.ns, Capability: cred, ID: rt.id}
-	if rt.kind == routeList || rt.kind == routeLatest {
+	if rt.kind == routeList || rt.kind == routeLatest || rt.kind == routeEvents {
 		q := r.URL.Query()
 		wait, err := parseWait(firstValue(q, "wait"))
 		if err != nil {
@@ -106,6 +108,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 	ctx := r.Context()
 	base := "/inbox/" + url.PathEscape(rt.ns)
 	switch rt.kind {
+	case routeEvents:
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			return g.eventStream(w, r, rt.ns, cred, req.After)
+		}
+		// The same Bearer, after and wait as messages; after is a seq.
+		page, err := g.plane.Events(ctx, &rpc.EventsRequest{Namespace: rt.ns, Capability: cred, After: req.After, WaitMillis: req.WaitMillis})
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeJSON(w, http.StatusOK, mailclient.Events{Events: page.Events})
 	case routeList:
 		msgs, err := g.plane.List(ctx, req)
 		if err != nil {
@@ -142,6 +154,62 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 		return writeHTML(w, http.StatusOK, render.Message(m, base))
 	}
 	return writeError(w, mailclient.CodeNotFound)
+}
+
+// eventStream serves a trail as Server-Sent Events: each event as
+// "id: SEQ" and "data: LINE", from after (or the Last-Event-ID an
+// EventSource sends when it reconnects), for at most rpc.MaxWait; then the
+// stream ends and the client reconnects where it left off. The first page
+// is asked for before anything is written, so a wrong capability is the
+// same JSON refusal as on the list.
+func (g *Gateway) eventStream(w http.ResponseWriter, r *http.Request, ns, cred string, after int64) (int, string) {
+	if id, err := parseAfter(r.Header.Get("Last-Event-ID")); err == nil && id > after {
+		after = id
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rpc.MaxWait)
+	defer cancel()
+	flusher, _ := w.(http.Flusher)
+	started := false
+	for {
+		wait := time.Until(deadlineOf(ctx))
+		if !started {
+			wait = 0 // the first page answers at once: the stream opens now
+		} else if wait < time.Millisecond {
+			return http.StatusOK, ""
+		}
+		page, err := g.plane.Events(ctx, &rpc.EventsRequest{Namespace: ns, Capability: cred, After: after,
+			WaitMillis: max(int64(wait/time.Millisecond), 0)})
+		if err != nil {
+			if started {
+				return http.StatusOK, "" // the client reconnects, as after a wait that ran out
+			}
+			return g.planeError(w, r, err)
+		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		for _, line := range page.Events {
+			var e struct{ Seq int64 }
+			json.Unmarshal(line, &e)
+			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, line)
+			after = e.Seq
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if len(page.Events) == 0 && ctx.Err() != nil {
+			return http.StatusOK, ""
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // bearer returns the credential of "Authorization: Bearer <credential>".

@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,135 @@ func TestMailclient(t *testing.T) {
 	_, err = c.List(ctx, mailclient.Query{Recipient: "never@example.com"})
 	if !errors.As(err, &e) || e.Code != mailclient.CodeRecipientForbidden {
 		t.Fatalf("recipient never delivered to: %v", err)
+	}
+}
+
+// The trail through the gateway: Events pages with after, WaitEvent holds
+// until the event commits (nobody polls), a wrong capability is refused
+// as on messages, and a bad after or wait is refused before the plane is
+// asked.
+func TestMailclientEvents(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	gw := startGateway(t, plane)
+	s := newSender(t, plane, id)
+	c := mailclient.New(gw.URL, id.Namespace, id.ReadCapability)
+	ctx := context.Background()
+	es, err := c.Events(ctx, 0, 0)
+	if err != nil || len(es) != 1 || es[0].Action != "open" || es[0].Seq != 1 || len(es[0].Line) == 0 {
+		t.Fatalf("Events = %+v, %v", es, err)
+	}
+	type result struct {
+		e   mailclient.Event
+		err error
+		at  time.Time
+	}
+	ch := make(chan result, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		e, err := c.WaitEvent(wctx, 1, func(e mailclient.Event) bool { return e.Action == "send" })
+		ch <- result{e, err, time.Now()}
+	}()
+	time.Sleep(parkTime)
+	sent := time.Now()
+	s.send(t, []string{"user@example.com"}, "Hello", "Your code is 482913.")
+	r := <-ch
+	if r.err != nil || r.e.Outcome != "accepted" || r.e.MessageIDs[0] != 1 || r.e.Seq != 2 || r.at.Sub(sent) > 5*time.Second {
+		t.Fatalf("WaitEvent = %+v, %v", r.e, r.err)
+	}
+	if strings.Contains(string(r.e.Line), "482913") {
+		t.Fatal("the trail holds the code")
+	}
+	start := time.Now()
+	if es, err := c.Events(ctx, 2, 300*time.Millisecond); err != nil || len(es) != 0 || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("an empty wait: %+v %v after %v", es, err, time.Since(start))
+	}
+	wrong := mailclient.New(gw.URL, id.Namespace, strings.Repeat("0", 64))
+	var e *mailclient.Error
+	if _, err := wrong.Events(ctx, 0, 0); !errors.As(err, &e) || e.StatusCode != 403 || e.Code != "forbidden" {
+		t.Fatalf("wrong capability: %v", err)
+	}
+	for _, q := range []string{"?after=x", "?wait=61s", "?after=-1"} {
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+"/events"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+id.ReadCapability)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, resp.StatusCode)
+		}
+	}
+}
+
+// The events route as Server-Sent Events: the trail so far, then each
+// event as it commits; Last-Event-ID resumes; a wrong capability is the
+// JSON refusal.
+func TestEventStream(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	gw := startGateway(t, plane)
+	s := newSender(t, plane, id)
+	open := func(capability, lastID string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+capability)
+		req.Header.Set("Accept", "text/event-stream")
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := open(strings.Repeat("0", 64), ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("wrong capability: %d", resp.StatusCode)
+	}
+	resp := open(id.ReadCapability, "")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	next := func() (string, string) {
+		t.Helper()
+		var id, data string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				return id, data
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+	if id1, data := next(); id1 != "1" || !strings.Contains(data, `"action":"open"`) {
+		t.Fatalf("first event: %s %s", id1, data)
+	}
+	sent := make(chan struct{})
+	go func() { // the stream is parked at the plane when the send commits
+		defer close(sent)
+		time.Sleep(parkTime)
+		s.send(t, []string{"user@example.com"}, "Hello", "hi")
+	}()
+	id2, data := next()
+	<-sent
+	if id2 != "2" || !strings.Contains(data, `"action":"send"`) {
+		t.Fatalf("second event: %s %s", id2, data)
+	}
+	resumed := bufio.NewReader(open(id.ReadCapability, "1").Body)
+	br = resumed
+	if id2, _ := next(); id2 != "2" {
+		t.Fatalf("Last-Event-ID 1 resumed at %s", id2)
 	}
 }

@@ -22,9 +22,10 @@ const (
 	routeMessage           // /api/namespaces/{ns}/messages/{id}
 	routeInbox             // /inbox/{ns} (HTML)
 	routeInboxMessage      // /inbox/{ns}/messages/{id} (HTML)
+	routeEvents            // /api/namespaces/{ns}/events: the trial's trail
 )
 
-var kindNames = [...]string{"not_found", "healthz", "list", "latest", "message", "inbox", "inbox_message"}
+var kindNames = [...]string{"not_found", "healthz", "list", "latest", "message", "inbox", "inbox_message", "events"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -48,6 +49,10 @@ func parseRoute(escapedPath string) route {
 	}
 	seg := strings.Split(strings.Trim(escapedPath, "/"), "/")
 	switch {
+	case len(seg) == 4 && seg[0] == "api" && seg[1] == "namespaces" && seg[3] == "events":
+		if ns, err := url.PathUnescape(seg[2]); err == nil {
+			return route{kind: routeEvents, ns: ns}
+		}
 	case len(seg) >= 4 && seg[0] == "api" && seg[1] == "namespaces" && seg[3] == "messages":
 		ns, err := url.PathUnescape(seg[2])
 		if err != nil {

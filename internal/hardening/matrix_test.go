@@ -460,6 +460,13 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(callArgs) any { return &rpc.TrialListRequest{} }},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
+		{name: "events", method: rpc.MethodEvents, targets: reads, inner: true, request: func(a callArgs) any {
+			return &rpc.EventsRequest{Namespace: a.ns, Capability: a.inner}
+		}},
+		{name: "evidence.export", method: rpc.MethodExport, targets: both, request: func(a callArgs) any { return &rpc.EventsRequest{Namespace: a.ns} }},
+		{name: "report", method: rpc.MethodReport, targets: reads, request: func(a callArgs) any {
+			return &rpc.ReportRequest{Port: a.port, Code: "connection_limit", Count: 1}
+		}},
 		{name: "unknown method", method: "mail.drop", targets: none, request: empty},
 	}
 }
@@ -506,7 +513,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 	switch name {
 	case "send/http", "send/smtp-auth":
 		return opens(shared, own, sel(k.emails...))
-	case "send/smtp":
+	case "send/smtp", "report":
 		// Keyed by the port: a trial-bound writer's every listener is its
 		// trial's; a shared writer's port is its owner's.
 		if !shared {
@@ -523,7 +530,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 		return opens(shared, own, sel(k.smtpSelect...))
 	case "bootstrap":
 		return opens(shared, own, sel(bootstrapToken))
-	case "list", "get", "latest":
+	case "list", "get", "latest", "events":
 		switch {
 		case p == string(rpc.RoleGateway):
 			return target >= 0 && sel(readCap) == target, target
@@ -772,6 +779,17 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 			t.Errorf("rpc: %s: read a message of %s", name, m.Namespace)
 			return false
 		}
+	case "events":
+		var r rpc.EventsResponse
+		json.Unmarshal(raw, &r)
+		for _, l := range r.Events {
+			var e struct{ Namespace string }
+			json.Unmarshal(l, &e)
+			if !mine(e.Namespace) {
+				t.Errorf("rpc: %s: read an event of %s", name, e.Namespace)
+				return false
+			}
+		}
 	case "trial.create":
 		var id rpc.Identity
 		json.Unmarshal(raw, &id)
@@ -866,6 +884,7 @@ func (w *world) routes() []route {
 		{surface: "gateway", kind: "message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "events", role: rpc.RoleGateway, method: rpc.MethodEvents, selects: selCredential, keys: read, ns: true},
 	}
 }
 
@@ -1086,6 +1105,24 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 		for _, m := range msgs {
 			if m.Namespace != nsOf(target) {
 				t.Errorf("%s of %s: a message of %s", what, nsOf(target), m.Namespace)
+				return false, a.body
+			}
+		}
+		return true, ""
+	case "gateway events":
+		a := get("/api/namespaces/" + nsOf(target) + "/events")
+		if a.status != 200 {
+			return refusal(a)
+		}
+		var page struct{ Events []struct{ Namespace string } }
+		json.Unmarshal([]byte(a.body), &page)
+		if len(page.Events) == 0 {
+			t.Errorf("%s of %s: no event", what, nsOf(target))
+			return false, a.body
+		}
+		for _, e := range page.Events {
+			if e.Namespace != nsOf(target) {
+				t.Errorf("%s of %s: an event of %s", what, nsOf(target), e.Namespace)
 				return false, a.body
 			}
 		}

@@ -394,6 +394,14 @@ func secretsUp(t *testing.T) {
 	}
 	presented := abuse(s, doors)
 	cli("trial", "destroy", other.Namespace)
+	// Every trail, the closed trial's too, exported and searched as a log.
+	for _, ns := range []string{b.Namespace, other.Namespace, rot.Namespace} {
+		trail := cli("evidence", "export", ns)
+		if !strings.Contains(trail, `"action":"send"`) && ns == b.Namespace {
+			t.Fatalf("the trail of %s records no send:\n%s", ns, trail)
+		}
+		s.addLog("evidence export "+ns, trail)
+	}
 
 	if code := p.Stop(t); code != 0 {
 		t.Errorf("up exited %d", code)

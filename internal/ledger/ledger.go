@@ -33,7 +33,8 @@ type Ledger struct {
 	rs, ws *stmts // prepared statements of read and write
 	dir    string // the data directory, for its free space
 
-	offers  chan *pending // sends waiting for the committer
+	offers  chan *pending // sends and events waiting for the committer
+	budget  int64         // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
 }
@@ -45,9 +46,9 @@ var ErrNotFound = errors.New("ledger: not found")
 var ErrExists = errors.New("ledger: already exists")
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
-// that find a trial by a credential's digest, and the purge queue; Open
-// migrates a version 1 database in place.
-const schemaVersion = "2"
+// that find a trial by a credential's digest, and the purge queue; 3 added
+// the trails (events.go). Open migrates an older database in place.
+const schemaVersion = "3"
 
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (
@@ -78,7 +79,10 @@ CREATE TABLE IF NOT EXISTS namespaces (
 	next_seq INTEGER NOT NULL DEFAULT 1,
 	message_count INTEGER NOT NULL DEFAULT 0,
 	byte_count INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	trail_seq INTEGER NOT NULL DEFAULT 0,
+	trail_hash TEXT,
+	trail_suppressed TEXT
 );
 CREATE TABLE IF NOT EXISTS grants (
 	digest BLOB PRIMARY KEY,
@@ -114,6 +118,16 @@ CREATE TABLE IF NOT EXISTS purges (
 	tag TEXT PRIMARY KEY,
 	namespace TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS trails (
+	namespace TEXT PRIMARY KEY,
+	closed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+	namespace TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	line TEXT NOT NULL,
+	PRIMARY KEY (namespace, seq)
+);
 `
 
 // indexes find a trial by the digest of any credential a shared surface
@@ -130,12 +144,17 @@ CREATE INDEX IF NOT EXISTS trials_expires_at ON trials (expires_at);
 CREATE INDEX IF NOT EXISTS namespaces_write_capability ON namespaces (write_capability);
 CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
 CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
+CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 `
 
 // migrations bring a database of the version named up by one version.
 var migrations = map[string]string{
 	"1": `ALTER TABLE trials ADD COLUMN expires_at INTEGER;
 ALTER TABLE trials ADD COLUMN smtp_port INTEGER;`,
+	// The schema's CREATE TABLE IF NOT EXISTS made events and trails, and
+	// trailColumns the namespaces' trail heads; a namespace's trail starts
+	// at its next event.
+	"2": `SELECT 1;`,
 }
 
 // Open opens (creating if needed) the ledger in dir, which it creates 0700.
@@ -194,7 +213,8 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		write.Close()
 		return nil, err
 	}
-	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{})}
+	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
+		budget: DefaultEventBudget}
 	go l.commit()
 	return l, nil
 }
@@ -234,10 +254,47 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 			return err
 		}
 	}
+	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
 	if _, err := db.ExecContext(ctx, indexes); err != nil {
 		return fmt.Errorf("ledger: indexes: %w", err)
 	}
 	return nil
+}
+
+// trailColumns are the namespaces' columns of schema 3 (events.go), added
+// to a table an older schema made.
+var trailColumns = [][2]string{
+	{"trail_seq", "INTEGER NOT NULL DEFAULT 0"},
+	{"trail_hash", "TEXT"},
+	{"trail_suppressed", "TEXT"},
+}
+
+// addColumns adds to table the columns it lacks.
+func addColumns(ctx context.Context, db *sql.DB, table string, cols [][2]string) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	for _, c := range cols {
+		if !have[c[0]] {
+			if _, err := db.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+c[0]+` `+c[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return rows.Err()
 }
 
 // Close stops the committer and closes the database.

@@ -78,9 +78,9 @@ func TestSentinels(t *testing.T) {
 		{"message quota", func() error { _, _, err := l.Accept(ctx, offer("full", 1, "", "", 1, 0)); return err }(), ErrCapacity},
 		{"byte quota", func() error { _, _, err := l.Accept(ctx, offer("a", 100, "", "", 0, 50)); return err }(), ErrCapacity},
 		{"key reused", func() error { _, _, err := l.Accept(ctx, offer("a", 10, "k", "fp2", 0, 0)); return err }(), ErrIdempotencyConflict},
-		{"closed trial", func() error { _, _, err := l.CloseTrial(ctx, 999, false, nil); return err }(), ErrNotFound},
+		{"closed trial", func() error { _, _, err := l.CloseTrial(ctx, 999, "close", false, nil); return err }(), ErrNotFound},
 		{"accept into a closed namespace", func() error {
-			if _, _, err := l.CloseTrial(ctx, tr.ID, false, nil); err != nil {
+			if _, _, err := l.CloseTrial(ctx, tr.ID, "close", false, nil); err != nil {
 				return err
 			}
 			_, _, err := l.Accept(ctx, offer("a", 1, "", "", 0, 0))
@@ -176,7 +176,7 @@ func TestCloseTrial(t *testing.T) {
 		t.Fatal(err)
 	}
 	var purged []string
-	got, nss, err := l.CloseTrial(ctx, tr.ID, true, func(tx *sql.Tx, n Namespace) error {
+	got, nss, err := l.CloseTrial(ctx, tr.ID, "close", true, func(tx *sql.Tx, n Namespace) error {
 		purged = append(purged, n.Name)
 		return nil
 	})
@@ -209,7 +209,7 @@ func TestCloseTrial(t *testing.T) {
 	}
 	// A purge that fails leaves the trial open.
 	tb, _ := l.TrialBy(ctx, ByMailAPIToken, digest("api b"))
-	if _, _, err := l.CloseTrial(ctx, tb.ID, false, func(*sql.Tx, Namespace) error { return errors.New("store down") }); err == nil {
+	if _, _, err := l.CloseTrial(ctx, tb.ID, "close", false, func(*sql.Tx, Namespace) error { return errors.New("store down") }); err == nil {
 		t.Fatal("a failing purge closed the trial")
 	}
 	if _, err := l.Trial(ctx, tb.ID); err != nil {

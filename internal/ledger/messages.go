@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
 )
 
 // Refusals of Accept. Anything else it returns is a storage failure.
@@ -41,6 +43,11 @@ type Offer struct {
 	MaxMessages, MaxBytes int64
 	// Put stores the body as message seq, inside the transaction.
 	Put func(tx *sql.Tx, seq int64) (ref string, err error)
+	// Event, when set, is the accepted event to record with the message
+	// in the same savepoint (its message id, email id and size are set
+	// here): a send is answered only once its event is durable, and a send
+	// not accepted leaves none.
+	Event *evidence.Event
 }
 
 // Accept decides on o and, if it is accepted, records it durably before
@@ -70,6 +77,7 @@ const maxBatch = 64
 type pending struct {
 	ctx      context.Context
 	offer    *Offer
+	event    *evidence.Event // instead of an offer: an event to append (AppendEvent)
 	entry    Entry
 	replayed bool
 	err      error
@@ -127,7 +135,11 @@ func (l *Ledger) commitBatch(batch []*pending) {
 			finish(err)
 			return
 		}
-		p.entry, p.replayed, p.err = accept(p.ctx, txq{tx, l.ws}, p.offer)
+		if p.offer != nil {
+			p.entry, p.replayed, p.err = l.accept(p.ctx, txq{tx, l.ws}, p.offer)
+		} else {
+			p.err = l.appendEvent(p.ctx, txq{tx, l.ws}, p.event, false)
+		}
 		undo := `RELEASE offer`
 		if p.err != nil {
 			undo = `ROLLBACK TO offer`
@@ -148,6 +160,12 @@ func (l *Ledger) commitBatch(batch []*pending) {
 	finish(tx.Commit())
 }
 
+// acceptedEvent records the event of an accepted entry.
+func (l *Ledger) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, en Entry) error {
+	e.Namespace, e.MessageIDs, e.EmailID, e.Size = en.Namespace, []int64{en.Seq}, en.UUID, en.Size
+	return l.appendEvent(ctx, tx, e, true)
+}
+
 // Precheck answers, without writing, what Accept would answer now for o
 // if it were not accepted: a replay of its idempotency key (replayed), or
 // a refusal (ErrNotActive, ErrCapacity, ErrIdempotencyConflict). A nil
@@ -159,7 +177,7 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 		return Entry{}, false, err
 	}
 	defer tx.Rollback()
-	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o)
+	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o, nil)
 	return e, replayed, err
 }
 
@@ -167,12 +185,21 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 // a repeated idempotency key returns the first entry (replayed) even when
 // the quota is exhausted, or ErrIdempotencyConflict for another payload;
 // the quota has room. It returns the seq o would get.
-func decide(ctx context.Context, tx txq, o *Offer) (seq int64, e Entry, replayed bool, err error) {
+//
+// head, if not nil, is set to the namespace's trail head, read in the same
+// query.
+func decide(ctx context.Context, tx txq, o *Offer, head *trail) (seq int64, e Entry, replayed bool, err error) {
 	var state string
-	var count, bytes int64
-	err = tx.queryRow(ctx, qNamespaceCounters, o.Namespace).Scan(&state, &seq, &count, &bytes)
+	var count, bytes, trailSeq int64
+	var hash, supp sql.NullString
+	err = tx.queryRow(ctx, qNamespaceCounters, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
 	if err != nil {
 		return 0, Entry{}, false, notFound(err)
+	}
+	if head != nil {
+		if *head, err = headOf(trailSeq, hash, supp); err != nil {
+			return 0, Entry{}, false, err
+		}
 	}
 	if state != StateActive {
 		return 0, Entry{}, false, ErrNotActive
@@ -201,8 +228,9 @@ func decide(ctx context.Context, tx txq, o *Offer) (seq int64, e Entry, replayed
 // accept decides on o inside tx and, if it is to be stored, stores the
 // body, indexes the entry, and updates the counters and learned
 // recipients.
-func accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) {
-	next, e, replayed, err := decide(ctx, tx, o)
+func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) {
+	var head trail
+	next, e, replayed, err := decide(ctx, tx, o, &head)
 	if err != nil || replayed {
 		return e, replayed, err
 	}
@@ -216,8 +244,27 @@ func accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) {
 		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
 		return Entry{}, false, err
 	}
-	if _, err := tx.exec(ctx, qCount, o.Size, o.Namespace); err != nil {
-		return Entry{}, false, err
+	if o.Event != nil && len(head.suppressed) == 0 {
+		// The event's line, and the trail's head with the counters: one
+		// more row, no more statements on the namespace.
+		ev := o.Event
+		ev.Namespace, ev.MessageIDs, ev.EmailID, ev.Size = e.Namespace, []int64{e.Seq}, e.UUID, e.Size
+		if err := l.writeEvent(ctx, tx, &head, ev, e.Received); err != nil {
+			return Entry{}, false, err
+		}
+		if _, err := tx.exec(ctx, qCountTrail, o.Size, head.recorded, head.lastHash, o.Namespace); err != nil {
+			return Entry{}, false, err
+		}
+	} else {
+		if _, err := tx.exec(ctx, qCount, o.Size, o.Namespace); err != nil {
+			return Entry{}, false, err
+		}
+		if o.Event != nil {
+			// Events the budget left out are summed up first.
+			if err := l.acceptedEvent(ctx, tx, o.Event, e); err != nil {
+				return Entry{}, false, err
+			}
+		}
 	}
 	for _, r := range o.To {
 		if _, err := tx.exec(ctx, qLearn, o.Namespace, strings.ToLower(r)); err != nil {

@@ -9,10 +9,11 @@ import (
 // opens (see stmts).
 const (
 	qSchema                 = `SELECT value FROM meta WHERE key = 'schema'`
-	qNamespaceCounters      = `SELECT state, next_seq, message_count, byte_count FROM namespaces WHERE name = ?`
+	qNamespaceCounters      = `SELECT state, next_seq, message_count, byte_count, trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
 	qIdempotency            = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
 	qInsertMessage          = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qCount                  = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
+	qCountTrail             = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ?, trail_seq = ?, trail_hash = ? WHERE name = ?`
 	qLearn                  = `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`
 	qInsertIdempotency      = `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`
 	qEntry                  = entrySelect + ` WHERE namespace = ? AND seq = ?`
@@ -26,14 +27,19 @@ const (
 	qTrialByWriteCapability = trialSelect + ` AND id = (SELECT trial_id FROM namespaces WHERE write_capability = ?)`
 	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
 	qNamespace              = nsSelect + ` WHERE name = ?`
+	qTrail                  = `SELECT trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
+	qUpdateTrail            = `UPDATE namespaces SET trail_seq = ?, trail_hash = ?, trail_suppressed = ? WHERE name = ?`
+	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
+	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
 )
 
 // readQueries run on the read handle, writeQueries inside the committer's
 // transactions; Precheck runs the decision's reads on the read handle too.
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
-		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort}
-	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qLearn, qInsertIdempotency, qEntry}
+		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qTrail, qEvents}
+	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qCountTrail, qLearn, qInsertIdempotency, qEntry,
+		qTrail, qUpdateTrail, qInsertEvent}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

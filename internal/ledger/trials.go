@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
 )
 
 // Namespace states.
@@ -78,6 +80,9 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 		if err := insertNamespace(ctx, tx, ns); err != nil {
 			return err
 		}
+		if err := l.lifecycle(ctx, tx, ns.Name, evidence.ActionOpen, ""); err != nil {
+			return err
+		}
 		for _, g := range grants {
 			g.TrialID = t.ID
 			if err := insertGrant(ctx, tx, g); err != nil {
@@ -110,6 +115,12 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 		if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state = ?`, StateSealed, sealed, StateActive); err != nil {
 			return err
 		}
+		if err := l.lifecycle(ctx, tx, sealed, evidence.ActionRotate, ns.Name); err != nil {
+			return err
+		}
+		if err := l.lifecycle(ctx, tx, ns.Name, evidence.ActionOpen, sealed); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `UPDATE trials SET namespace = ? WHERE id = ?`, ns.Name, trialID)
 		return err
 	})
@@ -126,7 +137,7 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
 		}
-		return nil
+		return l.lifecycle(ctx, tx, name, evidence.ActionSeal, "")
 	})
 }
 
@@ -137,8 +148,10 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 // store in the ledger's database deletes their bodies there. With queue,
 // the namespaces are also queued for an external store to purge after the
 // commit (Purges, Purged), so that a store that is down now is purged
-// later. It returns the trial and its namespaces as they were.
-func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
+// later. Each namespace's trail ends with action (evidence.ActionClose or
+// ActionExpire) and is kept (see DeleteTrails). It returns the trial and
+// its namespaces as they were.
+func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
 	var t Trial
 	var nss []Namespace
 	err := l.tx(ctx, func(tx *sql.Tx) error {
@@ -162,6 +175,9 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, queue bool, purg
 			return err
 		}
 		for _, ns := range nss {
+			if err := l.closeTrail(ctx, tx, ns.Name, action); err != nil {
+				return err
+			}
 			if purge != nil {
 				if err := purge(tx, ns); err != nil {
 					return err
@@ -431,7 +447,17 @@ func insertNamespace(ctx context.Context, tx *sql.Tx, ns *Namespace) error {
 	ns.State, ns.NextSeq = StateActive, 1
 	_, err = tx.ExecContext(ctx, `INSERT INTO namespaces (name, trial_id, state, read_capability, write_capability, bootstrap_capability, allowed_senders, tag, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ns.Name, ns.TrialID, ns.State, ns.ReadCapability, ns.WriteCapability, ns.BootstrapCapability, string(senders), ns.Tag, now())
-	return err
+	if err != nil {
+		return err
+	}
+	// A name used again (a sidecar's fixed namespace) starts a new trail;
+	// the closed trial's kept one goes.
+	for _, q := range []string{`DELETE FROM events WHERE namespace = ?`, `DELETE FROM trails WHERE namespace = ?`} {
+		if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func insertGrant(ctx context.Context, tx *sql.Tx, g Grant) error {

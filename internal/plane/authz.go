@@ -74,25 +74,38 @@ var methods = map[string]method{
 	},
 	rpc.MethodSend: {
 		roles: map[principal]binding{writer: bindTrial, sharedWriter: bindCredential},
-		call:  bound(sendSelector, (*Broker).Send),
+		call:  bound(sendSelector, (*Broker).Send, sendEvent),
 	},
 	rpc.MethodBootstrap: {
 		roles: map[principal]binding{writer: bindTrial, sharedWriter: bindCredential},
 		call: bound(func(r *rpc.BootstrapRequest) selector { return selector{kind: credBootstrap, credential: r.Token} },
-			(*Broker).Bootstrap),
+			(*Broker).Bootstrap, bootstrapEvent),
+	},
+	rpc.MethodReport: {
+		roles: map[principal]binding{writer: bindTrial, sharedWriter: bindCredential},
+		call: bound(func(r *rpc.ReportRequest) selector { return selector{kind: credPort, port: r.Port} },
+			(*Broker).Report, reportEvent),
 	},
 	rpc.MethodList: {
 		roles: map[principal]binding{inbox: bindTrial, sharedInbox: bindCredential, gateway: bindCapability},
-		call:  bound(readSelector, (*Broker).List),
+		call:  bound(readSelector, (*Broker).List, listEvent),
 	},
 	rpc.MethodGet: {
 		roles: map[principal]binding{inbox: bindTrial, sharedInbox: bindCredential, gateway: bindCapability},
-		call:  bound(readSelector, (*Broker).Get),
+		call:  bound(readSelector, (*Broker).Get, getEvent),
 	},
 	rpc.MethodLatest: {
 		roles: map[principal]binding{gateway: bindCapability},
-		call:  bound(readSelector, (*Broker).Latest),
+		call:  bound(readSelector, (*Broker).Latest, latestEvent),
 	},
+	// Reading a trail is not itself recorded: it would only record itself.
+	rpc.MethodEvents: {
+		roles: map[principal]binding{gateway: bindCapability},
+		call: bound(func(r *rpc.EventsRequest) selector {
+			return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+		}, (*Broker).Events, nil),
+	},
+	rpc.MethodExport:       adminCall((*Broker).Export),
 	rpc.MethodTrialCreate:  adminCall((*Broker).CreateTrial),
 	rpc.MethodTrialOpen:    adminCall((*Broker).OpenTrial),
 	rpc.MethodTrialRotate:  adminCall((*Broker).RotateTrial),
@@ -105,8 +118,11 @@ var methods = map[string]method{
 }
 
 // bound is a handler whose call is bound to a trial or namespace: the
-// selector its request presents is resolved (bind.go) before h runs.
-func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Context, target, *Req) (Resp, error)) handler {
+// selector its request presents is resolved (bind.go) before h runs. Its
+// outcome, allowed or refused, is recorded in the namespace's trail by ev
+// (evidence.go) before it is answered; a call refused before a namespace
+// was found has no trail.
+func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Context, target, *Req) (Resp, error), ev evidencer[Req, Resp]) handler {
 	return func(b *Broker, ctx context.Context, c caller, body []byte) (any, error) {
 		var req Req
 		if err := decode(body, &req); err != nil {
@@ -114,9 +130,17 @@ func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Conte
 		}
 		t, err := b.resolve(ctx, c, sel(&req))
 		if err != nil {
+			if ev != nil && t.ns.Name != "" {
+				var none Resp
+				b.record(ctx, t, ev(t, &req, none, err))
+			}
 			return nil, err
 		}
-		return h(b, ctx, t, &req)
+		resp, err := h(b, ctx, t, &req)
+		if ev != nil {
+			b.record(ctx, t, ev(t, &req, resp, err))
+		}
+		return resp, err
 	}
 }
 

@@ -60,13 +60,25 @@ type target struct {
 	role  rpc.Role
 	trial ledger.Trial
 	ns    ledger.Namespace
+	// credential is the kind of credential that opened it (or was
+	// refused), as the trail names it.
+	credential string
+}
+
+// credentialNames are the trail's names of credential kinds.
+var credentialNames = map[credKind]string{
+	credWrite: "mail_api_token", credAuth: "mail_api_token", credPort: "smtp_port", credSelect: "capability_header",
+	credBootstrap: "bootstrap_token", credInbox: "inbox_token", credRead: "read_capability",
 }
 
 // resolve binds a call: it finds the trial and namespace the caller's
 // grant or presented credential opens, refusing a closed or expired trial.
 // Every credential is compared in constant time against its digest.
 func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, error) {
-	t := target{role: c.role}
+	t := target{role: c.role, credential: credentialNames[sel.kind]}
+	if c.bind == bindTrial && sel.kind == credRead {
+		t.credential = "" // a trial-bound inbox presents nothing: its grant is its trial
+	}
 	var err error
 	switch c.bind {
 	case bindNothing, bindPlane:
@@ -101,7 +113,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	if t.ns, err = b.namespaceOf(ctx, t.trial, sel); err != nil {
 		return t, err
 	}
-	return t, b.opens(t, sel, c.bind)
+	return t, b.opens(&t, sel, c.bind)
 }
 
 // findTrial finds the trial a shared surface's caller's credential opens.
@@ -167,14 +179,18 @@ func (b *Broker) namespaceOf(ctx context.Context, t ledger.Trial, sel selector) 
 // a shared surface's trial was found by the credential's digest, and is
 // checked again here for the credential's profile; a trial-bound grant's
 // trial must be the one a presented credential opens.
-func (b *Broker) opens(t target, sel selector, bind binding) error {
-	tr, ns := t.trial, t.ns
+func (b *Broker) opens(t *target, sel selector, bind binding) error {
+	tr, ns, kind := t.trial, t.ns, &t.credential
 	ok := false
 	switch sel.kind {
 	case credWrite, credAuth:
 		if tr.Profile == rpc.ProfileCandidate {
 			ok = ident.Equal(sel.credential, tr.MailAPIToken) || ident.Equal(sel.credential, ns.WriteCapability)
+			if ok && !ident.Equal(sel.credential, tr.MailAPIToken) {
+				*kind = "write_capability"
+			}
 		} else {
+			*kind = "bootstrap_token"
 			ok = ident.Equal(sel.credential, tr.BootstrapToken)
 		}
 	case credPort:
@@ -212,7 +228,7 @@ func (b *Broker) opens(t target, sel selector, bind binding) error {
 // byReadCapability opens the namespace a gateway names with its caller's
 // read capability.
 func (b *Broker) byReadCapability(ctx context.Context, role rpc.Role, sel selector) (target, error) {
-	t := target{role: role}
+	t := target{role: role, credential: credentialNames[credRead]}
 	if !ident.ValidNamespace(sel.namespace) {
 		return t, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
 	}
@@ -224,6 +240,7 @@ func (b *Broker) byReadCapability(ctx context.Context, role rpc.Role, sel select
 		return t, b.storeErr("namespace", err)
 	}
 	if !ident.Equal(sel.credential, ns.ReadCapability) {
+		t.ns = ns // a wrong capability for a namespace that exists: its trail records the refusal
 		return t, refusal[credRead]
 	}
 	t.trial, err = b.ledger.Trial(ctx, ns.TrialID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/limits"
@@ -52,12 +53,17 @@ type Broker struct {
 	// advertise is what trial.open hands out of the shared surfaces.
 	advertise Advertise
 	ports     portPool
+	// trails wakes readers waiting on a trail; retention is how long a
+	// closed trial's trail is kept (evidence.go).
+	trails     notifier
+	retention  time.Duration
+	unrecorded unrecorded
 }
 
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}},
-		onRevoke: func() {}, ports: newPortPool()}
+		onRevoke: func() {}, ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
@@ -123,6 +129,8 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 		Fingerprint:    req.Fingerprint,
 		MaxMessages:    b.quotas.Messages,
 		MaxBytes:       b.quotas.Bytes,
+		Event: &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Outcome: evidence.Accepted,
+			Credential: t.credential, From: address(req.From), To: addresses(req.To)},
 	}
 	// A read-only precheck before any work on the body: a namespace that
 	// is full, sealed or replaying a key costs a message nothing to refuse.
@@ -190,6 +198,7 @@ func (b *Broker) sendAnswer(ns string, via rpc.Via, e ledger.Entry, replayed boo
 	b.writeFailed.Store(false)
 	if !replayed {
 		b.wake.notify(ns)
+		b.trails.notify(ns)
 	}
 	b.log.Debug().Str("namespace", ns).Int64("seq", e.Seq).Str("via", string(via)).Bool("replayed", replayed).Int("bytes", e.Size).Msg("accepted")
 	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns, Replayed: replayed}, nil

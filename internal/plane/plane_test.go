@@ -534,8 +534,20 @@ func TestSecretsNeverLogged(t *testing.T) {
 	w.gateway.List(ctx(t), &rpc.ReadRequest{Namespace: w.a.Namespace, Capability: w.b.ReadCapability})
 	rot, _ := w.plane.Admin.TrialRotate(ctx(t), &rpc.TrialRotateRequest{Namespace: w.b.Namespace})
 	g, _ := w.plane.Admin.GrantCreate(ctx(t), rpc.RoleGateway)
+	w.writerA.Send(ctx(t), &rpc.SendRequest{Via: rpc.ViaSMTP, From: w.a.MailAPIToken + "@example.com", To: []string{w.a.ReadCapability + "@example.com"}, Raw: msg("x", "y")})
 	w.plane.Admin.TrialDestroy(ctx(t), w.a.Namespace)
+	// The trails of both trials (a's closed, kept for export) are searched
+	// as the log is.
 	out := w.plane.Output()
+	for _, ns := range []string{w.a.Namespace, w.b.Namespace, rot.Namespace} {
+		page, err := w.plane.Admin.Export(ctx(t), &rpc.EventsRequest{Namespace: ns})
+		if err != nil || len(page.Events) == 0 {
+			t.Fatalf("export %s: %v", ns, err)
+		}
+		for _, l := range page.Events {
+			out += string(l) + "\n"
+		}
+	}
 	if !strings.Contains(out, `"method":"send"`) {
 		t.Fatalf("debug log missing calls:\n%s", out)
 	}

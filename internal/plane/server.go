@@ -252,7 +252,7 @@ func (s *Server) callContext(r *http.Request, method string) (context.Context, c
 		}
 	}
 	parent := context.WithoutCancel(r.Context())
-	if method == rpc.MethodList || method == rpc.MethodLatest {
+	if method == rpc.MethodList || method == rpc.MethodLatest || method == rpc.MethodEvents {
 		parent = r.Context()
 	}
 	return context.WithDeadline(parent, deadline)

@@ -215,6 +215,7 @@ func (b *Broker) RotateTrial(ctx context.Context, req *rpc.TrialRotateRequest) (
 	if err != nil {
 		return rpc.RotateResponse{}, b.storeErr("rotate", err)
 	}
+	b.lifecycleDone(sealed, ns.Name)
 	b.log.Info().Str("namespace", ns.Name).Str("sealed", sealed).Msg("trial rotated")
 	return rpc.RotateResponse{Namespace: ns.Name, ReadCapability: readCap, Sealed: sealed}, nil
 }
@@ -227,6 +228,7 @@ func (b *Broker) SealTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Empt
 	if err := b.ledger.Seal(ctx, req.Namespace); err != nil {
 		return rpc.Empty{}, b.storeErr("seal", err)
 	}
+	b.lifecycleDone(req.Namespace)
 	b.log.Info().Str("namespace", req.Namespace).Msg("namespace sealed")
 	return rpc.Empty{}, nil
 }
@@ -252,7 +254,7 @@ func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
 	if external {
 		purge = nil
 	}
-	t, nss, err := b.ledger.CloseTrial(ctx, id, external, purge)
+	t, nss, err := b.ledger.CloseTrial(ctx, id, closeAction(how), external, purge)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return rpc.Errorf(rpc.CodeNotFound, "no such trial")
 	}
@@ -263,6 +265,7 @@ func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
 	b.ports.release(t.SMTPPort)
 	for _, ns := range nss {
 		b.wake.notify(ns.Name) // its readers wake to find it gone
+		b.trails.notify(ns.Name)
 	}
 	b.log.Info().Str("namespace", t.Namespace).Str("how", how).Msg("trial " + how)
 	if external {
@@ -319,6 +322,8 @@ func (b *Broker) Run(ctx context.Context) {
 		if !b.store.Transactional() {
 			b.purgeQueued(ctx)
 		}
+		b.flushUnrecorded(ctx)
+		b.reapTrails(ctx)
 	}
 }
 

@@ -24,7 +24,8 @@ func App() *cli.App {
 			"The trial and grant commands talk to a running broker with an admin grant.",
 		Flags: logging.Flags,
 		Commands: []*cli.Command{serve.Command(), supervisor.UpCommand(), operator.TrialCommand(), operator.GrantCommand(),
-			operator.EnvCommand(), operator.RedactCommand(), supervisor.SidecarCommand(), operator.WaitCommand(), operator.CACommand()},
+			operator.EnvCommand(), operator.RedactCommand(), supervisor.SidecarCommand(), operator.WaitCommand(), operator.CACommand(),
+			operator.EvidenceCommand()},
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		// Values such as ROLE=UID,UID carry their own commas.

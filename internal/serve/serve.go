@@ -44,6 +44,8 @@ func StoreFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mailpit-image", Value: mailpit.DefaultImage, Usage: "image for --mailpit-runtime docker"},
 		&cli.Int64Flag{Name: "quota-messages", Value: plane.DefaultQuotas.Messages, Usage: "messages per namespace (0: unlimited)"},
 		&cli.Int64Flag{Name: "quota-bytes", Value: plane.DefaultQuotas.Bytes, Usage: "stored bytes per namespace (0: unlimited)"},
+		&cli.Int64Flag{Name: "event-budget", Value: ledger.DefaultEventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
+		&cli.DurationFlag{Name: "evidence-retention", Value: plane.DefaultRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
 
@@ -95,6 +97,9 @@ func serve(c *cli.Context) error {
 	if quotas.Messages < 0 || quotas.Bytes < 0 {
 		return cliapp.Usagef("quotas must not be negative")
 	}
+	if c.Int64("event-budget") < 0 || c.Duration("evidence-retention") <= 0 {
+		return cliapp.Usagef("--event-budget must not be negative, --evidence-retention must be positive")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -110,6 +115,7 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	broker := plane.NewBroker(l, store, quotas, log)
+	broker.SetEvidence(c.Int64("event-budget"), c.Duration("evidence-retention"))
 	adv, err := advertise(c)
 	if err != nil {
 		return err

@@ -115,6 +115,8 @@ func up(c *cli.Context) (err error) {
 	planeArgs := []string{"--store", c.String("store"),
 		"--quota-messages", strconv.FormatInt(c.Int64("quota-messages"), 10),
 		"--quota-bytes", strconv.FormatInt(c.Int64("quota-bytes"), 10),
+		"--event-budget", strconv.FormatInt(c.Int64("event-budget"), 10),
+		"--evidence-retention", c.Duration("evidence-retention").String(),
 		"--advertise-writer", url(ports[0]), "--advertise-smtp", net.JoinHostPort(adv, strconv.Itoa(ports[1])),
 		"--advertise-inbox", url(ports[2]), "--advertise-gateway", url(ports[3]),
 		"--advertise-ca-file", wtls.caFile, "--advertise-smtp-tls-port", strconv.Itoa(wtls.smtpTLSPort()),

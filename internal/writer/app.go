@@ -124,6 +124,8 @@ func run(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 5) // HTTP, SMTP, per-trial ports, implicit TLS, HTTPS
+	sheds := newShedReports(plane, log)
+	go sheds.run(ctx)
 	tlsDoors, err := startTLSDoors(c, tlsCfg, shared, hosts.Check(h), plane, errc, log)
 	if err != nil {
 		httpLn.Close()
@@ -135,7 +137,8 @@ func run(c *cli.Context) error {
 		errc <- hs.Serve(connlimit.Listen(httpLn, connlimit.Limits{MaxConns: maxConns, Lifetime: lifetime}))
 	}()
 	go func() {
-		errc <- ss.Serve(connlimit.Listen(smtpLn, connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}))
+		errc <- ss.Serve(connlimit.Listen(smtpLn, connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime,
+			OnShed: sheds.on(smtpAddr.Port)}))
 	}()
 	if fd := c.Int("port-control"); fd > 0 {
 		ctl, err := fdpass.Conn(fd)
@@ -144,7 +147,7 @@ func run(c *cli.Context) error {
 		}
 		go func() {
 			errc <- servePorts(ctl, func() *smtpd.Server { return smtpd.New(smtpCfg, plane, log) },
-				connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}, log)
+				connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}, sheds, log)
 		}()
 	}
 	log.Info().Str("http", httpLn.Addr().String()).Str("smtp", smtpLn.Addr().String()).Str("smtp_mode", string(mode)).
@@ -172,7 +175,7 @@ func run(c *cli.Context) error {
 // over ctl, each by its own server (so that closing one forgets it), and
 // closes those it takes back, until ctl closes (the supervisor is gone:
 // the writer stops with it).
-func servePorts(ctl *net.UnixConn, newServer func() *smtpd.Server, limits connlimit.Limits, log zerolog.Logger) error {
+func servePorts(ctl *net.UnixConn, newServer func() *smtpd.Server, limits connlimit.Limits, sheds *shedReports, log zerolog.Logger) error {
 	defer ctl.Close()
 	servers := map[int]*smtpd.Server{}
 	defer func() {
@@ -205,7 +208,9 @@ func servePorts(ctl *net.UnixConn, newServer func() *smtpd.Server, limits connli
 		}
 		s := newServer()
 		servers[m.Port] = s
-		go s.Serve(connlimit.Listen(ln, limits))
+		lim := limits
+		lim.OnShed = sheds.on(m.Port)
+		go s.Serve(connlimit.Listen(ln, lim))
 		log.Debug().Int("port", m.Port).Msg("per-trial SMTP port serving")
 	}
 }

@@ -313,7 +313,8 @@ func idempotencyKey(r *http.Request) (string, *apierr.Error) {
 func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error) *apierr.Error {
 	ctx, cancel := planeContext(r)
 	defer cancel()
-	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true})
+	// The plane records fail's code in the trial's trail if cred opens it.
+	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true, WriterRefusal: fail.Code})
 	switch code := rpc.CodeOf(err); {
 	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		return errUnauthorized

@@ -87,6 +87,87 @@ type List struct {
 	Messages []Message `json:"messages"`
 }
 
+// Events is the answer of GET /api/namespaces/{ns}/events: a page of the
+// trial's trail, each event its canonical line (mail-plane evidence
+// verify checks a file of them, one per line).
+type Events struct {
+	Events []json.RawMessage `json:"events"`
+}
+
+// Event is one event of a trial's trail.
+type Event struct {
+	Seq        int64            `json:"seq"`
+	Time       string           `json:"time"`
+	Namespace  string           `json:"namespace"`
+	Door       string           `json:"door"`    // writer-http, writer-smtp, inbox, gateway, plane
+	Action     string           `json:"action"`  // send, bootstrap, list, get, latest, wait, connect, open, rotate, seal, close, expire, budget, summary
+	Outcome    string           `json:"outcome"` // accepted, refused, failed (an outage)
+	Code       string           `json:"code,omitempty"`
+	Credential string           `json:"credential,omitempty"` // the kind presented, never its value
+	From       string           `json:"from,omitempty"`
+	To         []string         `json:"to,omitempty"`
+	Recipient  string           `json:"recipient,omitempty"`
+	MessageIDs []int64          `json:"message_ids,omitempty"`
+	EmailID    string           `json:"email_id,omitempty"`
+	Size       int              `json:"size,omitempty"`
+	Replayed   bool             `json:"replayed,omitempty"`
+	Count      int64            `json:"count,omitempty"`
+	Counts     map[string]int64 `json:"counts,omitempty"`
+	Detail     string           `json:"detail,omitempty"`
+	Prev       string           `json:"prev"`
+	Hash       string           `json:"hash"`
+	// Line is the event's canonical line as the gateway answered it.
+	Line json.RawMessage `json:"-"`
+}
+
+// Events returns the trail's events with a seq greater than after, in
+// order; with wait > 0 it answers as soon as one commits, or with none
+// when the wait is over.
+func (c *Client) Events(ctx context.Context, after int64, wait time.Duration) ([]Event, error) {
+	q := Query{After: after, Wait: wait}
+	var page Events
+	if err := c.get(ctx, "events", q.values(), wait, &page); err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(page.Events))
+	for _, line := range page.Events {
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("mailclient: undecodable event: %w", err)
+		}
+		e.Line = line
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// WaitEvent returns the first event after seq after for which match
+// returns true (nil matches any), waiting for one until ctx ends.
+func (c *Client) WaitEvent(ctx context.Context, after int64, match func(Event) bool) (Event, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Event{}, fmt.Errorf("mailclient: no matching event after seq %d: %w", after, err)
+		}
+		wait := MaxWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait < time.Millisecond {
+			return Event{}, fmt.Errorf("mailclient: no matching event after seq %d: %w", after, context.DeadlineExceeded)
+		}
+		es, err := c.Events(ctx, after, wait)
+		if err != nil {
+			return Event{}, err
+		}
+		for _, e := range es {
+			if match == nil || match(e) {
+				return e, nil
+			}
+			after = e.Seq
+		}
+	}
+}
+
 // Error is the gateway's error answer, in Resend's shape with the
 // reference's code in Code.
 type Error struct {

@@ -68,6 +68,8 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		case *PortsSyncRequest:
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
+		case *EventsRequest:
+			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -241,4 +243,22 @@ func (c *Client) GrantCreate(ctx context.Context, role Role) (string, error) {
 	var r GrantResponse
 	err := c.Call(ctx, MethodGrantCreate, &GrantCreateRequest{Role: role}, &r)
 	return r.Grant, err
+}
+
+// Events reads a namespace's trail (a gateway, with its caller's read
+// capability).
+func (c *Client) Events(ctx context.Context, req *EventsRequest) (EventsResponse, error) {
+	var r EventsResponse
+	return r, c.Call(ctx, MethodEvents, req, &r)
+}
+
+// Export reads a page of a trail for the operator, open or closed.
+func (c *Client) Export(ctx context.Context, req *EventsRequest) (EventsResponse, error) {
+	var r EventsResponse
+	return r, c.Call(ctx, MethodExport, req, &r)
+}
+
+// Report tells the plane of SMTP sessions the writer refused.
+func (c *Client) Report(ctx context.Context, req *ReportRequest) error {
+	return c.Call(ctx, MethodReport, req, nil)
 }

@@ -10,6 +10,7 @@
 package rpc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -56,6 +57,9 @@ const (
 	MethodTrialClose   = "trial.close" // destroy: revoke everything and delete the trial's mail
 	MethodGrantCreate  = "grant.create"
 	MethodPortsSync    = "ports.sync" // the supervisor's loop that keeps per-trial SMTP ports
+	MethodEvents       = "events"     // a namespace's trail (package evidence), opened by its read capability
+	MethodExport       = "evidence.export"
+	MethodReport       = "report" // the writer: SMTP sessions it refused before any message
 )
 
 // Profiles of a trial.
@@ -181,6 +185,11 @@ type SendRequest struct {
 	// stored. A writer uses it to answer a malformed request in the
 	// reference's order (a wrong credential first).
 	CredentialOnly bool `json:"credential_only,omitempty"`
+	// WriterRefusal, with CredentialOnly, is the stable code the writer
+	// answers the request with if the credential opens the trial (a
+	// malformed request): the plane records the refusal in the trial's
+	// trail.
+	WriterRefusal string `json:"writer_refusal,omitempty"`
 }
 
 // SendResponse says where an accepted message went. ID is opaque (a UUID,
@@ -406,6 +415,41 @@ type GrantCreateRequest struct {
 type GrantResponse struct {
 	Grant string `json:"grant"`
 }
+
+// EventsRequest reads a namespace's trail: events with a seq greater than
+// After, at most Limit (0: a full page). A gateway passes its caller's
+// read capability; WaitMillis holds the call until one commits.
+type EventsRequest struct {
+	Namespace  string `json:"namespace"`
+	Capability string `json:"capability,omitempty"`
+	After      int64  `json:"after,omitempty"`
+	WaitMillis int64  `json:"wait_ms,omitempty"`
+	Limit      int    `json:"limit,omitempty"`
+}
+
+// MaxEventPage bounds one page of events.
+const MaxEventPage = 10000
+
+// EventsResponse is a page of a trail: canonical lines (package
+// evidence), in order. Closed is set when the trial is closed: its trail
+// ends here.
+type EventsResponse struct {
+	Events []json.RawMessage `json:"events"`
+	Closed bool              `json:"closed,omitempty"`
+}
+
+// ReportRequest is the writer's report of SMTP sessions it refused before
+// any message reached the plane: Count sessions on the listener of Port
+// (a shared writer: the trial that owns it), with Code one of
+// ReportCodes.
+type ReportRequest struct {
+	Port  int    `json:"port,omitempty"`
+	Code  string `json:"code"`
+	Count int64  `json:"count"`
+}
+
+// ReportCodes are the refusals a writer reports.
+var ReportCodes = []string{"connection_limit"}
 
 // Empty is the answer of methods that return nothing.
 type Empty struct{}

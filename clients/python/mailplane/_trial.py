@@ -246,6 +246,49 @@ class Trial:
                 pause = min(pause, max(0.0, deadline - time.monotonic()))
             time.sleep(pause)
 
+    # -- the trail ------------------------------------------------------
+
+    def events(self, after: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The trial's trail: every allow, refuse and failure of a call on
+        it and each step of its life, with a seq greater than ``after``, in
+        order. Each event is a dict: ``seq``, ``time``, ``door``,
+        ``action``, ``outcome`` (accepted, refused or failed) and, where
+        they apply, ``code``, ``message_ids``, ``to``, ``size``, ``prev``
+        and ``hash`` (the chain ``mail-plane evidence verify`` checks)."""
+        return _events_of(self._get("/events", self._query(None, after, None), 0.0))
+
+    def wait_for_event(
+        self,
+        action: Optional[str] = None,
+        outcome: Optional[str] = None,
+        door: Optional[str] = None,
+        after: Optional[int] = None,
+        timeout: Optional[float] = 30.0,
+    ) -> Dict[str, Any]:
+        """Waits for the first event after seq ``after`` with this
+        ``action``, ``outcome`` and ``door`` (None: any) and returns it.
+        Raises Timeout when none is recorded in time. The gateway holds
+        each request until an event commits (nobody polls)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        what = ", ".join(f"{k}={v}" for k, v in (("action", action), ("outcome", outcome), ("door", door)) if v)
+        while True:
+            wait = self.max_request_wait
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+            if wait < 0.001:
+                raise Timeout("timeout", f"no event {what or ''} after seq {after or 0} in {self._namespace} within {timeout:g}s")
+            started = time.monotonic()
+            new = _events_of(self._get("/events", self._query(None, after, wait), wait))
+            for e in new:
+                if (action is None or e.get("action") == action) and (outcome is None or e.get("outcome") == outcome) and (
+                    door is None or e.get("door") == door
+                ):
+                    return e
+            if new:
+                after = max(int(e["seq"]) for e in new)
+            else:
+                self._never_tightly(started, wait, deadline)
+
     # -- closing --------------------------------------------------------
 
     def close(self) -> None:
@@ -302,3 +345,9 @@ def _messages_of(obj: Any) -> List[Mapping[str, Any]]:
     if not isinstance(obj, Mapping) or not isinstance(obj.get("messages"), list):
         raise Unavailable("undecodable_answer", "the gateway's list answer has no messages array")
     return list(obj["messages"])
+
+
+def _events_of(obj: Any) -> List[Dict[str, Any]]:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("events"), list):
+        raise Unavailable("undecodable_answer", "the gateway's events answer has no events array")
+    return [dict(e) for e in obj["events"] if isinstance(e, Mapping)]

@@ -1,0 +1,266 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+)
+
+// A namespace's trail (package evidence) lives beside its mail: the events
+// table holds its canonical lines; the namespace's row holds the chain's
+// head (its seq and hash) and the events left out since the budget filled,
+// so that an accepted send's event touches no page besides the events
+// table's that the send did not already write; the trails table lists the
+// trails of closed trials, kept after their namespaces are gone.
+//
+// An accepted send's event is written by Accept in the send's own
+// savepoint, so the message and its event commit together or not at all;
+// lifecycle events are written in the transaction of the change they
+// record. Every other event goes through the group committer too
+// (AppendEvent), batched with sends.
+//
+// Budget: every event counts against a trail's budget. Once the trail
+// holds Budget−1 events, the next event that is not essential (a refusal,
+// a failure, a read) takes the last slot as a budget event saying the
+// trail is full; from then on such events are only counted by
+// "action/outcome" in the trail's row, and the counts are written as one
+// summary event before the next essential event (an accepted send, a
+// lifecycle step) and when the trail is exported. Essential events are
+// never left out: the message quota and the trial's life bound them.
+//
+// Retention: closing a trial deletes its mail but keeps its trail, marked
+// closed, for a retention period (DeleteTrails), so that it can still be
+// exported.
+
+// DefaultEventBudget is a trail's budget when the plane sets none.
+const DefaultEventBudget = 10000
+
+// SetEventBudget sets every trail's budget (0: unlimited). Call it before
+// the ledger is used.
+func (l *Ledger) SetEventBudget(n int64) { l.budget = n }
+
+// AppendEvent appends e (its seq, time, prev and hash are set here) to
+// ns's trail, unless the budget leaves it out (then it is counted), and
+// returns once that is durable.
+func (l *Ledger) AppendEvent(ctx context.Context, ns string, e evidence.Event) error {
+	e.Namespace = ns
+	p := &pending{ctx: ctx, event: &e, done: make(chan struct{})}
+	select {
+	case l.offers <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.closed:
+		return errClosed
+	}
+	<-p.done
+	return p.err
+}
+
+// trail is a trail's head as its namespace's row holds it. Every event
+// written counts against the budget, so the seq is also its use.
+type trail struct {
+	nextSeq    int64
+	lastHash   string
+	recorded   int64
+	suppressed map[string]int64
+	closed     bool // the namespace is gone: its trial closed
+}
+
+func (l *Ledger) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
+	var seq int64
+	var hash, supp sql.NullString
+	err := tx.queryRow(ctx, qTrail, ns).Scan(&seq, &hash, &supp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return trail{closed: true}, nil
+	}
+	if err != nil {
+		return trail{}, err
+	}
+	return headOf(seq, hash, supp)
+}
+
+// headOf is a trail's head from its namespace's columns. A namespace made
+// before trails existed starts its trail now.
+func headOf(seq int64, hash, supp sql.NullString) (trail, error) {
+	t := trail{recorded: seq, nextSeq: seq + 1, lastHash: cmp.Or(hash.String, evidence.Genesis)}
+	if supp.Valid && supp.String != "" {
+		if err := json.Unmarshal([]byte(supp.String), &t.suppressed); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// appendEvent writes e into tx. essential events (accepted sends,
+// lifecycle) are never left out; any other is, once the budget is used.
+func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, essential bool) error {
+	t, err := l.loadTrail(ctx, tx, e.Namespace)
+	if err != nil {
+		return err
+	}
+	if t.closed {
+		return nil // a call that raced the close: the trail ended with it
+	}
+	now := time.Now()
+	if essential {
+		if err := l.flushSummary(ctx, tx, &t, e.Namespace, now); err != nil {
+			return err
+		}
+	} else if l.budget > 0 && t.recorded >= l.budget-1 {
+		if t.recorded == l.budget-1 {
+			full := &evidence.Event{Namespace: e.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionBudget,
+				Outcome: evidence.Refused, Code: evidence.CodeBudgetFull}
+			if err := l.writeEvent(ctx, tx, &t, full, now); err != nil {
+				return err
+			}
+		}
+		if t.suppressed == nil {
+			t.suppressed = map[string]int64{}
+		}
+		t.suppressed[e.Action+"/"+e.Outcome] += max(e.Count, 1)
+		return l.saveTrail(ctx, tx, &t, e.Namespace)
+	}
+	if err := l.writeEvent(ctx, tx, &t, e, now); err != nil {
+		return err
+	}
+	return l.saveTrail(ctx, tx, &t, e.Namespace)
+}
+
+// flushSummary writes the counts of left-out events as one summary event.
+func (l *Ledger) flushSummary(ctx context.Context, tx txq, t *trail, ns string, now time.Time) error {
+	if len(t.suppressed) == 0 {
+		return nil
+	}
+	s := &evidence.Event{Namespace: ns, Door: evidence.DoorPlane, Action: evidence.ActionSummary,
+		Outcome: evidence.Refused, Code: evidence.CodeBudgetFull, Counts: t.suppressed}
+	for _, n := range t.suppressed {
+		s.Count += n
+	}
+	t.suppressed = nil
+	return l.writeEvent(ctx, tx, t, s, now)
+}
+
+func (l *Ledger) writeEvent(ctx context.Context, tx txq, t *trail, e *evidence.Event, now time.Time) error {
+	e.Time = evidence.Stamp(now)
+	line, err := evidence.Chain(e, t.nextSeq-1, t.lastHash)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx, qInsertEvent, e.Namespace, e.Seq, string(line)); err != nil {
+		return err
+	}
+	t.nextSeq, t.lastHash, t.recorded = e.Seq+1, e.Hash, t.recorded+1
+	return nil
+}
+
+func (l *Ledger) saveTrail(ctx context.Context, tx txq, t *trail, ns string) error {
+	var supp any
+	if len(t.suppressed) > 0 {
+		b, err := json.Marshal(t.suppressed)
+		if err != nil {
+			return err
+		}
+		supp = string(b)
+	}
+	_, err := tx.exec(ctx, qUpdateTrail, t.recorded, t.lastHash, supp, ns)
+	return err
+}
+
+// lifecycle appends a lifecycle event to ns's trail inside tx and saves it.
+func (l *Ledger) lifecycle(ctx context.Context, tx *sql.Tx, ns, action, detail string) error {
+	e := &evidence.Event{Namespace: ns, Door: evidence.DoorPlane, Action: action, Outcome: evidence.Accepted, Detail: detail}
+	return l.appendEvent(ctx, txq{tx, l.ws}, e, true)
+}
+
+// Events returns up to limit canonical lines of ns's trail with a seq
+// greater than after, in order, whether its trial is open or closed.
+func (l *Ledger) Events(ctx context.Context, ns string, after int64, limit int) ([]string, error) {
+	rows, err := l.rs.query(ctx, qEvents, ns, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		out = append(out, line)
+	}
+	return out, rows.Err()
+}
+
+// TrailOf reports whether ns has a trail and whether its trial is closed.
+func (l *Ledger) TrailOf(ctx context.Context, ns string) (exists, closed bool, err error) {
+	var open bool
+	err = l.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?), EXISTS (SELECT 1 FROM trails WHERE namespace = ?)`,
+		ns, ns).Scan(&open, &closed)
+	return open || closed, closed && !open, err
+}
+
+// FlushTrail writes the counts of events the budget left out of ns's open
+// trail as a summary event, so that an export ends with them.
+func (l *Ledger) FlushTrail(ctx context.Context, ns string) error {
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		q := txq{tx, l.ws}
+		t, err := l.loadTrail(ctx, q, ns)
+		if err != nil || t.closed || len(t.suppressed) == 0 {
+			return err
+		}
+		if err := l.flushSummary(ctx, q, &t, ns, time.Now()); err != nil {
+			return err
+		}
+		return l.saveTrail(ctx, q, &t, ns)
+	})
+}
+
+// closeTrail ends ns's trail inside tx with the close (or expire) event and
+// marks it closed, keeping it for the retention period.
+func (l *Ledger) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) error {
+	if err := l.lifecycle(ctx, tx, ns, action, ""); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO trails (namespace, closed_at) VALUES (?, ?) ON CONFLICT (namespace) DO UPDATE SET closed_at = excluded.closed_at`, ns, now())
+	return err
+}
+
+// DeleteTrails deletes up to limit trails of trials closed before cutoff
+// and returns how many it deleted.
+func (l *Ledger) DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT namespace FROM trails WHERE closed_at < ? LIMIT ?`, cutoff.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		var nss []string
+		for rows.Next() {
+			var ns string
+			if err := rows.Scan(&ns); err != nil {
+				rows.Close()
+				return err
+			}
+			nss = append(nss, ns)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, ns := range nss {
+			for _, q := range []string{`DELETE FROM events WHERE namespace = ?`, `DELETE FROM trails WHERE namespace = ?`} {
+				if _, err := tx.ExecContext(ctx, q, ns); err != nil {
+					return err
+				}
+			}
+		}
+		n = len(nss)
+		return nil
+	})
+	return n, err
+}

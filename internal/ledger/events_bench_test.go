@@ -1,0 +1,57 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+)
+
+// BenchmarkAccept is the ledger's side of a send, with and without its
+// accepted event in the same savepoint: the trail's cost on the committer,
+// the plane's one writer. The body is not stored here (the plane's SQLite
+// store adds its insert to both), so the ratio is the worst case.
+func BenchmarkAccept(b *testing.B) {
+	for _, events := range []bool{false, true} {
+		for _, conc := range []int{1, 8} {
+			b.Run(fmt.Sprintf("events=%v/c%d", events, conc), func(b *testing.B) {
+				l, err := Open(context.Background(), b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
+				if err := l.CreateTrial(context.Background(), tr, &Namespace{Name: "ns", Tag: "t"}, nil); err != nil {
+					b.Fatal(err)
+				}
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for range conc {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							o := &Offer{Namespace: "ns", UUID: "u", From: "a@example.com", To: []string{"b@example.com"}, Size: 512,
+								Put: func(*sql.Tx, int64) (string, error) { return "ref", nil }}
+							if events {
+								o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
+									Credential: "mail_api_token", From: o.From, To: o.To}
+							}
+							if _, _, err := l.Accept(context.Background(), o); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
+			})
+		}
+	}
+}

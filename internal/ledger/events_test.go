@@ -1,0 +1,121 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+)
+
+func trailOf(t *testing.T, l *Ledger, ns string) []evidence.Event {
+	t.Helper()
+	lines, err := l.Events(context.Background(), ns, 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evidence.Verify(strings.NewReader(strings.Join(lines, "\n") + "\n")); len(lines) > 0 && err != nil {
+		t.Fatalf("the trail does not verify: %v", err)
+	}
+	var out []evidence.Event
+	for _, line := range lines {
+		var e evidence.Event
+		json.Unmarshal([]byte(line), &e)
+		out = append(out, e)
+	}
+	return out
+}
+
+func actions(es []evidence.Event) string {
+	var b bytes.Buffer
+	for _, e := range es {
+		b.WriteString(e.Action + "/" + e.Outcome + " ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestTrailWithTheSend: an accepted send's event is written with it, a
+// refused one writes none, and the lifecycle is in the trail.
+func TestTrailWithTheSend(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	tr, _ := trial(t, l, "a")
+	accepted := func(o *Offer) *Offer {
+		o.Event = &evidence.Event{Door: evidence.DoorWriterSMTP, Action: "send", Outcome: evidence.Accepted}
+		return o
+	}
+	if _, _, err := l.Accept(ctx, accepted(offer("a", 10, "", "", 1, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Accept(ctx, accepted(offer("a", 10, "", "", 1, 0))); err != ErrCapacity {
+		t.Fatalf("over quota: %v", err)
+	}
+	if err := l.AppendEvent(ctx, "a", evidence.Event{Door: evidence.DoorWriterSMTP, Action: "send", Outcome: evidence.Refused, Code: "mailbox_capacity"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Seal(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	es := trailOf(t, l, "a")
+	if got := actions(es); got != "open/accepted send/accepted send/refused seal/accepted close/accepted" {
+		t.Fatalf("trail: %s", got)
+	}
+	if es[1].MessageIDs[0] != 1 || es[1].Size != 10 || es[1].EmailID != "u" {
+		t.Fatalf("the accepted event: %+v", es[1])
+	}
+	// Closed: kept, ends there, and goes with the retention period.
+	if exists, closed, err := l.TrailOf(ctx, "a"); !exists || !closed || err != nil {
+		t.Fatalf("TrailOf: %v %v %v", exists, closed, err)
+	}
+	l.AppendEvent(ctx, "a", evidence.Event{Door: evidence.DoorGateway, Action: "list", Outcome: evidence.Accepted})
+	if len(trailOf(t, l, "a")) != 5 {
+		t.Fatal("an event after the close")
+	}
+	if n, err := l.DeleteTrails(ctx, time.Now().Add(-time.Hour), 10); n != 0 || err != nil {
+		t.Fatalf("deleted a trail within retention: %d %v", n, err)
+	}
+	if n, err := l.DeleteTrails(ctx, time.Now().Add(time.Second), 10); n != 1 || err != nil {
+		t.Fatalf("retention over: %d %v", n, err)
+	}
+	if exists, _, _ := l.TrailOf(ctx, "a"); exists || len(trailOf(t, l, "a")) != 0 {
+		t.Fatal("the trail outlived its retention")
+	}
+}
+
+// TestTrailBudget: past the budget, events are counted and written as one
+// summary before the next essential event.
+func TestTrailBudget(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	l.SetEventBudget(4)
+	trial(t, l, "a")
+	for range 10 {
+		if err := l.AppendEvent(ctx, "a", evidence.Event{Door: evidence.DoorGateway, Action: "list", Outcome: evidence.Refused, Code: "forbidden"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := actions(trailOf(t, l, "a")); got != "open/accepted list/refused list/refused budget/refused" {
+		t.Fatalf("trail: %s", got)
+	}
+	if err := l.FlushTrail(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	es := trailOf(t, l, "a")
+	if s := es[len(es)-1]; s.Action != evidence.ActionSummary || s.Counts["list/refused"] != 8 || s.Count != 8 {
+		t.Fatalf("summary: %+v", s)
+	}
+	o := offer("a", 1, "", "", 0, 0)
+	o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}
+	if _, _, err := l.Accept(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(trailOf(t, l, "a")); !strings.HasSuffix(got, "summary/refused send/accepted") {
+		t.Fatalf("trail: %s", got)
+	}
+}
