@@ -313,8 +313,13 @@ func idempotencyKey(r *http.Request) (string, *apierr.Error) {
 func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error) *apierr.Error {
 	ctx, cancel := planeContext(r)
 	defer cancel()
-	// The plane records fail's code in the trial's trail if cred opens it.
-	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true, WriterRefusal: fail.Code})
+	// The plane records fail's code in the trial's trail if cred opens it
+	// (a permissive batch asks with no fail of its own).
+	refused := ""
+	if fail != nil {
+		refused = fail.Code
+	}
+	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true, WriterRefusal: refused})
 	switch code := rpc.CodeOf(err); {
 	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		return errUnauthorized
