@@ -96,7 +96,7 @@ e2e: images
 # The benchmark (bench/): throughput, latency, memory, start-up and density,
 # each figure next to its baseline from the same run (null servers, a real
 # Mailpit), into results/: bench.md (the table), bench.png (the chart) and
-# bench.json. About three minutes on 2 cores; run it on a quiet machine.
+# bench.json. About five minutes on 2 cores; run it on a quiet machine.
 bench: build $(MAILPIT)
 	$(GO) run ./bench -out results/
 
