@@ -37,17 +37,7 @@ type Ledger struct {
 	budget  int64         // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
-
-	ckpt        *sql.DB       // its own connection, for checkpoints
-	ckptStopped chan struct{} // closed when the checkpointer has stopped
 }
-
-// checkpointEvery is how often the write-ahead log is copied back into the
-// database, off the commit path: SQLite's automatic checkpoint runs inside
-// the commit that crosses its threshold, and on a large database that
-// commit waits for it (it was most of trial.open's p99 at 10,000 trials).
-// A passive checkpoint runs beside readers and the writer.
-const checkpointEvery = 250 * time.Millisecond
 
 // ErrNotFound means no row matched.
 var ErrNotFound = errors.New("ledger: not found")
@@ -185,7 +175,7 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		q.Set("_txlock", "immediate")
 		return "file:" + path + "?" + q.Encode()
 	}
-	write, err := sql.Open("sqlite", dsn("wal_autocheckpoint(0)"))
+	write, err := sql.Open("sqlite", dsn(""))
 	if err != nil {
 		return nil, err
 	}
@@ -223,37 +213,10 @@ func Open(ctx context.Context, dir string) (*Ledger, error) {
 		write.Close()
 		return nil, err
 	}
-	ckpt, err := sql.Open("sqlite", dsn(""))
-	if err != nil {
-		ws.close()
-		rs.close()
-		read.Close()
-		write.Close()
-		return nil, err
-	}
-	ckpt.SetMaxOpenConns(1)
 	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
-		budget: DefaultEventBudget, ckpt: ckpt, ckptStopped: make(chan struct{})}
+		budget: DefaultEventBudget}
 	go l.commit()
-	go l.checkpoint()
 	return l, nil
-}
-
-// checkpoint copies the write-ahead log into the database every
-// checkpointEvery until Close. A failure is retried on the next tick; the
-// log only grows meanwhile, and is still durable.
-func (l *Ledger) checkpoint() {
-	defer close(l.ckptStopped)
-	tick := time.NewTicker(checkpointEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-l.closed:
-			return
-		case <-tick.C:
-		}
-		l.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-	}
 }
 
 // migrate stamps a new database with schemaVersion, or brings an older
@@ -338,10 +301,9 @@ func addColumns(ctx context.Context, db *sql.DB, table string, cols [][2]string)
 func (l *Ledger) Close() error {
 	close(l.closed)
 	<-l.stopped
-	<-l.ckptStopped
 	l.rs.close()
 	l.ws.close()
-	return errors.Join(l.read.Close(), l.write.Close(), l.ckpt.Close())
+	return errors.Join(l.read.Close(), l.write.Close())
 }
 
 // Handles returns the write and read handles, for a message store that
