@@ -243,7 +243,8 @@ func (s *Server) forgetGrants() {
 // callContext bounds a call by the caller's deadline header, by callLimit,
 // and for a waiting read by its wait on top. A call runs to its end even
 // if its caller half-closes the connection (HTTP/1.0 clients do, after a
-// whole request); only a waiting read stops when its caller goes away.
+// whole request); only a waiting call (a read, the supervisor's
+// ports.sync) stops when its caller goes away.
 func (s *Server) callContext(r *http.Request, method string) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(callLimit + rpc.MaxWait)
 	if h := r.Header.Get(rpc.DeadlineHeader); h != "" {
@@ -252,7 +253,7 @@ func (s *Server) callContext(r *http.Request, method string) (context.Context, c
 		}
 	}
 	parent := context.WithoutCancel(r.Context())
-	if method == rpc.MethodList || method == rpc.MethodLatest || method == rpc.MethodEvents {
+	if method == rpc.MethodList || method == rpc.MethodLatest || method == rpc.MethodEvents || method == rpc.MethodPortsSync {
 		parent = r.Context()
 	}
 	return context.WithDeadline(parent, deadline)

@@ -123,7 +123,7 @@ func run(c *cli.Context) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 5) // HTTP, SMTP, per-trial ports, implicit TLS, HTTPS
+	errc := make(chan error, 4) // HTTP, SMTP, implicit TLS, HTTPS
 	sheds := newShedReports(plane, log)
 	go sheds.run(ctx)
 	tlsDoors, err := startTLSDoors(c, tlsCfg, shared, hosts.Check(h), plane, errc, log)
@@ -145,9 +145,12 @@ func run(c *cli.Context) error {
 		if err != nil {
 			return cliapp.Usagef("--port-control: %v", err)
 		}
+		// The supervisor closing the control socket (it is stopping) ends
+		// the per-trial ports, not the writer: SIGTERM follows.
 		go func() {
-			errc <- servePorts(ctl, func() *smtpd.Server { return smtpd.New(smtpCfg, plane, log) },
+			err := servePorts(ctl, func() *smtpd.Server { return smtpd.New(smtpCfg, plane, log) },
 				connlimit.Limits{MaxConns: maxConns, Idle: idle, Lifetime: lifetime}, sheds, log)
+			log.Info().Err(err).Msg("per-trial SMTP ports closed: the supervisor's port control ended")
 		}()
 	}
 	log.Info().Str("http", httpLn.Addr().String()).Str("smtp", smtpLn.Addr().String()).Str("smtp_mode", string(mode)).
@@ -173,8 +176,8 @@ func run(c *cli.Context) error {
 
 // servePorts serves the per-trial SMTP listeners the supervisor hands
 // over ctl, each by its own server (so that closing one forgets it), and
-// closes those it takes back, until ctl closes (the supervisor is gone:
-// the writer stops with it).
+// closes those it takes back, until ctl closes (the supervisor is
+// stopping), when it closes them all.
 func servePorts(ctl *net.UnixConn, newServer func() *smtpd.Server, limits connlimit.Limits, sheds *shedReports, log zerolog.Logger) error {
 	defer ctl.Close()
 	servers := map[int]*smtpd.Server{}
