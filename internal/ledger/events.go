@@ -181,19 +181,7 @@ func (l *Ledger) lifecycle(ctx context.Context, tx *sql.Tx, ns, action, detail s
 // greater than after, in order, whether its trial is open or closed.
 func (l *Ledger) Events(ctx context.Context, ns string, after int64, limit int) ([]string, error) {
 	rows, err := l.rs.query(ctx, qEvents, ns, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	return out, rows.Err()
+	return scanAll(rows, err, func(r *sql.Rows, line *string) error { return r.Scan(line) })
 }
 
 // TrailOf reports whether ns has a trail and whether its trial is closed.

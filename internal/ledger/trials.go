@@ -216,33 +216,13 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 // delete.
 func (l *Ledger) Purges(ctx context.Context) ([]Namespace, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT namespace, tag FROM purges ORDER BY rowid LIMIT 1000`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Namespace
-	for rows.Next() {
-		var ns Namespace
-		if err := rows.Scan(&ns.Name, &ns.Tag); err != nil {
-			return nil, err
-		}
-		out = append(out, ns)
-	}
-	return out, rows.Err()
+	return scanAll(rows, err, func(r *sql.Rows, ns *Namespace) error { return r.Scan(&ns.Name, &ns.Tag) })
 }
 
 // Purged records that the store has deleted the bodies stored under tag.
 func (l *Ledger) Purged(ctx context.Context, tag string) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM purges WHERE tag = ?`, tag)
-		return err
-	})
-}
-
-// SetSMTPPort gives a trial its own SMTP port (0 takes it away).
-func (l *Ledger) SetSMTPPort(ctx context.Context, trialID int64, port int) error {
-	return l.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE trials SET smtp_port = ? WHERE id = ?`, nullInt(port), trialID)
 		return err
 	})
 }
@@ -271,14 +251,18 @@ const (
 	ByWriteCapability // of any of the trial's namespaces
 )
 
+// trialByQuery is the lookup of each kind of credential (every send of a
+// shared writer makes one or more).
+var trialByQuery = map[Credential]string{
+	ByMailAPIToken:    qTrialByMailAPIToken,
+	ByBootstrapToken:  qTrialByBootstrapToken,
+	ByInboxToken:      qTrialByInboxToken,
+	ByWriteCapability: qTrialByWriteCapability,
+}
+
 // TrialBy returns the trial that holds the credential whose digest is d.
 func (l *Ledger) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial, error) {
-	q := map[Credential]string{
-		ByMailAPIToken:    qTrialByMailAPIToken,
-		ByBootstrapToken:  qTrialByBootstrapToken,
-		ByInboxToken:      qTrialByInboxToken,
-		ByWriteCapability: qTrialByWriteCapability,
-	}[kind]
+	q := trialByQuery[kind]
 	if q == "" || len(d) == 0 {
 		return Trial{}, ErrNotFound
 	}
@@ -327,32 +311,10 @@ func (l *Ledger) Expired(ctx context.Context, now time.Time, limit int) ([]Trial
 	return scanTrials(rows)
 }
 
-// NextExpiry returns the earliest TTL of an open trial, zero if none.
-func (l *Ledger) NextExpiry(ctx context.Context) (time.Time, error) {
-	var ms sql.NullInt64
-	err := l.read.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM trials WHERE destroyed = 0`).Scan(&ms)
-	if err != nil || !ms.Valid {
-		return time.Time{}, err
-	}
-	return fromMillis(ms.Int64), nil
-}
-
 // SMTPPorts returns the SMTP ports open trials own.
 func (l *Ledger) SMTPPorts(ctx context.Context) ([]int, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT smtp_port FROM trials WHERE destroyed = 0 AND smtp_port IS NOT NULL ORDER BY smtp_port`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int
-	for rows.Next() {
-		var p int
-		if err := rows.Scan(&p); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return scanAll(rows, err, func(r *sql.Rows, p *int) error { return r.Scan(p) })
 }
 
 // trialSelect selects open trials; a caller appends " AND …". Rows marked
@@ -467,6 +429,24 @@ func insertGrant(ctx context.Context, tx *sql.Tx, g Grant) error {
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO grants (digest, role, trial_id, created_at) VALUES (?, ?, ?, ?)`, g.Digest, g.Role, trial, now())
 	return err
+}
+
+// scanAll reads every row of a query (rows, err) into a list, one scan a
+// row.
+func scanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows, *T) error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func nullMillis(t time.Time) any {

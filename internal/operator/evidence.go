@@ -30,11 +30,7 @@ func EvidenceCommand() *cli.Command {
 					"written down as one summary event.",
 				Flags: flags,
 				Action: func(c *cli.Context) error {
-					ns, err := namespaceArg(c)
-					if err != nil {
-						return err
-					}
-					client, err := adminClient(c)
+					ns, client, err := namespaceAndClient(c)
 					if err != nil {
 						return err
 					}

@@ -43,6 +43,17 @@ func callContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
+// namespaceAndClient returns the one NAMESPACE argument and an admin
+// client of the plane: what every per-trial operator command starts with.
+func namespaceAndClient(c *cli.Context) (string, *rpc.Client, error) {
+	ns, err := namespaceArg(c)
+	if err != nil {
+		return "", nil, err
+	}
+	client, err := adminClient(c)
+	return ns, client, err
+}
+
 // namespaceArg returns the one NAMESPACE argument.
 func namespaceArg(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
@@ -122,11 +133,7 @@ func TrialCommand() *cli.Command {
 				ArgsUsage: "NAMESPACE",
 				Flags:     append(adminFlags(), &cli.StringFlag{Name: "new-namespace", Usage: "the new namespace (default: minted)"}),
 				Action: func(c *cli.Context) error {
-					ns, err := namespaceArg(c)
-					if err != nil {
-						return err
-					}
-					client, err := adminClient(c)
+					ns, client, err := namespaceAndClient(c)
 					if err != nil {
 						return err
 					}
@@ -212,11 +219,7 @@ func simpleTrialCommand(name, usage string, do func(context.Context, *rpc.Client
 	return &cli.Command{
 		Name: name, Usage: usage, ArgsUsage: "NAMESPACE", Flags: adminFlags(),
 		Action: func(c *cli.Context) error {
-			ns, err := namespaceArg(c)
-			if err != nil {
-				return err
-			}
-			client, err := adminClient(c)
+			ns, client, err := namespaceAndClient(c)
 			if err != nil {
 				return err
 			}

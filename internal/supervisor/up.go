@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,7 +98,7 @@ func up(c *cli.Context) (err error) {
 	var lns [4]net.Listener
 	var ports [4]int
 	for i, flag := range []string{"writer-port", "smtp-port", "inbox-port", "gateway-port"} {
-		port := cmpOr(c.Int(flag), prev.Ports[i])
+		port := cmp.Or(c.Int(flag), prev.Ports[i])
 		if lns[i], err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
 			return cliapp.Usagef("listen on %s port %d: %v", host, port, err)
 		}
@@ -249,13 +250,6 @@ func advertiseHost(host string) string {
 		return "127.0.0.1"
 	}
 	return host
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 func printSummary(b rpc.StackBundle) {
