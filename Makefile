@@ -69,11 +69,18 @@ fuzz:
 hardening-long: deps build
 	@scripts/hardening-long.sh $${FUZZTIME:-60s}
 
-# One FROM-scratch image per binary (build/images/*.Dockerfile), made from
-# the static binaries in bin/: no base image is pulled.
+# One FROM-scratch image per binary (build/images/mail-*.Dockerfile), made
+# from the static binaries in bin/, and the PostgreSQL zone's image
+# (build/images/postgres.sh) from Debian's postgresql package on this
+# machine: no base image is pulled.
 MAILPLANE_TAG ?= local
 images: build
-	build/images/build.sh $(MAILPLANE_TAG) $(BIN) build/images/*.Dockerfile
+	build/images/build.sh $(MAILPLANE_TAG) $(BIN) build/images/mail-*.Dockerfile
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "installing postgresql (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	$(GO) build -trimpath -o $(CACHE)/images/pg-entry ./build/pgentry
+	build/images/postgres.sh $(MAILPLANE_TAG) $(CACHE)/images/pg-entry
 
 # The deployment artefacts, proven (build/e2e): the compose stack from the
 # images with the reachability matrix and the flow across containers, and

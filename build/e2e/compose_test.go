@@ -39,7 +39,7 @@ const (
 // cell of the reachability matrix and every cross-zone grant is tried by a
 // probe container, and the whole flow runs across containers.
 func TestCompose(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t, "docker-compose.yml")
 	s.requireImages("mail-plane", "mail-writer", "mail-inbox", "mail-gateway", "e2e-probe")
 
 	s.compose("up", "-d", "plane")

@@ -33,13 +33,16 @@ type stack struct {
 	file       string
 	dir        string   // build/
 	composeCmd []string // docker-compose, or docker compose
+	env        []string // for compose, besides MAILPLANE_TAG
 }
 
-func newStack(t *testing.T) *stack {
+// newStack is one run of a compose file in build/. The tests run one after
+// the other under the same project name; down.sh knows every file.
+func newStack(t *testing.T, file string) *stack {
 	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(self), "..")
-	s := &stack{t: t, dir: dir, file: filepath.Join(dir, "docker-compose.yml"),
+	s := &stack{t: t, dir: dir, file: filepath.Join(dir, file),
 		project: os.Getenv("MAILPLANE_E2E_PROJECT"), tag: os.Getenv("MAILPLANE_TAG")}
 	if s.project == "" {
 		s.project = fmt.Sprintf("mpe2e%d", os.Getpid())
@@ -101,7 +104,7 @@ func (s *stack) try(name string, args ...string) (string, error) {
 
 func (s *stack) tryIn(stdin []byte, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "MAILPLANE_TAG="+s.tag)
+	cmd.Env = append(append(os.Environ(), "MAILPLANE_TAG="+s.tag), s.env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/resend/resend-go/v3"
 
 	"github.com/websitebench/mailplane/internal/wbenv"
@@ -49,11 +51,12 @@ var commands = map[string]func(args []string) (any, error){
 	"candidate": candidate,
 	"agent":     agent,
 	"evaluator": evaluator,
+	"pg":        pgLogin,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: probe dial|netns|stat|cat|rpc|wait-http|candidate|agent|evaluator ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: probe dial|netns|stat|cat|rpc|wait-http|candidate|agent|evaluator|pg ARGS...")
 		os.Exit(2)
 	}
 	out, err := commands[os.Args[1]](os.Args[2:])
@@ -467,4 +470,38 @@ func evaluator([]string) (any, error) {
 		"latest": map[string]any{"status": latestStatus, "body": latest},
 		"wrong":  map[string]any{"status": wrongStatus, "body": wrong},
 	}, nil
+}
+
+// pgLogin logs in to PostgreSQL once per DSN read from stdin (one JSON
+// object: {"NAME": "postgres://…", ...}) with pgx, the driver the plane
+// uses, and reports each one's session user, or the SQLSTATE it was
+// refused with ("" and the error when there was no answer at all).
+//
+//	probe pg
+func pgLogin([]string) (any, error) {
+	var dsns map[string]string
+	if err := json.NewDecoder(io.LimitReader(os.Stdin, maxBody)).Decode(&dsns); err != nil {
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	out := map[string]map[string]string{}
+	for name, dsn := range dsns {
+		r := map[string]string{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := pgx.Connect(ctx, dsn+"&connect_timeout=3")
+		if err == nil {
+			var user string
+			err = c.QueryRow(ctx, "SELECT session_user").Scan(&user)
+			r["user"] = user
+			c.Close(ctx)
+		}
+		cancel()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			r["code"] = pe.Code
+		} else if err != nil {
+			r["error"] = err.Error() // pgx names the host and user, never the password
+		}
+		out[name] = r
+	}
+	return out, nil
 }
