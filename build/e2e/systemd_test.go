@@ -57,7 +57,9 @@ func TestSystemdUnits(t *testing.T) {
 	_, self, _, _ := runtime.Caller(0)
 	unitDir := filepath.Join(filepath.Dir(self), "..", "systemd")
 	bin := binDir(t)
-	units, _ := filepath.Glob(filepath.Join(unitDir, "mail-*"))
+	units, _ := filepath.Glob(filepath.Join(unitDir, "mail-*.service"))
+	sockets, _ := filepath.Glob(filepath.Join(unitDir, "mail-*.socket"))
+	units = append(units, sockets...)
 	if len(units) != 8 {
 		t.Fatalf("build/systemd has %d units, want 4 services and 4 sockets: %v", len(units), units)
 	}
@@ -110,6 +112,51 @@ func TestSystemdUnits(t *testing.T) {
 			if score > limit {
 				t.Errorf("%s: exposure %.1f is above %.1f\n%s", name, score, limit, out)
 			}
+		}
+	})
+
+	t.Run("postgres drop-in", func(t *testing.T) {
+		// mail-plane.service with mail-plane.service.d/postgres.conf: it
+		// verifies, and its exposure, network and all, stays under the
+		// plane's ceiling.
+		dropIn := filepath.Join(unitDir, "mail-plane.service.d", "postgres.conf")
+		copyFile(t, dropIn, filepath.Join(root, "etc/systemd/system/mail-plane.service.d/postgres.conf"), 0o644)
+		out, err := exec.Command("systemd-analyze", "verify", "--man=no", "--root="+root,
+			filepath.Join(root, "etc/systemd/system/mail-plane.service")).CombinedOutput()
+		if err != nil || len(strings.TrimSpace(string(out))) != 0 {
+			t.Errorf("systemd-analyze verify mail-plane.service with postgres.conf: %v\n%s", err, out)
+		}
+		out, err = exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager", "--root="+root,
+			"mail-plane.service").CombinedOutput()
+		m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
+		// The drop-in must have been read: it gives the plane the network.
+		if err != nil || m == nil || !strings.Contains(string(out), "Service has access to the host's network") {
+			t.Fatalf("systemd-analyze security mail-plane.service with postgres.conf: %v\n%s", err, out)
+		}
+		score, _ := strconv.ParseFloat(string(m[1]), 64)
+		t.Logf("mail-plane.service with postgres.conf: exposure %.1f (ceiling %.1f)", score, planeExposure)
+		if score > planeExposure {
+			t.Errorf("mail-plane.service with postgres.conf: exposure %.1f is above %.1f", score, planeExposure)
+		}
+
+		// Its ExecStart= is the unit's own with the store flags after
+		// "serve", so that the two cannot drift apart; the DSN is a
+		// credential; only the database's addresses are let through.
+		d := readUnit(t, dropIn)
+		var execs []string
+		for _, l := range d {
+			if v, ok := strings.CutPrefix(l, "ExecStart="); ok {
+				execs = append(execs, v)
+			}
+		}
+		base := strings.Fields(readUnit(t, filepath.Join(unitDir, "mail-plane.service")).value("ExecStart"))
+		i := slices.Index(base, "serve")
+		want := slices.Concat(base[:i+1], []string{"--store", "postgres", "--dsn-file", "%d/dsn"}, base[i+1:])
+		if len(execs) != 2 || execs[0] != "" || !slices.Equal(strings.Fields(execs[1]), want) {
+			t.Errorf("postgres.conf ExecStart= %q; want a reset, then %q", execs, strings.Join(want, " "))
+		}
+		if !d.has("LoadCredential=dsn:/etc/credstore/mailplane/dsn") || d.hasPrefix("IPAddressDeny=") || !d.hasPrefix("IPAddressAllow=") {
+			t.Errorf("postgres.conf: want the DSN from LoadCredential=, IPAddressDeny=any kept and IPAddressAllow= set:\n%s", strings.Join(d, "\n"))
 		}
 	})
 
