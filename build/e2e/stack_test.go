@@ -135,10 +135,16 @@ func (s *stack) requireImages(names ...string) {
 	}
 }
 
-// container is the id of a service's one container.
+// container is the id of a service's one container (not a one-off run),
+// by compose's labels: docker answers this much faster than docker-compose.
 func (s *stack) container(service string) string {
 	s.t.Helper()
-	id := strings.TrimSpace(s.compose("ps", "-q", service))
+	out, err := s.try("docker", "ps", "-aq", "--filter", "label=com.docker.compose.project="+s.project,
+		"--filter", "label=com.docker.compose.service="+service, "--filter", "label=com.docker.compose.oneoff=False")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	id := strings.TrimSpace(out)
 	if id == "" || strings.Contains(id, "\n") {
 		s.t.Fatalf("service %s: want one container, have %q", service, id)
 	}

@@ -108,8 +108,10 @@ func start(password string) error {
 		if err := single(postgres, fresh, create+sql); err != nil {
 			return err
 		}
-		syscall.Sync() // the copied files too, not only what postgres wrote
 		if err := os.Rename(fresh, dataDir); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(dataDir)); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "pg-entry: initialised %s with the role %q and its database\n", dataDir, role)
@@ -151,7 +153,8 @@ func single(postgres, dir, statements string) error {
 }
 
 // copyTree copies the template cluster, owned by the running user, with
-// the modes PostgreSQL wants (0700 directories, 0600 files).
+// the modes PostgreSQL wants (0700 directories, 0600 files), each file
+// synced.
 func copyTree(from, to string) error {
 	return filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -171,10 +174,25 @@ func copyTree(from, to string) error {
 		if err != nil {
 			return err
 		}
+		// On disk before the cluster is moved into place: postgres syncs
+		// only what it wrote itself.
 		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Sync(); err != nil {
 			out.Close()
 			return err
 		}
 		return out.Close()
 	})
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
