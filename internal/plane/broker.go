@@ -47,9 +47,8 @@ type Broker struct {
 	// writeFailed is set when a send failed in the store and cleared when
 	// one succeeds; while it is set, health probes the write path.
 	writeFailed atomic.Bool
-	// onRevoke is called once a revocation has committed (the server's
-	// grant cache).
-	onRevoke func()
+	// binds caches what calls were bound to (bind.go).
+	binds policyCache[bindKey, boundTo]
 	// advertise is what trial.open hands out of the shared surfaces.
 	advertise Advertise
 	ports     portPool
@@ -63,7 +62,7 @@ type Broker struct {
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}},
-		onRevoke: func() {}, ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
+		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
