@@ -21,8 +21,8 @@ func TestPolicyCacheRace(t *testing.T) {
 	sharedWriter := w.plane.Client(t, w.plane.Grant(t, rpc.RoleWriter))
 	type change struct {
 		begun, at time.Time // the change's call, sent and answered
-		ns   string // the namespace a send must land in after it ("" after a seal or close)
-		code string // the refusal a send gets after it
+		ns        string    // the namespace a send must land in after it ("" after a seal or close)
+		code      string    // the refusal a send gets after it
 	}
 	type trial struct {
 		id      rpc.Identity
@@ -38,9 +38,9 @@ func TestPolicyCacheRace(t *testing.T) {
 	}
 	type result struct {
 		started, ended time.Time
-		resp    rpc.SendResponse
-		err     error
-		read    bool
+		resp           rpc.SendResponse
+		err            error
+		read           bool
 	}
 	var mu sync.Mutex
 	results := map[*trial][]result{}
