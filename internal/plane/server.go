@@ -237,7 +237,24 @@ func (s *Server) callContext(r *http.Request, method string) (context.Context, c
 	return context.WithDeadline(parent, deadline)
 }
 
+// decode reads a call's request: JSON, or for a send its frame
+// (rpc.SendRequest.Frame).
 func decode(body []byte, v any) error {
+	if s, ok := v.(*rpc.SendRequest); ok {
+		head, raw, ok := rpc.SplitSendFrame(body)
+		if !ok {
+			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
+		}
+		if err := decodeJSON(head, s); err != nil {
+			return err
+		}
+		s.Raw = raw
+		return nil
+	}
+	return decodeJSON(body, v)
+}
+
+func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
