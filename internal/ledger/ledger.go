@@ -36,6 +36,7 @@ type Ledger struct {
 
 	offers  chan *pending // sends and events waiting for the committer
 	policy  atomic.Uint64 // PolicyGen
+	hints   hints         // Precheck's (hints.go)
 	budget  int64         // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
