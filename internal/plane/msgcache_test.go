@@ -15,7 +15,9 @@ import (
 func TestMessageCache(t *testing.T) {
 	var c messageCache
 	text := strings.Repeat("x", 10_000)
-	key := func(i int) messageKey { return messageKey{namespace: "ns", seq: int64(i), uuid: fmt.Sprint("u", i), ref: fmt.Sprint(i)} }
+	key := func(i int) messageKey {
+		return messageKey{namespace: "ns", seq: int64(i), uuid: fmt.Sprint("u", i), ref: fmt.Sprint(i)}
+	}
 	for i := range 10_000 {
 		c.put(key(i), rpc.Message{ID: int64(i), Text: text})
 		if i == 0 {
