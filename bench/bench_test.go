@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -319,5 +320,37 @@ func TestCountLoadGoesOnAfterFailures(t *testing.T) {
 	l, err := countLoad(context.Background(), 50, 3, mk)
 	if err != nil || n != 50 || l.Ops != 45 || l.Errors != 5 || l.FirstErr != "boom" || l.Rate <= 0 {
 		t.Errorf("countLoad: %d calls, %+v, %v", n, l, err)
+	}
+}
+
+func TestPprofTop(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.pprof")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pprofTop(empty); err == nil {
+		t.Error("an empty profile passed")
+	}
+	path := filepath.Join(dir, "cpu.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+	}
+	pprof.StopCPUProfile()
+	f.Close()
+	top, err := pprofTop(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"# go tool pprof -top -flat -nodecount=40 cpu.pprof\n", "# go tool pprof -top -cum -nodecount=40 cpu.pprof\n", "Type: cpu", "flat%"} {
+		if !strings.Contains(string(top), s) {
+			t.Errorf("pprof -top text lacks %q:\n%s", s, top)
+		}
 	}
 }

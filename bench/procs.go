@@ -246,7 +246,7 @@ func (h *harness) startPlane(ctx context.Context, name string, extra ...string) 
 		return nil, err
 	}
 	pl := &plane{socket: filepath.Join(dir, "plane.sock"), data: filepath.Join(dir, "data")}
-	args := append(append([]string{}, logArgs...), "serve", "--socket", pl.socket, "--data", pl.data,
+	args := append(h.globalArgs(name), "serve", "--socket", pl.socket, "--data", pl.data,
 		"--quota-messages", "0", "--quota-bytes", "0")
 	if pl.proc, err = h.procs.start(name, h.bin("mail-plane"), append(args, extra...), nil); err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func (h *harness) startSurface(ctx context.Context, name string, pl *plane, gran
 		defer f.Close()
 		files = append(files, f)
 	}
-	args := append(append([]string{}, logArgs...), "--plane-socket", pl.socket, "--grant-file", grantFile)
+	args := append(h.globalArgs(name), "--plane-socket", pl.socket, "--grant-file", grantFile)
 	switch name {
 	case "mail-writer":
 		args = append(args, "--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--max-connections", writerConnections)

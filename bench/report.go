@@ -317,6 +317,9 @@ func (r *Report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "bench.md"), []byte(r.markdown()), 0o644); err != nil {
 		return err
 	}
+	if len(r.Pairs) == 0 {
+		return nil // nothing to chart (-only startup, extract or profile)
+	}
 	f, err := os.Create(filepath.Join(dir, "bench.png"))
 	if err != nil {
 		return err
@@ -388,7 +391,9 @@ func (r *Report) markdown() string {
 	for _, f := range r.Failures {
 		w("**Section failed:** %s\n\n", f)
 	}
-	w("## Goals\n\n| goal | figure | met |\n|---|---|---|\n")
+	if len(r.Goals) > 0 {
+		w("## Goals\n\n| goal | figure | met |\n|---|---|---|\n")
+	}
 	for _, g := range r.Goals {
 		met := "yes"
 		if !g.Met {
@@ -469,7 +474,9 @@ func (r *Report) markdown() string {
 	for _, n := range r.Notes {
 		w("\n%s\n", n)
 	}
-	w("\n![throughput and p99 per path](bench.png)\n")
+	if len(r.Pairs) > 0 {
+		w("\n![throughput and p99 per path](bench.png)\n")
+	}
 	return b.String()
 }
 
