@@ -12,9 +12,10 @@
 // Sections: ingest (POST /emails and SMTP into the embedded store next to
 // null servers, and into the Mailpit store next to raw Mailpit), reads
 // (list of 32, latest, wait wake-up), start-up (mail-plane up), memory
-// (resident size idle and after 10,000 messages), density (one plane,
-// 200 live trials) and extract (codes and links of a 100 KiB HTML
-// message, in process).
+// (RSS and PSS idle and after 10,000 messages), density (one plane,
+// 10,000 live trials) and extract (codes and links of a 100 KiB HTML
+// message, in process); and, only when -only names it (make profile),
+// profile (CPU profiles of the plane and the writer under POST /emails).
 package main
 
 import (
