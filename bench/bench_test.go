@@ -354,3 +354,58 @@ func TestPprofTop(t *testing.T) {
 		}
 	}
 }
+
+// Each watched figure is compared with the previous run's, and one more
+// than 10% worse fails its goal.
+func TestRegressionGoals(t *testing.T) {
+	prev := sample()
+	prev.Machine.Commit = "abc1234"
+	js, err := json.Marshal(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bench.json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := readReport(filepath.Join(t.TempDir(), "none.json")); r != nil || err != nil {
+		t.Fatalf("no previous run: %v, %v", r, err)
+	}
+	r := sample()
+	if r.previous, err = readReport(path); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range r.Pairs {
+		if p.Path == "wait wake-up" {
+			r.Pairs[i].Mailplane.P99 = 14 // 12 → 14: +17%
+		}
+	}
+	r.Startup = []Startup{newStartup("up", []float64{90, 70, 320})} // 310 → 320: +3%
+	r.Goals = nil
+	r.finish()
+	met := map[string]Goal{}
+	for _, g := range r.Goals {
+		met[g.Goal] = g
+	}
+	for goal, want := range map[string]bool{
+		"wait wake-up p99 (embedded store): at most 10% worse than the previous run":           false,
+		"list of 32 p99 (embedded store, one reader): at most 10% worse than the previous run": true,
+		"mail-plane up healthy, slowest run: at most 10% worse than the previous run":          true,
+		"whole stack per live trial (PSS): at most 10% worse than the previous run":            true,
+	} {
+		g, ok := met[goal]
+		if !ok {
+			t.Errorf("goal %q missing", goal)
+			continue
+		}
+		if g.Met != want {
+			t.Errorf("goal %q met = %v, want %v (%s)", goal, g.Met, want, g.Figure)
+		}
+	}
+	if g := met["wait wake-up p99 (embedded store): at most 10% worse than the previous run"]; g.Figure != "14.00 ms (previous run, commit abc1234: 12.00 ms; +17%)" {
+		t.Errorf("figure %q", g.Figure)
+	}
+	if n := len(sample().Goals); n != len(r.Goals)-4 {
+		t.Errorf("without a previous run %d goals, with one %d: want 4 more", n, len(r.Goals))
+	}
+}

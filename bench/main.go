@@ -20,8 +20,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -130,6 +133,10 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	h.report = newReport(*cell, h.mailpitPath)
+	if h.report.previous, err = readReport(filepath.Join(*out, "bench.json")); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
 	if *only != "" {
 		h.report.Command = fmt.Sprintf("go run ./bench -only %s -out %s -cell %v", *only, *out, *cell)
 	}
@@ -164,6 +171,23 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// readReport reads the bench.json a run wrote (nil, nil if there is
+// none).
+func readReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
 
 func envOr(k, def string) string {

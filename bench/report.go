@@ -32,6 +32,9 @@ type Report struct {
 	Failures []string    `json:"failures,omitempty"`
 
 	busyAtStart float64 // CPU seconds of the whole machine when the run started
+	// previous is the run this one is compared with (bench.json of the
+	// output directory before this run wrote it), if any.
+	previous *Report
 }
 
 // Machine is what the run ran on.
@@ -256,6 +259,59 @@ func (r *Report) finish() {
 	r.memoryGoal()
 	if d := r.Density; d != nil {
 		r.densityGoals(d)
+	}
+	r.regressionGoals()
+}
+
+// regressionPct is how much worse than the previous run a watched figure
+// may get: issue #18's "no figure that meets its goal today may regress by
+// more than 10%".
+const regressionPct = 10.0
+
+// watchedFigure is a figure that met its goal when issue #18 was filed;
+// lower is better.
+type watchedFigure struct {
+	name, unit string
+	value      float64
+}
+
+// watched are this run's watched figures: wait wake-up (both stores),
+// list of 32 on SQLite, start-up, memory per live trial.
+func (r *Report) watched() []watchedFigure {
+	var out []watchedFigure
+	for _, store := range []string{"embedded", "Mailpit"} {
+		if p, ok := r.find("reads", store, "wait wake-up", "", 1); ok {
+			out = append(out, watchedFigure{"wait wake-up p99 (" + store + " store)", "ms", p.Mailplane.P99})
+		}
+	}
+	if p, ok := r.find("reads", "embedded", "list of 32", "", 1); ok {
+		out = append(out, watchedFigure{"list of 32 p99 (embedded store, one reader)", "ms", p.Mailplane.P99})
+	}
+	if len(r.Startup) > 0 {
+		out = append(out, watchedFigure{"mail-plane up healthy, slowest run", "ms", r.Startup[0].Max})
+	}
+	if d := r.Density; d != nil && d.PerTrialKiB > 0 {
+		out = append(out, watchedFigure{"whole stack per live trial (PSS)", "KB", kb(d.PerTrialKiB)})
+	}
+	return out
+}
+
+// regressionGoals: each watched figure measured in this run and in the
+// previous one is at most regressionPct worse.
+func (r *Report) regressionGoals() {
+	if r.previous == nil {
+		return
+	}
+	for _, f := range r.watched() {
+		for _, p := range r.previous.watched() {
+			if p.name != f.name || p.value <= 0 {
+				continue
+			}
+			change := 100 * (f.value - p.value) / p.value
+			r.goal(fmt.Sprintf("%s: at most %.0f%% worse than the previous run", f.name, regressionPct),
+				fmt.Sprintf("%.2f %s (previous run, commit %s: %.2f %s; %+.0f%%)", f.value, f.unit, r.previous.Machine.Commit, p.value, p.unit, change),
+				change <= regressionPct)
+		}
 	}
 }
 
