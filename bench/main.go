@@ -133,6 +133,10 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	h.report = newReport(*cell, h.mailpitPath)
+	if h.report.Machine.Fsync, err = measureFsync(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: measuring the disk's fsync:", err)
+		return 1
+	}
 	if h.report.previous, err = readReport(filepath.Join(*out, "bench.json")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1

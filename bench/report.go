@@ -52,6 +52,8 @@ type Machine struct {
 	// with a quiet one's.
 	LoadAvg  string  `json:"loadavg"`
 	OtherCPU float64 `json:"other_cpu_pct"`
+	// Fsync is the disk's flush under the run's data (disk.go).
+	Fsync Fsync `json:"fsync"`
 }
 
 // Pair is a figure of mailplane next to its baseline from the same run.
@@ -439,6 +441,10 @@ func (r *Report) markdown() string {
 	w("# mailplane benchmark\n\n")
 	w("Machine: %s, %d cores, %.0f GiB, %s, %s; commit %s; %s.  \n", m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.Commit, m.Mailpit)
 	w("Other work on the machine: load average %s at the start; other processes used %.0f%% of its CPU time during the run.  \n", m.LoadAvg, m.OtherCPU)
+	if m.Fsync.P50Ms > 0 {
+		w("Disk under the run's data: a 12 KiB write made durable (fsync) in p50 %.2f ms, p99 %.2f ms; a durable send is answered after one, so 8 clients that each wait for their answer get at most %.0f sends/s from any plane.  \n",
+			m.Fsync.P50Ms, m.Fsync.P99Ms, 8/(m.Fsync.P50Ms/1000))
+	}
 	w("Command: `%s`, %s, %.0f s.  \n", r.Command, r.Started.Format("2006-01-02 15:04 MST"), r.Seconds)
 	w("Each throughput figure: %s per side after a %v warm-up, mailplane and its baseline taking %d turns each, in the same run.\n\n", r.Cell, warmup, rounds)
 	if m.OtherCPU > busyWarnPct {
