@@ -13,10 +13,19 @@ export CGO_ENABLED := 0
 export MAILPLANE_BIN := $(BIN)
 export MAILPLANE_MAILPIT := $(MAILPIT)
 
-.PHONY: build run test check unit fuzz-short fuzz e2e bench images deps clean
+.PHONY: build run test check unit fuzz-short fuzz e2e bench profile images deps clean
+
+# How every binary is built (bench/README.md, "Idle memory", has what each
+# flag does to the figures): -trimpath keeps this machine's paths out of
+# them; -s -w drops the symbol table and DWARF, which no loaded segment
+# holds (a panic's trace still names its functions and lines, from
+# .gopclntab); urfave_cli_no_docs leaves out urfave/cli's man-page and
+# Markdown generators (nothing calls them) and the Markdown libraries they
+# link. It ends with the tags, so that make profile adds its own: ,profile.
+BUILDFLAGS := -trimpath -ldflags='-s -w' -tags urfave_cli_no_docs
 
 build:
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/...
 
 run: build
 	$(BIN)/mail-plane --log-format console up
@@ -44,6 +53,7 @@ check:
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 8m $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -tags profile ./internal/cliapp/
 
 # The Python client (clients/python) against the real binaries in bin/,
 # with Debian's pytest.
@@ -79,7 +89,7 @@ images: build
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
 	  echo "installing postgresql (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
-	$(GO) build -trimpath -o $(CACHE)/images/pg-entry ./build/pgentry
+	$(GO) build $(BUILDFLAGS) -o $(CACHE)/images/pg-entry ./build/pgentry
 	build/images/postgres.sh $(MAILPLANE_TAG) $(CACHE)/images/pg-entry
 
 # The deployment artefacts, proven (build/e2e): the compose stack from the
@@ -93,7 +103,7 @@ e2e: images
 	@command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || { \
 	  echo "installing docker-compose (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
-	$(GO) build -trimpath -o $(CACHE)/e2e/e2e-probe ./build/e2e/probe
+	$(GO) build $(BUILDFLAGS) -o $(CACHE)/e2e/e2e-probe ./build/e2e/probe
 	build/images/build.sh $(MAILPLANE_TAG) $(CACHE)/e2e build/e2e/e2e-probe.Dockerfile
 	@project=mpe2e$$$$; \
 	  trap 'build/e2e/down.sh '$$project EXIT; trap 'exit 130' INT TERM; \
@@ -106,6 +116,17 @@ e2e: images
 # bench.json. About five minutes on 2 cores; run it on a quiet machine.
 bench: build $(MAILPIT)
 	$(GO) run ./bench -out results/
+
+# CPU profiles of mail-plane serve and mail-writer under POST /emails, 512 B,
+# 8 clients (bench/README.md, "Profiles"): binaries built as make build's
+# plus the profile tag (the hidden --cpu-profile flag; a release build has
+# neither it nor runtime/pprof), into results/profile/: plane.cpu.pprof,
+# writer.cpu.pprof, their `go tool pprof -top` texts, and bench.md with the
+# load's figure. About 20 seconds.
+PROFILE_BIN := $(CACHE)/profile-bin
+profile: $(MAILPIT)
+	$(GO) build $(BUILDFLAGS),profile -o $(PROFILE_BIN)/ ./cmd/...
+	$(GO) run ./bench -bin $(PROFILE_BIN) -only profile -out results/profile/
 
 clean:
 	rm -rf $(BIN)

@@ -12,15 +12,19 @@
 // Sections: ingest (POST /emails and SMTP into the embedded store next to
 // null servers, and into the Mailpit store next to raw Mailpit), reads
 // (list of 32, latest, wait wake-up), start-up (mail-plane up), memory
-// (resident size idle and after 10,000 messages), density (one plane,
-// 200 live trials) and extract (codes and links of a 100 KiB HTML
-// message, in process).
+// (RSS and PSS idle and after 10,000 messages), density (one plane,
+// 10,000 live trials) and extract (codes and links of a 100 KiB HTML
+// message, in process); and, only when -only names it (make profile),
+// profile (CPU profiles of the plane and the writer under POST /emails).
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,23 +44,39 @@ type harness struct {
 	procs         *procs
 	report        *Report
 	logf          func(format string, args ...any)
+	out           string // the output directory
+	// cpuProfile, set by the profile section, gives the --cpu-profile
+	// flag for the process of that name (nil: none).
+	cpuProfile func(name string) []string
+}
+
+// globalArgs are the flags before any command of a binary the harness
+// starts: the log level, and the profile section's --cpu-profile.
+func (h *harness) globalArgs(name string) []string {
+	args := append([]string{}, logArgs...)
+	if h.cpuProfile != nil {
+		args = append(args, h.cpuProfile(name)...)
+	}
+	return args
 }
 
 func (h *harness) bin(name string) string { return filepath.Join(h.binDir, name) }
 
 // section is one part of the run; a failed section is reported and the
-// others still run.
+// others still run. An optional section runs only when -only names it.
 type section struct {
-	name string
-	run  func(h *harness, ctx context.Context) error
+	name     string
+	run      func(h *harness, ctx context.Context) error
+	optional bool
 }
 
 var sections = []section{
-	{"ingest", (*harness).ingestAll},
-	{"reads", (*harness).readsAll},
-	{"startup", (*harness).startupAndMemory},
-	{"density", (*harness).density},
-	{"extract", (*harness).extract},
+	{"ingest", (*harness).ingestAll, false},
+	{"reads", (*harness).readsAll, false},
+	{"startup", (*harness).startupAndMemory, false},
+	{"density", (*harness).density, false},
+	{"extract", (*harness).extract, false},
+	{"profile", (*harness).profile, true}, // make profile
 }
 
 func main() {
@@ -69,7 +89,7 @@ func run() int {
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density, extract")
+	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, profile (make profile)")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
 	flag.Parse()
 	if *null != "" {
@@ -84,7 +104,7 @@ func run() int {
 		return 2
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	h := &harness{binDir: abs(*binDir), cell: *cell, logf: func(f string, a ...any) {
+	h := &harness{binDir: abs(*binDir), cell: *cell, out: *out, logf: func(f string, a ...any) {
 		fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...)
 	}}
 	if _, err := os.Stat(*mp); err == nil {
@@ -113,9 +133,20 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	h.report = newReport(*cell, h.mailpitPath)
+	if h.report.Machine.Fsync, err = measureFsync(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: measuring the disk's fsync:", err)
+		return 1
+	}
+	if h.report.previous, err = readReport(filepath.Join(*out, "bench.json")); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if *only != "" {
+		h.report.Command = fmt.Sprintf("go run ./bench -only %s -out %s -cell %v", *only, *out, *cell)
+	}
 	failed := false
 	for _, s := range sections {
-		if *only != "" && !contains(strings.Split(*only, ","), s.name) {
+		if named := contains(strings.Split(*only, ","), s.name); (*only != "" || s.optional) && !named {
 			continue
 		}
 		h.logf("%s …", s.name)
@@ -139,12 +170,28 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	h.logf("wrote %s", strings.Join([]string{
-		filepath.Join(*out, "bench.md"), filepath.Join(*out, "bench.png"), filepath.Join(*out, "bench.json")}, ", "))
+	h.logf("wrote %s (bench.md, bench.json, and bench.png when a figure has a baseline)", *out)
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// readReport reads the bench.json a run wrote (nil, nil if there is
+// none).
+func readReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
 
 func envOr(k, def string) string {

@@ -133,18 +133,20 @@ func (p *proc) poll(ctx context.Context, ready func() bool) error {
 	}
 }
 
-// memory is a process's resident size from /proc/PID/status, in KiB.
-// Anon is the process's own memory (heap, stacks); File is pages of files
-// it maps, mostly its binary's code and data, which the page cache holds
-// once for every process that maps the same file.
+// memory is a process's size from /proc/PID/status and smaps_rollup, in
+// KiB. Anon is the process's own memory (heap, stacks); File is pages of
+// files it maps, mostly its binary's code and data, which the page cache
+// holds once for every process that maps the same file; PSS divides those
+// shared pages among the processes that map them (see rollup).
 type memory struct {
 	RSS  int64 `json:"rss_kib"`
 	HWM  int64 `json:"peak_rss_kib"`
 	Anon int64 `json:"rss_anon_kib"`
 	File int64 `json:"rss_file_kib"`
+	PSS  int64 `json:"pss_kib"`
 }
 
-func rssOf(pid int) (memory, error) {
+func memOf(pid int) (memory, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return memory{}, err
@@ -169,10 +171,22 @@ func rssOf(pid int) (memory, error) {
 			m.File = n
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return m, err
+	}
 	if m.RSS == 0 {
 		return m, fmt.Errorf("no VmRSS for pid %d", pid)
 	}
-	return m, sc.Err()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return m, err
+	}
+	r, err := parseRollup(string(b))
+	if err != nil {
+		return m, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	m.PSS = r.PSS
+	return m, nil
 }
 
 // childrenOf lists the processes whose parent is pid, by their command
@@ -232,7 +246,7 @@ func (h *harness) startPlane(ctx context.Context, name string, extra ...string) 
 		return nil, err
 	}
 	pl := &plane{socket: filepath.Join(dir, "plane.sock"), data: filepath.Join(dir, "data")}
-	args := append(append([]string{}, logArgs...), "serve", "--socket", pl.socket, "--data", pl.data,
+	args := append(h.globalArgs(name), "serve", "--socket", pl.socket, "--data", pl.data,
 		"--quota-messages", "0", "--quota-bytes", "0")
 	if pl.proc, err = h.procs.start(name, h.bin("mail-plane"), append(args, extra...), nil); err != nil {
 		return nil, err
@@ -298,7 +312,7 @@ func (h *harness) startSurface(ctx context.Context, name string, pl *plane, gran
 		defer f.Close()
 		files = append(files, f)
 	}
-	args := append(append([]string{}, logArgs...), "--plane-socket", pl.socket, "--grant-file", grantFile)
+	args := append(h.globalArgs(name), "--plane-socket", pl.socket, "--grant-file", grantFile)
 	switch name {
 	case "mail-writer":
 		args = append(args, "--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--max-connections", writerConnections)

@@ -183,14 +183,14 @@ func (h *harness) memory(ctx context.Context, up *upRun, mp *mailpit, null *null
 		{"mail-writer", up.kids["mail-writer"]},
 		{"mail-inbox", up.kids["mail-inbox"]},
 		{"mail-gateway", up.kids["mail-gateway"]},
-		{"mail-plane up (supervisor)", up.cmd.Process.Pid},
+		{supervisorProc, up.cmd.Process.Pid},
 		{"Mailpit (baseline)", mp.pid()},
 		{"null HTTP server (Go floor)", null.pid()},
 	}
 	time.Sleep(settle)
 	idle := make([]memory, len(pids))
 	for i, p := range pids {
-		m, err := rssOf(p.pid)
+		m, err := memOf(p.pid)
 		if err != nil {
 			return err
 		}
@@ -201,13 +201,15 @@ func (h *harness) memory(ctx context.Context, up *upRun, mp *mailpit, null *null
 	}
 	time.Sleep(settle)
 	for i, p := range pids {
-		m, err := rssOf(p.pid)
+		m, err := memOf(p.pid)
 		if err != nil {
 			return err
 		}
-		row := MemoryRow{Process: p.name, IdleKiB: idle[i].RSS, IdleAnonKiB: idle[i].Anon, IdleFileKiB: idle[i].File, LoadedKiB: m.RSS, PeakKiB: m.HWM}
+		row := MemoryRow{Process: p.name, IdleKiB: idle[i].RSS, IdleAnonKiB: idle[i].Anon, IdleFileKiB: idle[i].File, IdlePSSKiB: idle[i].PSS,
+			LoadedKiB: m.RSS, LoadedPSSKiB: m.PSS, PeakKiB: m.HWM}
 		h.report.Memory = append(h.report.Memory, row)
-		h.logf("  %-28s idle %6.1f MB  after %d messages %6.1f MB  peak %6.1f MB", p.name, mb(row.IdleKiB), memoryMessages, mb(row.LoadedKiB), mb(row.PeakKiB))
+		h.logf("  %-28s idle %6.1f MB (PSS %6.1f)  after %d messages %6.1f MB (PSS %6.1f)  peak %6.1f MB", p.name,
+			mb(row.IdleKiB), mb(row.IdlePSSKiB), memoryMessages, mb(row.LoadedKiB), mb(row.LoadedPSSKiB), mb(row.PeakKiB))
 	}
 	return nil
 }

@@ -14,5 +14,6 @@ func TestDependencyFence(t *testing.T) {
 		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli", mp + "internal/serve", mp + "internal/supervisor", mp + "internal/operator", mp + "internal/credfiles",
 		mp + "internal/gateway", mp + "internal/inbox", mp + "internal/otp",
 		"modernc.org", "database/sql",
+		"runtime/pprof", "net/http/pprof", // profiles only in make profile's builds (internal/cliapp/profile.go)
 	}, nil)
 }

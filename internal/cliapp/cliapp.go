@@ -56,7 +56,9 @@ func Run(app *cli.App, args []string) int {
 	}
 	mark(app.Commands)
 	app.ExitErrHandler = func(*cli.Context, error) {} // Run decides the status
+	stopProfile := withProfile(app)
 	err := app.Run(args)
+	stopProfile()
 	if err == nil {
 		return 0
 	}

@@ -394,7 +394,7 @@ func TestCallerHalfCloses(t *testing.T) {
 	t.Parallel()
 	s := newSys(t, "--quota-messages", "0", "--quota-bytes", "0")
 	id := s.trial(rpc.ProfileCandidate)
-	body := `{"via":"smtp","from":"` + rpc.CandidateSender + `","to":["a@example.com"],"raw":"U3ViamVjdDogeA0KDQp5"}`
+	body := `{"via":"smtp","from":"` + rpc.CandidateSender + `","to":["a@example.com"]}` + "\nSubject: x\r\n\r\ny"
 	req := "POST /v1/send HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer " + id.WriterGrant +
 		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	answers := map[string]int{}

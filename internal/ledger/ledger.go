@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +35,8 @@ type Ledger struct {
 	dir    string // the data directory, for its free space
 
 	offers  chan *pending // sends and events waiting for the committer
+	policy  atomic.Uint64 // PolicyGen
+	hints   hints         // Precheck's (hints.go)
 	budget  int64         // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
@@ -329,6 +332,26 @@ func (l *Ledger) PingWrite(ctx context.Context, minFree uint64) error {
 	}
 	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
 	return err
+}
+
+// PolicyGen is the policy's generation: it grows whenever a trial, a
+// namespace or a grant that existed may have changed (rotate, seal, close,
+// and ForgetPolicy). A cache of policy rows read at generation g is
+// current while PolicyGen is still g. Creations do not count: nothing
+// cached can describe what did not exist.
+func (l *Ledger) PolicyGen() uint64 { return l.policy.Load() }
+
+// ForgetPolicy ends the current generation, for a change this ledger did
+// not make itself (another plane's, on a shared database).
+func (l *Ledger) ForgetPolicy() { l.policy.Add(1) }
+
+// policyTx runs fn as tx does, for a change to existing policy: the
+// generation moves on after the transaction ends, whatever its outcome,
+// so a row cached before the change is never served after its commit has
+// been answered.
+func (l *Ledger) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	defer l.ForgetPolicy()
+	return l.tx(ctx, fn)
 }
 
 func now() int64 { return time.Now().UnixMilli() }

@@ -81,6 +81,7 @@ type pending struct {
 	entry    Entry
 	replayed bool
 	err      error
+	seen     *hint // what decide saw, with the offer applied if accepted
 	done     chan struct{}
 }
 
@@ -120,44 +121,50 @@ func (l *Ledger) commitBatch(batch []*pending) {
 		}
 	}
 	ctx := context.Background() // the batch outlives any one caller's deadline
+	gen := l.PolicyGen()
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
 		finish(err)
 		return
 	}
+	q := txq{tx, l.ws}
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
 			p.err = err
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT offer`); err != nil {
+		if _, err := q.exec(ctx, qSavepoint); err != nil {
 			tx.Rollback()
 			finish(err)
 			return
 		}
 		if p.offer != nil {
-			p.entry, p.replayed, p.err = l.accept(p.ctx, txq{tx, l.ws}, p.offer)
+			p.entry, p.replayed, p.err = l.accept(p.ctx, q, p.offer, &p.seen)
 		} else {
-			p.err = l.appendEvent(p.ctx, txq{tx, l.ws}, p.event, false)
+			p.err = l.appendEvent(p.ctx, q, p.event, false)
 		}
-		undo := `RELEASE offer`
+		undo := []string{qRelease}
 		if p.err != nil {
-			undo = `ROLLBACK TO offer`
+			undo = []string{qRollbackTo, qRelease}
 		}
-		if _, err := tx.ExecContext(ctx, undo); err != nil {
-			tx.Rollback()
-			finish(err)
-			return
-		}
-		if p.err != nil {
-			if _, err := tx.ExecContext(ctx, `RELEASE offer`); err != nil {
+		for _, u := range undo {
+			if _, err := q.exec(ctx, u); err != nil {
 				tx.Rollback()
 				finish(err)
 				return
 			}
 		}
 	}
-	finish(tx.Commit())
+	err = tx.Commit()
+	if err == nil {
+		for _, p := range batch {
+			if p.seen != nil {
+				p.seen.gen = gen
+				l.hints.put(p.offer.Namespace, *p.seen)
+			}
+		}
+	}
+	finish(err)
 }
 
 // acceptedEvent records the event of an accepted entry.
@@ -171,13 +178,27 @@ func (l *Ledger) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, e
 // a refusal (ErrNotActive, ErrCapacity, ErrIdempotencyConflict). A nil
 // error and replayed false mean Accept would store it, unless another
 // send commits first.
+//
+// Without an idempotency key it answers from the namespace's hint where
+// there is one (hints.go).
 func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
+	gen := l.PolicyGen()
+	if o.IdempotencyKey == "" {
+		if h, ok := l.hints.get(gen, o.Namespace); ok {
+			return Entry{}, false, h.refuses(o)
+		}
+	}
 	tx, err := l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Entry{}, false, err
 	}
 	defer tx.Rollback()
-	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o, nil)
+	var seen *hint
+	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o, nil, &seen)
+	if seen != nil {
+		seen.gen = gen
+		l.hints.put(o.Namespace, *seen)
+	}
 	return e, replayed, err
 }
 
@@ -187,8 +208,8 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 // the quota has room. It returns the seq o would get.
 //
 // head, if not nil, is set to the namespace's trail head, read in the same
-// query.
-func decide(ctx context.Context, tx txq, o *Offer, head *trail) (seq int64, e Entry, replayed bool, err error) {
+// query; seen to the namespace's state and counters.
+func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (seq int64, e Entry, replayed bool, err error) {
 	var state string
 	var count, bytes, trailSeq int64
 	var hash, supp sql.NullString
@@ -201,6 +222,7 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail) (seq int64, e En
 			return 0, Entry{}, false, err
 		}
 	}
+	*seen = &hint{active: state == StateActive, count: count, bytes: bytes}
 	if state != StateActive {
 		return 0, Entry{}, false, ErrNotActive
 	}
@@ -228,9 +250,12 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail) (seq int64, e En
 // accept decides on o inside tx and, if it is to be stored, stores the
 // body, indexes the entry, and updates the counters and learned
 // recipients.
-func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) {
+//
+// seen is set to what decide saw of the namespace, with o counted in if it
+// is stored.
+func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, bool, error) {
 	var head trail
-	next, e, replayed, err := decide(ctx, tx, o, &head)
+	next, e, replayed, err := decide(ctx, tx, o, &head, seen)
 	if err != nil || replayed {
 		return e, replayed, err
 	}
@@ -276,6 +301,8 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer) (Entry, bool, err
 			return Entry{}, false, err
 		}
 	}
+	(*seen).count++
+	(*seen).bytes += int64(o.Size)
 	return e, false, nil
 }
 

@@ -31,6 +31,9 @@ const (
 	qUpdateTrail            = `UPDATE namespaces SET trail_seq = ?, trail_hash = ?, trail_suppressed = ? WHERE name = ?`
 	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
 	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
+	qSavepoint              = `SAVEPOINT offer`
+	qRelease                = `RELEASE offer`
+	qRollbackTo             = `ROLLBACK TO offer`
 )
 
 // readQueries run on the read handle, writeQueries inside the committer's
@@ -39,7 +42,7 @@ var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qTrail, qEvents}
 	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qCountTrail, qLearn, qInsertIdempotency, qEntry,
-		qTrail, qUpdateTrail, qInsertEvent}
+		qTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

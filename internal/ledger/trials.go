@@ -101,7 +101,7 @@ func (l *Ledger) AddGrant(ctx context.Context, g Grant) error {
 // Rotate adds ns as the trial's new current namespace and seals the
 // previous one.
 func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (sealed string, err error) {
-	err = l.tx(ctx, func(tx *sql.Tx) error {
+	err = l.policyTx(ctx, func(tx *sql.Tx) error {
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 
 // Seal stops a namespace from taking mail; reads with its capability go on.
 func (l *Ledger) Seal(ctx context.Context, name string) error {
-	return l.tx(ctx, func(tx *sql.Tx) error {
+	return l.policyTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state IN (?, ?)`, StateSealed, name, StateActive, StateSealed)
 		if err != nil {
 			return err
@@ -154,7 +154,7 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
 	var t Trial
 	var nss []Namespace
-	err := l.tx(ctx, func(tx *sql.Tx) error {
+	err := l.policyTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, trialSelect+` AND id = ?`, trialID)
 		if err != nil {
 			return err

@@ -73,16 +73,57 @@ var credentialNames = map[credKind]string{
 
 // resolve binds a call: it finds the trial and namespace the caller's
 // grant or presented credential opens, refusing a closed or expired trial.
-// Every credential is compared in constant time against its digest.
+// Every credential is compared in constant time against its digest. What
+// a call was bound to is cached for the next call that presents the same
+// (see policyCache); a cached binding is checked again as a fresh one is.
 func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, error) {
 	t := target{role: c.role, credential: credentialNames[sel.kind]}
 	if c.bind == bindTrial && sel.kind == credRead {
 		t.credential = "" // a trial-bound inbox presents nothing: its grant is its trial
 	}
-	var err error
 	switch c.bind {
 	case bindNothing, bindPlane:
 		return t, nil
+	case bindTrial, bindCredential, bindCapability:
+	default:
+		return t, rpc.Errorf(rpc.CodePermissionDenied, "no binding")
+	}
+	gen, key := b.ledger.PolicyGen(), keyOf(c, sel)
+	if hit, ok := b.binds.get(gen, key); ok {
+		t.trial, t.ns = hit.trial, hit.ns
+		if t.trial.Expired(time.Now()) {
+			return t, closedRefusal(c.bind, sel.kind)
+		}
+		if c.bind == bindCapability {
+			if !ident.Equal(sel.credential, t.ns.ReadCapability) {
+				return t, refusal[credRead]
+			}
+			return t, nil
+		}
+		return t, b.opens(&t, sel, c.bind)
+	}
+	t, err := b.lookup(ctx, c, sel, t)
+	if err == nil {
+		b.binds.put(gen, key, boundToOf(t))
+	}
+	return t, err
+}
+
+// closedRefusal is the answer to a call bound to a closed trial.
+func closedRefusal(bind binding, kind credKind) error {
+	switch bind {
+	case bindTrial:
+		return rpc.Errorf(rpc.CodeUnauthenticated, "the grant's trial is closed")
+	case bindCapability:
+		return refusal[credRead]
+	}
+	return refusal[kind]
+}
+
+// lookup binds a call from the ledger.
+func (b *Broker) lookup(ctx context.Context, c caller, sel selector, t target) (target, error) {
+	var err error
+	switch c.bind {
 	case bindCapability:
 		if sel.kind != credRead {
 			return t, refusal[credRead]
@@ -91,24 +132,19 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	case bindTrial:
 		t.trial, err = b.ledger.Trial(ctx, c.trial)
 		if errors.Is(err, ledger.ErrNotFound) {
-			return t, rpc.Errorf(rpc.CodeUnauthenticated, "the grant's trial is closed")
+			return t, closedRefusal(c.bind, sel.kind)
 		}
 	case bindCredential:
 		t.trial, err = b.findTrial(ctx, sel)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return t, refusal[sel.kind]
 		}
-	default:
-		return t, rpc.Errorf(rpc.CodePermissionDenied, "no binding")
 	}
 	if err != nil {
 		return t, b.storeErr("trial", err)
 	}
 	if t.trial.Expired(time.Now()) {
-		if c.bind == bindTrial {
-			return t, rpc.Errorf(rpc.CodeUnauthenticated, "the grant's trial is closed")
-		}
-		return t, refusal[sel.kind]
+		return t, closedRefusal(c.bind, sel.kind)
 	}
 	if t.ns, err = b.namespaceOf(ctx, t.trial, sel); err != nil {
 		return t, err

@@ -47,9 +47,10 @@ type Broker struct {
 	// writeFailed is set when a send failed in the store and cleared when
 	// one succeeds; while it is set, health probes the write path.
 	writeFailed atomic.Bool
-	// onRevoke is called once a revocation has committed (the server's
-	// grant cache).
-	onRevoke func()
+	// binds caches what calls were bound to (bind.go), messages what
+	// reads loaded (msgcache.go).
+	binds    policyCache[bindKey, boundTo]
+	messages messageCache
 	// advertise is what trial.open hands out of the shared surfaces.
 	advertise Advertise
 	ports     portPool
@@ -63,7 +64,7 @@ type Broker struct {
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}},
-		onRevoke: func() {}, ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
+		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
@@ -412,30 +413,35 @@ func encodedBound(size int) int { return 6*size + 4096 }
 // load reads one indexed message from the store and parses it.
 func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Message, error) {
 	ns := t.ns
-	raw, err := b.store.Get(ctx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}, e.Ref, msgstore.Envelope{From: e.From, To: e.To})
-	if errors.Is(err, msgstore.ErrNotFound) {
-		// Purged under this read: its trial was closed, not an outage.
-		if cerr := b.stillOpen(ctx, t); cerr != nil {
-			return rpc.Message{}, cerr
+	key := messageKey{namespace: ns.Name, seq: e.Seq, uuid: e.UUID, ref: e.Ref}
+	m, ok := b.messages.get(key)
+	if !ok {
+		raw, err := b.store.Get(ctx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}, e.Ref, msgstore.Envelope{From: e.From, To: e.To})
+		if errors.Is(err, msgstore.ErrNotFound) {
+			// Purged under this read: its trial was closed, not an outage.
+			if cerr := b.stillOpen(ctx, t); cerr != nil {
+				return rpc.Message{}, cerr
+			}
 		}
+		if err != nil {
+			return rpc.Message{}, b.storeErr("get", err)
+		}
+		p := mailmsg.Parse(raw)
+		m = rpc.Message{
+			ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
+			Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
+			Attachments: []rpc.Attachment{},
+		}
+		for _, a := range p.Attachments {
+			m.Attachments = append(m.Attachments, rpc.Attachment{
+				Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},
+				ContentID: a.ContentID, ContentType: a.ContentType, FileName: a.FileName, PartID: a.PartID, Size: a.Size,
+			})
+		}
+		b.messages.put(key, m)
 	}
-	if err != nil {
-		return rpc.Message{}, b.storeErr("get", err)
-	}
-	p := mailmsg.Parse(raw)
 	if t.role == rpc.RoleInbox {
-		p.HTML = "" // the inbox shows text only: its HTML is not sent
-	}
-	m := rpc.Message{
-		ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
-		Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
-		Attachments: []rpc.Attachment{},
-	}
-	for _, a := range p.Attachments {
-		m.Attachments = append(m.Attachments, rpc.Attachment{
-			Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},
-			ContentID: a.ContentID, ContentType: a.ContentType, FileName: a.FileName, PartID: a.PartID, Size: a.Size,
-		})
+		m.HTML = "" // the inbox shows text only: its HTML is not sent
 	}
 	return m, nil
 }

@@ -3,7 +3,6 @@ package plane
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,10 +21,10 @@ import (
 
 // decode, the plane's reader of RPC frames, runs in linear time on any
 // frame a surface sends: a large raw message, many recipients, long
-// strings of escapes, deep nesting, many keys.
+// strings of escapes, deep nesting, many keys, no end to the JSON line.
 func TestDecodeLinear(t *testing.T) {
 	frame := func(raw string, to string) []byte {
-		return []byte(`{"via":"smtp","from":"` + rpc.CandidateSender + `","to":[` + to + `],"raw":"` + raw + `"}`)
+		return []byte(`{"via":"smtp","from":"` + rpc.CandidateSender + `","to":[` + to + "]}\n" + raw)
 	}
 	for _, c := range []struct {
 		name string
@@ -33,16 +32,16 @@ func TestDecodeLinear(t *testing.T) {
 		base int
 	}{
 		{"large raw", func(n int) []byte {
-			return frame(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("Subject: s\r\n\r\nbody\r\n"), n)), `"u@example.com"`)
+			return frame(strings.Repeat("Subject: s\r\n\r\nbody\r\n", n), `"u@example.com"`)
 		}, 2_500},
 		{"many recipients", func(n int) []byte {
 			return frame("", strings.TrimSuffix(strings.Repeat(`"u@example.com",`, n), ","))
 		}, 2_500},
 		{"escaped strings", func(n int) []byte {
-			return []byte(`{"via":"smtp","from":"` + strings.Repeat(`\u00e9\"\\`, n) + `","to":[],"raw":""}`)
+			return []byte(`{"via":"smtp","from":"` + strings.Repeat(`\u00e9\"\\`, n) + `","to":[]}` + "\n")
 		}, 5_000},
 		{"deep nesting", func(n int) []byte {
-			return []byte(`{"via":"smtp","to":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+			return []byte(`{"via":"smtp","to":` + strings.Repeat("[", n) + strings.Repeat("]", n) + "}\n")
 		}, 1_000},
 		{"unknown keys", func(n int) []byte {
 			var b strings.Builder
@@ -50,10 +49,13 @@ func TestDecodeLinear(t *testing.T) {
 			for i := range n {
 				fmt.Fprintf(&b, `,"k%d":[1,2,3]`, i)
 			}
-			return []byte(b.String() + "}")
+			return []byte(b.String() + "}\n")
 		}, 2_500},
 		{"trailing data", func(n int) []byte {
-			return []byte(`{"via":"smtp"}` + strings.Repeat(`{"via":"smtp"}`, n))
+			return []byte(`{"via":"smtp"}` + strings.Repeat(`{"via":"smtp"}`, n) + "\n")
+		}, 20_000},
+		{"no newline", func(n int) []byte {
+			return []byte(`{"via":"smtp","from":"` + strings.Repeat("a", 16*n) + `"}`)
 		}, 20_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,7 +101,7 @@ func TestSendLinear(t *testing.T) {
 	}
 	grant := full.WriterGrant
 	send := func(raw []byte) (int, string) {
-		body, _ := json.Marshal(rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"u@example.com"}, Raw: raw})
+		body, _ := (&rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"u@example.com"}, Raw: raw}).Frame()
 		req := httptest.NewRequest(http.MethodPost, "http://plane/"+rpc.Version+"/"+rpc.MethodSend, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+grant)
 		req = req.WithContext(context.WithValue(req.Context(), credKey{}, peercred.Cred{}))

@@ -31,12 +31,12 @@ func FuzzRPCFrame(f *testing.F) {
 		return "POST /v1/" + method + " HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer " + grant + "\r\nContent-Type: application/json\r\nContent-Length: " +
 			itest.Itoa(len(body)) + "\r\n\r\n" + body
 	}
-	send := `{"via":"smtp","from":"` + rpc.CandidateSender + `","to":["a@example.com"],"raw":"U3ViamVjdDogeA0KDQp5"}`
+	send := `{"via":"smtp","from":"` + rpc.CandidateSender + `","to":["a@example.com"]}` + "\nSubject: x\r\n\r\ny"
 	for _, seed := range []string{
 		call("send", "{WRITER}", send),
 		call("send", "{WRITER}", send) + call("send", "{WRITER}", send),
-		call("send", "{WRITER}", `{"via":"smtp-select","namespace":"{BNS}","credential":"{BCAP}","from":"a@b.c","to":["a@example.com"],"raw":""}`),
-		call("send", "{WRITER}", `{"via":"http","credential":"{TOKEN}","from":"`+rpc.CandidateSender+`","to":["a@example.com"],"raw":"eA=="}`),
+		call("send", "{WRITER}", `{"via":"smtp-select","namespace":"{BNS}","credential":"{BCAP}","from":"a@b.c","to":["a@example.com"]}`+"\n"),
+		call("send", "{WRITER}", `{"via":"http","credential":"{TOKEN}","from":"`+rpc.CandidateSender+`","to":["a@example.com"]}`+"\nx"),
 		call("list", "{GATEWAY}", `{"namespace":"{BNS}","capability":"{CAP}"}`),
 		call("list", "{INBOX}", `{"namespace":"{BNS}"}`),
 		call("get", "{GATEWAY}", `{"namespace":"{NS}","capability":"{CAP}","id":1}`),

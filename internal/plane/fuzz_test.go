@@ -43,7 +43,7 @@ func FuzzRPC(f *testing.F) {
 	gateway := gatewayG.Grant
 	grants := []string{"", id.WriterGrant, id.InboxGrant, gateway, admin, "mpg_x"}
 
-	f.Add("send", []byte(`{"via":"smtp","from":"no-reply@candidate.websitebench.local","to":["a@b.c"],"raw":"U3ViamVjdDogeA0KDQp5"}`), uint8(1))
+	f.Add("send", []byte(`{"via":"smtp","from":"no-reply@candidate.websitebench.local","to":["a@b.c"]}`+"\nSubject: x\r\n\r\ny"), uint8(1))
 	f.Add("list", []byte(`{"namespace":"`+id.Namespace+`","capability":"`+id.ReadCapability+`"}`), uint8(3))
 	f.Add("trial.create", []byte(`{"profile":"sidecar"}`), uint8(4))
 	f.Add("get", []byte(`{"id":-1}`), uint8(2))

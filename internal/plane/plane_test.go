@@ -221,7 +221,7 @@ func TestFrames(t *testing.T) {
 	})
 	t.Run("slow client", func(t *testing.T) {
 		c := dial()
-		body := fmt.Sprintf(`{"via":"smtp","from":%q,"to":["slow@example.com"],"raw":"U3ViamVjdDogeA0KDQp5"}`, rpc.CandidateSender)
+		body := fmt.Sprintf("{\"via\":\"smtp\",\"from\":%q,\"to\":[\"slow@example.com\"]}\nSubject: x\r\n\r\ny", rpc.CandidateSender)
 		head := fmt.Sprintf("POST /v1/send HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", w.a.WriterGrant, len(body))
 		io.WriteString(c, head+body[:10]) // then stall
 		start := time.Now()

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,12 +44,9 @@ type Server struct {
 	log         zerolog.Logger
 	readTimeout time.Duration
 
-	mu     sync.Mutex
-	grants map[string]ledger.Grant // digest → grant, valid ones only
-	// gen counts revocations: a grant read from the ledger is cached only
-	// if no revocation committed since the read began, so a cache entry
-	// can never outlive the grant it copies.
-	gen uint64
+	// grants caches valid grants by digest, in the ledger's policy
+	// generation (policycache.go): a revocation ends it.
+	grants policyCache[string, ledger.Grant]
 }
 
 // NewServer returns a server for broker. peers may be empty: then the
@@ -59,9 +55,7 @@ func NewServer(b *Broker, peers peercred.Policy, readTimeout time.Duration, log 
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	s := &Server{broker: b, ledger: b.ledger, peers: peers, log: log, readTimeout: readTimeout, grants: map[string]ledger.Grant{}}
-	b.onRevoke = s.forgetGrants
-	return s
+	return &Server{broker: b, ledger: b.ledger, peers: peers, log: log, readTimeout: readTimeout}
 }
 
 // Listen creates the socket's directory (0750) and binds a Unix socket at
@@ -209,11 +203,8 @@ func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
 		return ledger.Grant{}, false
 	}
 	d := ident.Digest(tok)
-	s.mu.Lock()
-	g, ok := s.grants[string(d)]
-	gen := s.gen
-	s.mu.Unlock()
-	if ok {
+	gen := s.ledger.PolicyGen()
+	if g, ok := s.grants.get(gen, string(d)); ok {
 		return g, true
 	}
 	g, err := s.ledger.Grant(r.Context(), d)
@@ -223,21 +214,8 @@ func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
 		}
 		return ledger.Grant{}, false
 	}
-	s.mu.Lock()
-	if s.gen == gen {
-		s.grants[string(d)] = g
-	}
-	s.mu.Unlock()
+	s.grants.put(gen, string(d), g)
 	return g, true
-}
-
-// forgetGrants drops every cached grant once a revocation has committed,
-// and keeps grants read before it from being cached.
-func (s *Server) forgetGrants() {
-	s.mu.Lock()
-	s.gen++
-	clear(s.grants)
-	s.mu.Unlock()
 }
 
 // callContext bounds a call by the caller's deadline header, by callLimit,
@@ -259,7 +237,24 @@ func (s *Server) callContext(r *http.Request, method string) (context.Context, c
 	return context.WithDeadline(parent, deadline)
 }
 
+// decode reads a call's request: JSON, or for a send its frame
+// (rpc.SendRequest.Frame).
 func decode(body []byte, v any) error {
+	if s, ok := v.(*rpc.SendRequest); ok {
+		head, raw, ok := rpc.SplitSendFrame(body)
+		if !ok {
+			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
+		}
+		if err := decodeJSON(head, s); err != nil {
+			return err
+		}
+		s.Raw = raw
+		return nil
+	}
+	return decodeJSON(body, v)
+}
+
+func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -261,7 +261,6 @@ func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
 	if err != nil {
 		return b.storeErr("close", err)
 	}
-	b.onRevoke()
 	b.ports.release(t.SMTPPort)
 	for _, ns := range nss {
 		b.wake.notify(ns.Name) // its readers wake to find it gone

@@ -75,7 +75,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	body, err := json.Marshal(req)
+	body, ctype, err := encode(req)
 	if err != nil {
 		return Errorf(CodeBadRequest, "encode %s request: %v", method, err)
 	}
@@ -83,7 +83,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if err != nil {
 		return Errorf(CodeBadRequest, "build %s request: %v", method, err)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Content-Type", ctype)
 	hreq.Header.Set("Authorization", "Bearer "+c.grant)
 	if dl, ok := ctx.Deadline(); ok {
 		hreq.Header.Set(DeadlineHeader, dl.UTC().Format(time.RFC3339Nano))
@@ -120,6 +120,17 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		return Errorf(CodePlaneUnavailable, "%s: undecodable answer: %v", method, err)
 	}
 	return nil
+}
+
+// encode is a request's body and its type: a send's frame, JSON for
+// every other call.
+func encode(req any) ([]byte, string, error) {
+	if s, ok := req.(*SendRequest); ok {
+		b, err := s.Frame()
+		return b, SendContentType, err
+	}
+	b, err := json.Marshal(req)
+	return b, "application/json", err
 }
 
 // DeadlineHeader carries the caller's deadline so the plane can stop work

@@ -10,6 +10,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,7 @@ const Version = "v1"
 // Frame limits, enforced by the plane before it allocates (request) and by
 // the client before it decodes (response).
 const (
-	MaxRequestBytes  = 4 << 20  // a 1 MiB message, base64-encoded, with room for its envelope
+	MaxRequestBytes  = 2 << 20  // a 1 MiB message as it is (see SendRequest.Frame), with room for its envelope
 	MaxResponseBytes = 64 << 20 // a list of messages under an unlimited quota
 	MaxWait          = 60 * time.Second
 )
@@ -164,7 +165,8 @@ type HealthResponse struct {
 
 // SendRequest asks the plane to accept one message. Raw is the message as
 // the writer received it (SMTP DATA after dot-unstuffing) or composed it
-// (POST /emails); the plane scrubs its headers before storing it.
+// (POST /emails); the plane scrubs its headers before storing it. It
+// travels framed, not as JSON (see Frame).
 type SendRequest struct {
 	Via        Via    `json:"via"`
 	Credential string `json:"credential,omitempty"`
@@ -174,7 +176,7 @@ type SendRequest struct {
 	Port int      `json:"port,omitempty"`
 	From string   `json:"from"`
 	To   []string `json:"to"`
-	Raw  []byte   `json:"raw"`
+	Raw  []byte   `json:"-"`
 	// IdempotencyKey and Fingerprint (a digest of the request payload) make
 	// a repeat return the first answer, and a repeat with another payload
 	// fail with CodeIdempotencyConflict.
@@ -190,6 +192,31 @@ type SendRequest struct {
 	// malformed request): the plane records the refusal in the trial's
 	// trail.
 	WriterRefusal string `json:"writer_refusal,omitempty"`
+}
+
+// SendContentType is the type of a send's frame.
+const SendContentType = "application/vnd.mailplane.send"
+
+// Frame encodes r as a send travels: its fields as one line of JSON (which
+// never holds a raw newline), a newline, then the message's bytes as they
+// are. Inside JSON a message travels base64-encoded, a third larger, and
+// costs an encoding and a decoding at each end.
+func (r *SendRequest) Frame() ([]byte, error) {
+	head, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append(make([]byte, 0, len(head)+1+len(r.Raw)), head...), '\n'), r.Raw...), nil
+}
+
+// SplitSendFrame splits a send's frame into its JSON line and its message
+// (which the returned slice shares with frame).
+func SplitSendFrame(frame []byte) (head, raw []byte, ok bool) {
+	i := bytes.IndexByte(frame, '\n')
+	if i < 0 {
+		return nil, nil, false
+	}
+	return frame[:i], frame[i+1:], true
 }
 
 // SendResponse says where an accepted message went. ID is opaque (a UUID,

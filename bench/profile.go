@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// profileLoad is how long the profile section drives its load, after a
+// warm-up.
+const profileLoad = 10 * time.Second
+
+// profileNodes is how many functions each pprof -top text lists.
+const profileNodes = 40
+
+// profile takes CPU profiles of mail-plane serve and mail-writer under
+// POST /emails of 512 B from 8 clients (the figure the issue's POST goal
+// is about) and writes, into the output directory, each profile
+// (plane.cpu.pprof, writer.cpu.pprof) and its `go tool pprof -top` text
+// (plane.top.txt, writer.top.txt). The binaries must be make profile's
+// (the profile build tag: the hidden --cpu-profile flag, see
+// internal/cliapp/profile.go). It is not part of a default run: -only
+// profile names it.
+func (h *harness) profile(ctx context.Context) error {
+	if h.out == "" {
+		return fmt.Errorf("no output directory")
+	}
+	if err := os.MkdirAll(h.out, 0o755); err != nil {
+		return err
+	}
+	// By the names startPlane and startSurface are given.
+	profiles := map[string]string{
+		"plane":       filepath.Join(h.out, "plane.cpu.pprof"),
+		"mail-writer": filepath.Join(h.out, "writer.cpu.pprof"),
+	}
+	for _, p := range profiles {
+		os.Remove(p) // a file left by an earlier run must not pass for this one's
+	}
+	h.cpuProfile = func(name string) []string {
+		if p, ok := profiles[name]; ok {
+			return []string{"--cpu-profile", p}
+		}
+		return nil
+	}
+	defer func() { h.cpuProfile = nil }()
+	pl, err := h.startPlane(ctx, "plane")
+	if err != nil {
+		return fmt.Errorf("%w (are the binaries make profile's?)", err)
+	}
+	id, err := pl.trial(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
+	if err != nil {
+		return err
+	}
+	const conc = 8
+	post, closePost := postWorkers(w.url+"/emails", id.MailAPIToken, emailJSON(512), conc)
+	s, err := newSide("POST /emails", conc, post)
+	if err != nil {
+		closePost()
+		return err
+	}
+	s.run(ctx, warmup, false)
+	s.run(ctx, profileLoad, true)
+	s.close()
+	closePost()
+	s.load.finish()
+	// SIGTERM: each process writes its profile as its command returns.
+	w.stop()
+	pl.stop()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var tops []string
+	for _, name := range []string{"plane", "mail-writer"} {
+		top, err := pprofTop(profiles[name])
+		if err != nil {
+			return fmt.Errorf("%s's profile: %w", name, err)
+		}
+		txt := strings.TrimSuffix(profiles[name], ".cpu.pprof") + ".top.txt"
+		if err := os.WriteFile(txt, top, 0o644); err != nil {
+			return err
+		}
+		tops = append(tops, filepath.Base(txt))
+	}
+	h.report.Notes = append(h.report.Notes, fmt.Sprintf("Profiles: CPU profiles of mail-plane serve and mail-writer (%s, %s) "+
+		"over their whole run: start, %v of warm-up, then %v of POST /emails, 512 B, %d clients: %.0f msg/s, p50 %.2f ms, p99 %.2f ms, %d errors; "+
+		"`go tool pprof -top` of each in %s. bench/README.md, \"Profiles\", explains the top entries.",
+		filepath.Base(profiles["plane"]), filepath.Base(profiles["mail-writer"]), warmup, profileLoad, conc,
+		s.load.Rate, s.load.P50, s.load.P99, s.load.Errors, strings.Join(tops, " and ")))
+	h.logf("  POST /emails 512 B c%d under profile: %.0f msg/s; %s", conc, s.load.Rate, strings.Join(tops, ", "))
+	return nil
+}
+
+// pprofTop is `go tool pprof -top` of a CPU profile, twice: its
+// profileNodes heaviest functions by their own time (flat), then by the
+// time spent in them and what they call (-cum), which shows the paths.
+// The profile names its functions itself, so no binary is needed (make
+// build strips its symbols).
+func pprofTop(path string) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if st.Size() == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	var all []byte
+	for _, sort := range []string{"-flat", "-cum"} {
+		cmd := exec.Command("go", "tool", "pprof", "-top", sort, fmt.Sprintf("-nodecount=%d", profileNodes), path)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go tool pprof %s: %v\n%s", sort, err, stderr.String())
+		}
+		all = append(append(all, fmt.Sprintf("# go tool pprof -top %s -nodecount=%d %s\n", sort, profileNodes, filepath.Base(path))...), out...)
+		all = append(all, '\n')
+	}
+	return all, nil
+}

@@ -1,0 +1,83 @@
+package plane
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// messageCacheBytes bounds the parsed messages the plane keeps. A list of
+// 32 messages of 100 KiB fits several times over; an idle plane holds
+// nothing.
+const messageCacheBytes = 16 << 20
+
+// messageCache keeps messages as reads answer them (parsed, HTML
+// included), least recently used first out, so that reading the same mail
+// again (an evaluator's list while it waits, the inbox's reloads) costs
+// neither the store's round trip nor the parse. A stored message never
+// changes, and a key names one message for ever: its namespace, its
+// sequence number, its UUID (random, never reused) and its place in the
+// store. The cache holds only what a read already loaded, and a read
+// finds in it only the entries the ledger lists for the namespace the
+// read was authorized for, so it is no path around the policy.
+type messageCache struct {
+	mu    sync.Mutex
+	bytes int
+	order list.List // of *cached, most recent first
+	m     map[messageKey]*list.Element
+}
+
+type messageKey struct {
+	namespace string
+	seq       int64
+	uuid, ref string
+}
+
+type cached struct {
+	key  messageKey
+	msg  rpc.Message
+	size int
+}
+
+// weight is what a message is counted as against messageCacheBytes.
+func weight(m *rpc.Message) int {
+	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.EnvelopeFrom)
+	for _, r := range m.Recipients {
+		n += len(r)
+	}
+	return n + 256*len(m.Attachments)
+}
+
+func (c *messageCache) get(k messageKey) (rpc.Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.m[k]
+	if !ok {
+		return rpc.Message{}, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cached).msg, true
+}
+
+func (c *messageCache) put(k messageKey, m rpc.Message) {
+	size := weight(&m)
+	if size > messageCacheBytes/8 {
+		return // one message may not push out most of the others
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[messageKey]*list.Element{}
+	}
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	c.m[k] = c.order.PushFront(&cached{key: k, msg: m, size: size})
+	c.bytes += size
+	for c.bytes > messageCacheBytes {
+		old := c.order.Remove(c.order.Back()).(*cached)
+		delete(c.m, old.key)
+		c.bytes -= old.size
+	}
+}
