@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,10 @@ func (l *Ledger) commitBatch(batch []*pending) {
 		}
 	}
 	ctx := context.Background() // the batch outlives any one caller's deadline
+	// Namespaces are locked in one order on every plane, so that two
+	// batches never wait for each other (the sort keeps each namespace's
+	// offers in their order).
+	slices.SortStableFunc(batch, func(a, b *pending) int { return strings.Compare(a.namespace(), b.namespace()) })
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
 		finish(err)
@@ -157,7 +162,25 @@ func (l *Ledger) commitBatch(batch []*pending) {
 			}
 		}
 	}
+	last := ""
+	for _, p := range batch {
+		if p.err == nil && p.namespace() != last {
+			last = p.namespace()
+			if err := l.announce(ctx, tx, changeMail, last); err != nil {
+				tx.Rollback()
+				finish(err)
+				return
+			}
+		}
+	}
 	finish(tx.Commit())
+}
+
+func (p *pending) namespace() string {
+	if p.offer != nil {
+		return p.offer.Namespace
+	}
+	return p.event.Namespace
 }
 
 // acceptedEvent records the event of an accepted entry.
@@ -187,12 +210,16 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 // the quota has room. It returns the seq o would get.
 //
 // head, if not nil, is set to the namespace's trail head, read in the same
-// query.
+// query, and the namespace's row is locked for the rest of tx.
 func decide(ctx context.Context, tx txq, o *Offer, head *trail) (seq int64, e Entry, replayed bool, err error) {
 	var state string
 	var count, bytes, trailSeq int64
 	var hash, supp sql.NullString
-	err = tx.queryRow(ctx, qNamespaceCounters, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
+	q := qNamespaceCounters
+	if head != nil {
+		q = qLockNamespace // deciding to write: no other plane decides on ns until this commits
+	}
+	err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
 	if err != nil {
 		return 0, Entry{}, false, notFound(err)
 	}
