@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -91,7 +94,7 @@ func ctx(t *testing.T) context.Context {
 // one Idempotency-Key make one message; a wait held on plane B's gateway
 // wakes within 50 ms of a send through plane A.
 func TestTwoPlanes(t *testing.T) {
-	const quota = 100
+	const quota = 300
 	f := start(t, "--quota-messages", strconv.Itoa(quota))
 
 	t.Run("Quota", func(t *testing.T) {
@@ -191,4 +194,172 @@ func TestTwoPlanes(t *testing.T) {
 			t.Fatalf("a wait on plane B answered %v after the send through plane A; want under 50 ms", worst)
 		}
 	})
+
+	// The database stopped and started again under load: only outages
+	// while it is down, the planes recover on their own, and nothing
+	// acknowledged is lost.
+	t.Run("PostgresOutage", func(t *testing.T) {
+		id := f.planes[0].Trial(t, rpc.ProfileCandidate)
+		l := startLoad(t, f.writers[:], id, http.StatusOK, http.StatusServiceUnavailable)
+		l.await(t, 10)
+		f.pg.Stop()
+		down := l.tally()
+		time.Sleep(1500 * time.Millisecond)
+		for i, g := range f.gateways {
+			if _, err := reader(g, id).List(ctx(t), mailclient.Query{}); !isStatus(err, http.StatusServiceUnavailable) {
+				t.Errorf("gateway of plane %d while the database is down: %v; want 503", i, err)
+			}
+		}
+		f.pg.Restart()
+		l.await(t, down[http.StatusOK]+10)
+		l.stop()
+		if got := l.tally(); got[http.StatusServiceUnavailable] == 0 {
+			t.Errorf("no send was answered 503 while the database was down: %v", got)
+		}
+		l.check(t, f.writers[1], f.gateways[1])
+	})
+
+	// kill -9 of plane A under load: every message it acknowledged is
+	// readable through plane B, and a retry through B with the same key
+	// stores nothing twice.
+	t.Run("KillPlane", func(t *testing.T) {
+		id := f.planes[1].Trial(t, rpc.ProfileCandidate)
+		l := startLoad(t, f.writers[:], id, http.StatusOK, http.StatusServiceUnavailable)
+		l.await(t, 10)
+		f.planes[0].Kill()
+		killed := l.tally()
+		l.await(t, killed[http.StatusOK]+10)
+		l.stop()
+		l.check(t, f.writers[1], f.gateways[1])
+	})
+}
+
+func isStatus(err error, status int) bool {
+	var e *mailclient.Error
+	return errors.As(err, &e) && e.StatusCode == status
+}
+
+// load sends through writers by turns, each send with its own
+// Idempotency-Key, until stopped, and keeps every answer.
+type load struct {
+	id      rpc.Identity
+	allowed []int
+	quit    chan struct{}
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	keys  []string          // every key sent
+	acked map[string]string // key → id, of sends answered 200
+	count map[int]int       // answers by status
+	bad   []string
+}
+
+// maxLoad keeps a load, and the keys it sends again, under the fleet's
+// quota.
+const maxLoad = 80
+
+func startLoad(t *testing.T, writers []*itest.Surface, id rpc.Identity, allowed ...int) *load {
+	l := &load{id: id, allowed: allowed, quit: make(chan struct{}), acked: map[string]string{}, count: map[int]int{}}
+	for w := range 4 {
+		l.wg.Go(func() {
+			pause := time.Duration(0)
+			for i := 0; ; i++ {
+				select {
+				case <-l.quit:
+					return
+				case <-time.After(pause):
+				}
+				l.mu.Lock()
+				if len(l.acked) >= maxLoad {
+					l.mu.Unlock()
+					return
+				}
+				key := fmt.Sprintf("load-%d-%d", w, i)
+				l.keys = append(l.keys, key)
+				l.mu.Unlock()
+				r, err := send(writers[(w+i)%len(writers)], id, key, key)
+				l.mu.Lock()
+				switch {
+				case err != nil:
+					l.bad = append(l.bad, fmt.Sprintf("%s: %v", key, err))
+				case !slices.Contains(l.allowed, r.status):
+					l.bad = append(l.bad, fmt.Sprintf("%s: %d %s", key, r.status, r.code))
+				case r.status == http.StatusOK:
+					l.acked[key] = r.id
+				}
+				// A client backs off after an outage.
+				pause = 10 * time.Millisecond
+				if err != nil || r.status != http.StatusOK {
+					pause = 100 * time.Millisecond
+				}
+				l.count[r.status]++
+				l.mu.Unlock()
+			}
+		})
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *load) tally() map[int]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.count)
+}
+
+// await waits until n sends in all have been acknowledged.
+func (l *load) await(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for l.tally()[http.StatusOK] < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends acknowledged in 30s, want %d: answers %v", l.tally()[http.StatusOK], n, l.tally())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (l *load) stop() {
+	select {
+	case <-l.quit:
+	default:
+		close(l.quit)
+	}
+	l.wg.Wait()
+}
+
+// check: no answer was other than allowed; every key sent, sent again
+// through w, is stored once (an acknowledged one under its first id); and
+// g lists exactly one message a key.
+func (l *load) check(t *testing.T, w, g *itest.Surface) {
+	t.Helper()
+	if len(l.bad) > 0 {
+		t.Fatalf("answers other than %v: %v", l.allowed, l.bad)
+	}
+	for _, key := range l.keys {
+		r, err := send(w, l.id, key, key)
+		if err != nil || r.status != http.StatusOK {
+			t.Fatalf("%s sent again: %+v %v", key, r, err)
+		}
+		if first, ok := l.acked[key]; ok && first != r.id {
+			t.Fatalf("%s: acknowledged as %s, sent again as %s: stored twice", key, first, r.id)
+		}
+	}
+	ms, err := reader(g, l.id).List(ctx(t), mailclient.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := map[string]int{}
+	for _, m := range ms {
+		subjects[m.Subject]++
+	}
+	for _, key := range l.keys {
+		if subjects[key] != 1 {
+			t.Fatalf("%s is stored %d times; want once", key, subjects[key])
+		}
+	}
+	if len(ms) != len(l.keys) {
+		t.Fatalf("%d messages for %d keys", len(ms), len(l.keys))
+	}
+	t.Logf("%d keys, %d acknowledged, answers %v", len(l.keys), len(l.acked), l.tally())
 }
