@@ -168,7 +168,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok || !s.peers.AdmitsAny(cred, rpc.RoleNames) {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
 	}
-	grant, ok := s.grant(r)
+	grant, ok, err := s.grant(r)
+	if err != nil {
+		// The ledger did not answer: an outage, not a refusal.
+		return fail(http.StatusServiceUnavailable, s.broker.storeErr("grant", err))
+	}
 	if !ok {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "no valid grant"))
 	}
@@ -202,11 +206,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	return method, ""
 }
 
-// grant returns the valid grant the request presents.
-func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
+// grant returns the valid grant the request presents; an error means the
+// ledger could not be asked.
+func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
-		return ledger.Grant{}, false
+		return ledger.Grant{}, false, nil
 	}
 	d := ident.Digest(tok)
 	s.mu.Lock()
@@ -214,21 +219,21 @@ func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
 	gen := s.gen
 	s.mu.Unlock()
 	if ok {
-		return g, true
+		return g, true, nil
 	}
 	g, err := s.ledger.Grant(r.Context(), d)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Grant{}, false, err
+	}
 	if err != nil || g.Revoked {
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-			s.log.Error().Err(err).Msg("grant lookup failed")
-		}
-		return ledger.Grant{}, false
+		return ledger.Grant{}, false, nil
 	}
 	s.mu.Lock()
 	if s.gen == gen {
 		s.grants[string(d)] = g
 	}
 	s.mu.Unlock()
-	return g, true
+	return g, true, nil
 }
 
 // forgetGrants drops every cached grant once a revocation has committed,
