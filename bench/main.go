@@ -57,6 +57,7 @@ var sections = []section{
 	{"startup", (*harness).startupAndMemory},
 	{"density", (*harness).density},
 	{"extract", (*harness).extract},
+	{"postgres", (*harness).postgres},
 }
 
 func main() {
@@ -69,7 +70,7 @@ func run() int {
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density, extract")
+	only := flag.String("only", "", "comma-separated sections to run (default: all): ingest, reads, startup, density, extract, postgres")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
 	flag.Parse()
 	if *null != "" {

@@ -1,8 +1,8 @@
-// Package pgtest starts a real PostgreSQL for tests, from Debian's
-// binaries (make deps installs them): initdb into a temporary directory,
-// the server run as the unprivileged postgres user when the tests run as
-// root, listening on 127.0.0.1 on a free port and on a socket in that
-// directory. Everything is removed when the test ends.
+// Package pgtest starts a real PostgreSQL for tests (and for make bench),
+// from Debian's binaries (make deps installs them): initdb into a
+// temporary directory, the server run as the unprivileged postgres user
+// when we run as root, listening on 127.0.0.1 on a free port and on a
+// socket in that directory. Everything is removed when the test ends.
 package pgtest
 
 import (
@@ -28,11 +28,12 @@ import (
 
 // Server is a running (or stopped) PostgreSQL of one test.
 type Server struct {
-	t    testing.TB
-	bin  string // the directory of postgres, initdb
-	dir  string // data directory and socket directory's parent
-	port int
-	cred *syscall.Credential // the postgres user's, when we are root
+	t       testing.TB // nil when launched outside a test
+	bin     string     // the directory of postgres, initdb
+	dir     string     // data directory and socket directory's parent
+	port    int
+	durable bool                // fsync on (make bench); tests run without
+	cred    *syscall.Credential // the postgres user's, when we are root
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -44,36 +45,57 @@ type Server struct {
 // fails under CI.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: binDir()}
-	itest.Require(t, filepath.Join(s.bin, "postgres"))
-	dir, err := os.MkdirTemp("", "pgtest-")
+	itest.Require(t, filepath.Join(binDir(), "postgres"))
+	s, err := Launch(false)
+	if s != nil {
+		t.Cleanup(s.Close)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.t = t
+	return s
+}
+
+// Launch initializes and starts a PostgreSQL, with fsync on if durable;
+// Close stops it and removes its files. On an error the server, if not
+// nil, still needs its Close.
+func Launch(durable bool) (*Server, error) {
+	s := &Server{bin: binDir(), durable: durable}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, err
+	}
 	s.dir = dir
-	t.Cleanup(func() {
-		s.Stop()
-		os.RemoveAll(dir)
-	})
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Fatalf("pgtest: running as root needs the postgres user (Debian's postgresql package makes it): %v", err)
+			return s, fmt.Errorf("pgtest: running as root needs the postgres user (Debian's postgresql package makes it): %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+			return s, err
 		}
 	}
 	initdb := s.command(filepath.Join(s.bin, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return s, fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
-	s.port = freePort(t)
-	s.start()
-	return s
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return s, err
+	}
+	s.port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return s, s.start()
+}
+
+// Close stops the server and removes its files.
+func (s *Server) Close() {
+	s.Stop()
+	os.RemoveAll(s.dir)
 }
 
 // binDir is the bin directory of the newest PostgreSQL Debian installed.
@@ -101,21 +123,24 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 }
 
 // start runs the server and waits until it takes connections.
-func (s *Server) start() {
-	s.t.Helper()
+func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	fsync := "off"
+	if s.durable {
+		fsync = "on"
+	}
 	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
-		"-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
+		"-c", "fsync="+fsync, "-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("pgtest: starting postgres: %v", err)
+		return fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
 	s.cmd = cmd
 	deadline := time.Now().Add(30 * time.Second)
@@ -125,11 +150,10 @@ func (s *Server) start() {
 		cancel()
 		if err == nil {
 			c.Close(context.Background())
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-			s.t.Fatalf("pgtest: postgres did not start: %v\n%s", err, out)
+			return fmt.Errorf("pgtest: postgres did not start: %v\n%s", err, s.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -158,12 +182,23 @@ func (s *Server) signal(sig syscall.Signal) {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.start()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // DSN returns the URL of a new, empty database on the server.
 func (s *Server) DSN() string {
 	s.t.Helper()
+	dsn, err := s.NewDB()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return dsn
+}
+
+// NewDB creates a new, empty database on the server and returns its URL.
+func (s *Server) NewDB() (string, error) {
 	s.mu.Lock()
 	s.dbs++
 	name := "test" + strconv.Itoa(s.dbs)
@@ -172,13 +207,13 @@ func (s *Server) DSN() string {
 	defer cancel()
 	c, err := pgx.Connect(ctx, s.dsn("postgres"))
 	if err != nil {
-		s.t.Fatalf("pgtest: %v", err)
+		return "", fmt.Errorf("pgtest: %w", err)
 	}
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		s.t.Fatalf("pgtest: create database: %v", err)
+		return "", fmt.Errorf("pgtest: create database: %w", err)
 	}
-	return s.dsn(name)
+	return s.dsn(name), nil
 }
 
 func (s *Server) dsn(db string) string {
@@ -189,13 +224,4 @@ func (s *Server) dsn(db string) string {
 func (s *Server) Log() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
 	return strings.TrimSpace(string(b))
-}
-
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
