@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -45,6 +46,10 @@ var postgresDialect = &dialect{
 	announce: func(ctx context.Context, tx *sql.Tx, kind byte, ns string) error {
 		_, err := tx.ExecContext(ctx, `SELECT pg_notify(?, ?)`, Channel, string(kind)+ns)
 		return err
+	},
+	unique: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505" // unique_violation
 	},
 }
 

@@ -21,6 +21,9 @@ type dialect struct {
 	// announce, when set, tells every plane on the database, inside tx,
 	// that a commit changed ns (dialect_postgres.go).
 	announce func(ctx context.Context, tx *sql.Tx, kind byte, ns string) error
+	// unique, when set, reports a unique violation: another plane stored
+	// the same key between this transaction's check and its insert.
+	unique func(error) bool
 }
 
 // forUpdate ends a query that locks the rows it reads until the

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -115,6 +116,33 @@ func testPlanes(t *testing.T) {
 	}
 	if es, err := ls[3].Entries(ctx, "keyed", 0); err != nil || len(es) != 1 || first != 1 {
 		t.Fatalf("one key through %d planes: %d entries (%v), %d first answers", planes, len(es), err, first)
+	}
+
+	// One name, one digest, stored through every plane at once: one
+	// stores it, the others are told it exists.
+	created := make([]error, planes)
+	added := make([]error, planes)
+	for i := range planes {
+		wg.Go(func() {
+			tr := &Trial{Profile: "candidate", MailAPIToken: digest(fmt.Sprint("api ", i)), BootstrapToken: digest(fmt.Sprint("boot ", i)), InboxToken: digest(fmt.Sprint("inbox ", i))}
+			created[i] = ls[i].CreateTrial(ctx, tr, &Namespace{Name: "fixed", Tag: fmt.Sprint("wb-fixed-", i)}, nil)
+			added[i] = ls[i].AddGrant(ctx, Grant{Digest: digest("one grant"), Role: "gateway"})
+		})
+	}
+	wg.Wait()
+	for what, errs := range map[string][]error{"CreateTrial of one namespace": created, "AddGrant of one digest": added} {
+		ok := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, ErrExists):
+				t.Fatalf("%s through %d planes at once: %v; want ErrExists", what, planes, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%s through %d planes at once: %d stored", what, planes, ok)
+		}
 	}
 
 	// Two reapers close one trial: once.

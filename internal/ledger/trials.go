@@ -489,7 +489,9 @@ func notFound(err error) error {
 	return err
 }
 
-// tx runs fn in a write transaction, committing when it returns nil.
+// tx runs fn in a write transaction, committing when it returns nil. A
+// unique violation there means another plane stored the same name or
+// digest first: ErrExists, as if this transaction's own check had seen it.
 func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -497,6 +499,9 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
+		if l.d.unique != nil && l.d.unique(err) {
+			return ErrExists
+		}
 		return err
 	}
 	return tx.Commit()

@@ -385,7 +385,12 @@ func (b *Broker) EnsureGrant(ctx context.Context, grant string, role rpc.Role) e
 	g, err := b.ledger.Grant(ctx, ident.Digest(grant))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		return b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(grant), Role: string(role)})
+		err := b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(grant), Role: string(role)})
+		if errors.Is(err, ledger.ErrExists) {
+			// Another plane on the database added it first: check it.
+			return b.EnsureGrant(ctx, grant, role)
+		}
+		return err
 	case err != nil:
 		return err
 	case g.Role != string(role) || g.Revoked:
