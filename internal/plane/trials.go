@@ -315,7 +315,8 @@ func (b *Broker) Run(ctx context.Context) {
 			continue
 		}
 		for _, t := range ts {
-			if err := b.closeTrial(ctx, t.ID, "expired"); err != nil {
+			// Not found: another plane on the database closed it first.
+			if err := b.closeTrial(ctx, t.ID, "expired"); err != nil && rpc.CodeOf(err) != rpc.CodeNotFound {
 				b.log.Warn().Err(err).Str("namespace", t.Namespace).Msg("closing an expired trial failed; will retry")
 			}
 		}
