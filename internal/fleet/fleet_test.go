@@ -167,7 +167,12 @@ func TestTwoPlanes(t *testing.T) {
 		}
 	})
 
-	t.Run("WaitWakesAcrossPlanes", func(t *testing.T) { wakes(t, f) })
+	t.Run("WaitWakesAcrossPlanes", func(t *testing.T) {
+		all := wakes(t, f)
+		if median := all[len(all)/2]; median > 50*time.Millisecond {
+			t.Fatalf("a wait on plane B answered %v (median %v) after the send through plane A; want a median under 50 ms", all, median)
+		}
+	})
 
 	// A trial closed through plane A: its grant, cached by plane B, is
 	// refused there at once (plane B forgets it on A's announcement).
@@ -216,7 +221,9 @@ func TestTwoPlanes(t *testing.T) {
 		f.pg.Restart()
 		l.await(t, down[http.StatusOK]+10)
 		l.stop()
-		// Plane B listens again: a send through A wakes a wait on B.
+		// Plane B listens again: a send through A wakes a wait on B
+		// (right after the restart, its pools are still reconnecting:
+		// only the wake itself is asserted here).
 		wakes(t, f)
 		if got := l.tally(); got[http.StatusServiceUnavailable] == 0 {
 			t.Errorf("no send was answered 503 while the database was down: %v", got)
@@ -239,11 +246,11 @@ func TestTwoPlanes(t *testing.T) {
 	})
 }
 
-// wakes: a wait held on plane B's gateway answers within 50 ms of a
-// send through plane A (the median of five; each within a second, on a
-// shared machine). Nothing polls: without the announcement the wait would
-// hold for its 20 s.
-func wakes(t *testing.T, f *fleet) {
+// wakes: a wait held on plane B's gateway answers a send through plane A
+// within a second, five times; it returns how long after each send's
+// acknowledgement, sorted. Nothing polls: without the announcement the
+// wait would hold for its 20 s.
+func wakes(t *testing.T, f *fleet) []time.Duration {
 	t.Helper()
 	id := f.planes[0].Trial(t, rpc.ProfileCandidate)
 	rd := reader(f.gateways[1], id)
@@ -267,9 +274,10 @@ func wakes(t *testing.T, f *fleet) {
 	}
 	t.Logf("a wait on plane B answered %v after plane A acknowledged the send", all)
 	slices.Sort(all)
-	if median, worst := all[len(all)/2], all[len(all)-1]; median > 50*time.Millisecond || worst > time.Second {
-		t.Fatalf("a wait on plane B answered %v (median %v) after the send through plane A; want a median under 50 ms", all, median)
+	if worst := all[len(all)-1]; worst > time.Second {
+		t.Fatalf("a wait on plane B answered %v after the send through plane A; want each within a second", all)
 	}
+	return all
 }
 
 // sendSMTP sends one message through w's SMTP listener, authenticated
