@@ -37,6 +37,9 @@ deps: $(MAILPIT)
 	@command -v chromium >/dev/null && command -v swaks >/dev/null || { \
 	  echo "installing chromium and swaks (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium swaks >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "installing postgresql for the tests of --store postgres (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 	@/usr/bin/python3 -c 'import django' 2>/dev/null && ruby -e 'require "mail"' 2>/dev/null && [ -f /usr/share/php/Symfony/Component/Mailer/autoload.php ] || { \
 	  echo "installing the frameworks TestFrameworks drives: Django, Ruby's mail gem, PHP's Symfony Mailer (apt-get)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-django ruby-mail php-cli php-symfony-mailer >/dev/null; }

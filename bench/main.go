@@ -76,6 +76,7 @@ var sections = []section{
 	{"startup", (*harness).startupAndMemory, false},
 	{"density", (*harness).density, false},
 	{"extract", (*harness).extract, false},
+	{"postgres", (*harness).postgres, false},
 	{"profile", (*harness).profile, true}, // make profile
 }
 
@@ -89,7 +90,7 @@ func run() int {
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, profile (make profile)")
+	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, postgres, profile (make profile)")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
 	flag.Parse()
 	if *null != "" {

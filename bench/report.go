@@ -482,6 +482,7 @@ func (r *Report) markdown() string {
 		w("\n\"%s\" is the plane alone, called as mail-writer calls it (one writer grant, the same socket, a 512 B or 100 KiB message, durable before the answer), next to its health RPC (the same socket, grant check and JSON, nothing stored): the ceiling of any door in front of the plane. SMTP 1/conn times the whole connection (connect, greeting, EHLO, one transaction, QUIT); SMTP 50/conn times each transaction.\n", planeSend)
 	}
 	ingest("Mailpit", "Ingest, Mailpit store (mail-writer → mail-plane → Mailpit) vs raw SMTP into the same Mailpit")
+	ingest(postgresStore, "Ingest, --store postgres (mail-writer → mail-plane → PostgreSQL, fsync on) vs the embedded store; two planes on the database vs one")
 
 	if rows := r.section("reads", ""); len(rows) > 0 {
 		w("\n## Reads through mail-gateway (the evaluator's API)\n\n")

@@ -15,7 +15,7 @@ func TestDependencyFence(t *testing.T) {
 	itest.ForbidDeps(t, "mail-inbox", []string{
 		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli", mp + "internal/serve", mp + "internal/supervisor", mp + "internal/operator", mp + "internal/credfiles",
 		mp + "internal/peercred", mp + "internal/gateway", mp + "internal/writer", mp + "internal/smtpd",
-		mp + "internal/otp", mp + "pkg/mailclient", "modernc.org", "database/sql",
+		mp + "internal/otp", mp + "pkg/mailclient", "modernc.org", "github.com/jackc/pgx", "database/sql",
 		"runtime/pprof", "net/http/pprof", // profiles only in make profile's builds (internal/cliapp/profile.go)
 	}, []string{mp + "internal/otp/urls"})
 }

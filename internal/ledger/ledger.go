@@ -1,13 +1,15 @@
 // Package ledger is the plane's durable policy: trials, namespaces, hashed
 // grants and capabilities, learned recipients, quota counters, idempotency
 // keys, and the index of accepted messages. It is an embedded SQLite
-// database (pure Go driver, WAL, synchronous=FULL), written through one
-// connection so that every decision that reads and then writes is a single
-// serialized transaction.
+// database (pure Go driver, WAL, synchronous=FULL; dialect_sqlite.go) or
+// a PostgreSQL database that several planes share (dialect_postgres.go),
+// written through one connection of each plane so that every decision
+// that reads and then writes is a single serialized transaction, which
+// locks the rows it decides on against the other planes.
 //
-// Only the plane links this package. The SQL is kept portable (no SQLite
-// extensions beyond the pragmas in Open) so that a PostgreSQL-compatible
-// engine can take its place later.
+// Only the plane links this package. The SQL is one set of portable
+// queries with ? placeholders; what differs between the engines is in
+// their dialect files.
 package ledger
 
 import (
@@ -15,29 +17,27 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Ledger is the policy database.
 type Ledger struct {
+	d     *dialect
 	write *sql.DB // one connection: transactions are serialized
 	read  *sql.DB // WAL readers, never blocked by the writer
 
 	rs, ws *stmts // prepared statements of read and write
-	dir    string // the data directory, for its free space
+	dir    string // the data directory, for its free space ("": not ours to watch)
 
-	offers  chan *pending // sends and events waiting for the committer
-	policy  atomic.Uint64 // PolicyGen
-	hints   hints         // Precheck's (hints.go)
-	budget  int64         // events a trail records besides essential ones (events.go)
+	listen  *pgx.ConnConfig // PostgreSQL: where Watch listens
+	offers  chan *pending   // sends and events waiting for the committer
+	policy  atomic.Uint64   // PolicyGen
+	hints   hints           // Precheck's (hints.go)
+	budget  int64           // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
 }
@@ -150,154 +150,37 @@ CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
 CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 `
 
-// migrations bring a database of the version named up by one version.
-var migrations = map[string]string{
-	"1": `ALTER TABLE trials ADD COLUMN expires_at INTEGER;
-ALTER TABLE trials ADD COLUMN smtp_port INTEGER;`,
-	// The schema's CREATE TABLE IF NOT EXISTS made events and trails, and
-	// trailColumns the namespaces' trail heads; a namespace's trail starts
-	// at its next event.
-	"2": `SELECT 1;`,
-}
-
-// Open opens (creating if needed) the ledger in dir, which it creates 0700.
-func Open(ctx context.Context, dir string) (*Ledger, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("ledger: data directory: %w", err)
-	}
-	path := filepath.Join(dir, "mailplane.db")
-	dsn := func(extra string) string {
-		q := url.Values{}
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "synchronous(FULL)")
-		q.Add("_pragma", "busy_timeout(10000)")
-		q.Add("_pragma", "foreign_keys(ON)")
-		if extra != "" {
-			q.Add("_pragma", extra)
-		}
-		q.Set("_txlock", "immediate")
-		return "file:" + path + "?" + q.Encode()
-	}
-	write, err := sql.Open("sqlite", dsn(""))
-	if err != nil {
-		return nil, err
-	}
-	write.SetMaxOpenConns(1)
-	write.SetConnMaxIdleTime(0)
-	if _, err := write.ExecContext(ctx, schema); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("ledger: schema: %w", err)
-	}
-	if err := migrate(ctx, write, path); err != nil {
-		write.Close()
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		write.Close()
-		return nil, err
-	}
-	read, err := sql.Open("sqlite", dsn("query_only(ON)"))
-	if err != nil {
-		write.Close()
-		return nil, err
-	}
-	read.SetMaxOpenConns(8)
-	read.SetMaxIdleConns(8)
-	rs, err := newStmts(read, readQueries)
+// newLedger starts the ledger over its two handles once its schema is
+// current: it prepares the hot queries in d's text and starts the
+// committer.
+func newLedger(d *dialect, write, read *sql.DB, dir string) (*Ledger, error) {
+	rs, err := newStmts(read, d, readQueries)
 	if err != nil {
 		read.Close()
 		write.Close()
 		return nil, err
 	}
-	ws, err := newStmts(write, writeQueries)
+	ws, err := newStmts(write, d, writeQueries)
 	if err != nil {
 		rs.close()
 		read.Close()
 		write.Close()
 		return nil, err
 	}
-	l := &Ledger{write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
+	l := &Ledger{d: d, write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
 		budget: DefaultEventBudget}
 	go l.commit()
 	return l, nil
 }
 
-// migrate stamps a new database with schemaVersion, or brings an older
-// one up to it, one version per transaction.
-func migrate(ctx context.Context, db *sql.DB, path string) error {
+// stamp records schemaVersion in a new database.
+func stamp(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) error {
 	if _, err := db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`, schemaVersion); err != nil {
 		return fmt.Errorf("ledger: schema: %w", err)
 	}
-	for {
-		var v string
-		if err := db.QueryRowContext(ctx, qSchema).Scan(&v); err != nil {
-			return fmt.Errorf("ledger: schema: %w", err)
-		}
-		if v == schemaVersion {
-			break
-		}
-		step, ok := migrations[v]
-		if !ok {
-			return fmt.Errorf("ledger: %s has schema %q, this build reads %q", path, v, schemaVersion)
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		next, _ := strconv.Atoi(v)
-		if _, err := tx.ExecContext(ctx, step); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("ledger: migrating schema %s: %w", v, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema'`, strconv.Itoa(next+1)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-	}
-	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
-		return fmt.Errorf("ledger: migrating: %w", err)
-	}
-	if _, err := db.ExecContext(ctx, indexes); err != nil {
-		return fmt.Errorf("ledger: indexes: %w", err)
-	}
 	return nil
-}
-
-// trailColumns are the namespaces' columns of schema 3 (events.go), added
-// to a table an older schema made.
-var trailColumns = [][2]string{
-	{"trail_seq", "INTEGER NOT NULL DEFAULT 0"},
-	{"trail_hash", "TEXT"},
-	{"trail_suppressed", "TEXT"},
-}
-
-// addColumns adds to table the columns it lacks.
-func addColumns(ctx context.Context, db *sql.DB, table string, cols [][2]string) error {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		have[name] = true
-	}
-	rows.Close()
-	for _, c := range cols {
-		if !have[c[0]] {
-			if _, err := db.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+c[0]+` `+c[1]); err != nil {
-				return err
-			}
-		}
-	}
-	return rows.Err()
 }
 
 // Close stops the committer and closes the database.
@@ -323,12 +206,14 @@ func (l *Ledger) Ping(ctx context.Context) error {
 // system has minFree bytes left, so that a full disk shows (a one-row
 // update alone still fits in the write-ahead log).
 func (l *Ledger) PingWrite(ctx context.Context, minFree uint64) error {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(l.dir, &fs); err != nil {
-		return err
-	}
-	if free := fs.Bavail * uint64(fs.Bsize); free < minFree {
-		return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
+	if l.dir != "" {
+		var fs unix.Statfs_t
+		if err := unix.Statfs(l.dir, &fs); err != nil {
+			return err
+		}
+		if free := fs.Bavail * uint64(fs.Bsize); free < minFree {
+			return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
+		}
 	}
 	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
 	return err
@@ -352,6 +237,14 @@ func (l *Ledger) ForgetPolicy() { l.policy.Add(1) }
 func (l *Ledger) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	defer l.ForgetPolicy()
 	return l.tx(ctx, fn)
+}
+
+// announce tells the other planes, inside tx, that it changes ns.
+func (l *Ledger) announce(ctx context.Context, tx *sql.Tx, kind byte, ns string) error {
+	if l.d.announce == nil {
+		return nil
+	}
+	return l.d.announce(ctx, tx, kind, ns)
 }
 
 func now() int64 { return time.Now().UnixMilli() }

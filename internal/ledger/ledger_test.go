@@ -9,15 +9,69 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/pgtest"
 )
 
+// TestEngines runs the ledger's tests on each engine: SQLite, and a real
+// PostgreSQL (a new database for each ledger).
+func TestEngines(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"Sentinels", testSentinels}, {"IdempotentReplay", testIdempotentReplay}, {"GroupCommit", testGroupCommit},
+		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
+		{"TrailBudget", testTrailBudget},
+	}
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			tests := tests
+			if engine == "postgres" {
+				pg = pgtest.Start(t)
+				defer func() { pg = nil }()
+				tests = append(tests, struct {
+					name string
+					fn   func(*testing.T)
+				}{"Planes", testPlanes})
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, tc.fn)
+			}
+		})
+	}
+}
+
+// pg is the PostgreSQL of TestEngines' postgres run; nil: SQLite.
+var pg *pgtest.Server
+
+// open opens a new, empty ledger on the engine under test.
 func open(t *testing.T) *Ledger {
 	t.Helper()
-	l, err := Open(context.Background(), t.TempDir())
+	l := openAt(t, target(t))
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// target is where a new ledger lives: a directory or a database's DSN.
+func target(t *testing.T) string {
+	if pg != nil {
+		return pg.DSN()
+	}
+	return t.TempDir()
+}
+
+// openAt opens the ledger at target, which another ledger may share.
+func openAt(t *testing.T, target string) *Ledger {
+	t.Helper()
+	open := Open
+	if pg != nil {
+		open = OpenPostgres
+	}
+	l, err := open(context.Background(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
 	return l
 }
 
@@ -44,9 +98,9 @@ func offer(ns string, size int, key, fp string, maxMsgs, maxBytes int64) *Offer 
 		Put: func(*sql.Tx, int64) (string, error) { return "ref", nil }}
 }
 
-// TestSentinels: each refusal and each absence is its sentinel, so that the
+// testSentinels: each refusal and each absence is its sentinel, so that the
 // plane can tell policy from an outage with errors.Is.
-func TestSentinels(t *testing.T) {
+func testSentinels(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	tr, _ := trial(t, l, "a")
@@ -93,9 +147,9 @@ func TestSentinels(t *testing.T) {
 	}
 }
 
-// TestIdempotentReplay: a repeated key with the same payload replays the
+// testIdempotentReplay: a repeated key with the same payload replays the
 // first entry, even once the quota is full.
-func TestIdempotentReplay(t *testing.T) {
+func testIdempotentReplay(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	trial(t, l, "a")
@@ -109,10 +163,10 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 }
 
-// TestGroupCommit: offers committed together stay independent. One that is
+// testGroupCommit: offers committed together stay independent. One that is
 // refused, or whose caller gave up, undoes only its own writes; every
 // accepted one is durable with its own seq.
-func TestGroupCommit(t *testing.T) {
+func testGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	trial(t, l, "a")
@@ -167,7 +221,7 @@ func TestGroupCommit(t *testing.T) {
 
 // TestCloseTrial deletes a trial whole, runs the store's purge inside the
 // same transaction, and queues an external store's purge.
-func TestCloseTrial(t *testing.T) {
+func testCloseTrial(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	tr, ns := trial(t, l, "a")
@@ -217,9 +271,9 @@ func TestCloseTrial(t *testing.T) {
 	}
 }
 
-// TestLookups: a trial is found by each credential's digest and by its
+// testLookups: a trial is found by each credential's digest and by its
 // port; expiry is listed.
-func TestLookups(t *testing.T) {
+func testLookups(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
 	tr := &Trial{Profile: "candidate", MailAPIToken: digest("api"), BootstrapToken: digest("boot"), InboxToken: digest("inbox"),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,6 +123,10 @@ func (l *Ledger) commitBatch(batch []*pending) {
 	}
 	ctx := context.Background() // the batch outlives any one caller's deadline
 	gen := l.PolicyGen()
+	// Namespaces are locked in one order on every plane, so that two
+	// batches never wait for each other (the sort keeps each namespace's
+	// offers in their order).
+	slices.SortStableFunc(batch, func(a, b *pending) int { return strings.Compare(a.namespace(), b.namespace()) })
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
 		finish(err)
@@ -155,6 +160,17 @@ func (l *Ledger) commitBatch(batch []*pending) {
 			}
 		}
 	}
+	last := ""
+	for _, p := range batch {
+		if p.err == nil && p.namespace() != last {
+			last = p.namespace()
+			if err := l.announce(ctx, tx, changeMail, last); err != nil {
+				tx.Rollback()
+				finish(err)
+				return
+			}
+		}
+	}
 	err = tx.Commit()
 	if err == nil {
 		for _, p := range batch {
@@ -165,6 +181,13 @@ func (l *Ledger) commitBatch(batch []*pending) {
 		}
 	}
 	finish(err)
+}
+
+func (p *pending) namespace() string {
+	if p.offer != nil {
+		return p.offer.Namespace
+	}
+	return p.event.Namespace
 }
 
 // acceptedEvent records the event of an accepted entry.
@@ -208,12 +231,17 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 // the quota has room. It returns the seq o would get.
 //
 // head, if not nil, is set to the namespace's trail head, read in the same
-// query; seen to the namespace's state and counters.
+// query, and the namespace's row is locked for the rest of tx; seen to the
+// namespace's state and counters.
 func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (seq int64, e Entry, replayed bool, err error) {
 	var state string
 	var count, bytes, trailSeq int64
 	var hash, supp sql.NullString
-	err = tx.queryRow(ctx, qNamespaceCounters, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
+	q := qNamespaceCounters
+	if head != nil {
+		q = qLockNamespace // deciding to write: no other plane decides on ns until this commits
+	}
+	err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
 	if err != nil {
 		return 0, Entry{}, false, notFound(err)
 	}

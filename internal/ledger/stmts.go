@@ -10,6 +10,7 @@ import (
 const (
 	qSchema                 = `SELECT value FROM meta WHERE key = 'schema'`
 	qNamespaceCounters      = `SELECT state, next_seq, message_count, byte_count, trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
+	qLockNamespace          = qNamespaceCounters + forUpdate
 	qIdempotency            = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
 	qInsertMessage          = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qCount                  = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
@@ -28,6 +29,7 @@ const (
 	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
 	qNamespace              = nsSelect + ` WHERE name = ?`
 	qTrail                  = `SELECT trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
+	qLockTrail              = qTrail + forUpdate
 	qUpdateTrail            = `UPDATE namespaces SET trail_seq = ?, trail_hash = ?, trail_suppressed = ? WHERE name = ?`
 	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
 	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
@@ -40,9 +42,9 @@ const (
 // transactions; Precheck runs the decision's reads on the read handle too.
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
-		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qTrail, qEvents}
-	writeQueries = []string{qNamespaceCounters, qIdempotency, qInsertMessage, qCount, qCountTrail, qLearn, qInsertIdempotency, qEntry,
-		qTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo}
+		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents}
+	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qLearn, qInsertIdempotency, qEntry,
+		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was
@@ -55,10 +57,10 @@ type stmts struct {
 	m  map[string]*sql.Stmt
 }
 
-func newStmts(db *sql.DB, queries []string) (*stmts, error) {
+func newStmts(db *sql.DB, d *dialect, queries []string) (*stmts, error) {
 	s := &stmts{db: db, m: map[string]*sql.Stmt{}}
 	for _, q := range queries {
-		st, err := db.Prepare(q)
+		st, err := db.Prepare(d.text(q))
 		if err != nil {
 			s.close()
 			return nil, err

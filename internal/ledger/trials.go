@@ -68,12 +68,9 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, now(), nullMillis(t.Expires), nullInt(t.SMTPPort))
+		err := tx.QueryRowContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, now(), nullMillis(t.Expires), nullInt(t.SMTPPort)).Scan(&t.ID)
 		if err != nil {
-			return err
-		}
-		if t.ID, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		ns.TrialID = t.ID
@@ -95,7 +92,12 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 
 // AddGrant stores a grant not bound to a trial (gateway, admin).
 func (l *Ledger) AddGrant(ctx context.Context, g Grant) error {
-	return l.tx(ctx, func(tx *sql.Tx) error { return insertGrant(ctx, tx, g) })
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		if err := insertGrant(ctx, tx, g); err != nil {
+			return err
+		}
+		return l.announce(ctx, tx, changePolicy, "")
+	})
 }
 
 // Rotate adds ns as the trial's new current namespace and seals the
@@ -105,7 +107,7 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT namespace FROM trials WHERE id = ? AND destroyed = 0`, trialID).Scan(&sealed); err != nil {
+		if err := tx.QueryRowContext(ctx, l.d.text(`SELECT namespace FROM trials WHERE id = ? AND destroyed = 0`+forUpdate), trialID).Scan(&sealed); err != nil {
 			return notFound(err)
 		}
 		ns.TrialID = trialID
@@ -121,8 +123,10 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 		if err := l.lifecycle(ctx, tx, ns.Name, evidence.ActionOpen, sealed); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE trials SET namespace = ? WHERE id = ?`, ns.Name, trialID)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE trials SET namespace = ? WHERE id = ?`, ns.Name, trialID); err != nil {
+			return err
+		}
+		return l.announce(ctx, tx, changePolicy, sealed)
 	})
 	return sealed, err
 }
@@ -137,7 +141,10 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
 		}
-		return l.lifecycle(ctx, tx, name, evidence.ActionSeal, "")
+		if err := l.lifecycle(ctx, tx, name, evidence.ActionSeal, ""); err != nil {
+			return err
+		}
+		return l.announce(ctx, tx, changePolicy, name)
 	})
 }
 
@@ -155,7 +162,9 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 	var t Trial
 	var nss []Namespace
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, trialSelect+` AND id = ?`, trialID)
+		// Locked: a plane closing the same trial at once (two reapers)
+		// waits, then finds it gone.
+		rows, err := tx.QueryContext(ctx, l.d.text(trialSelect+` AND id = ?`+forUpdate), trialID)
 		if err != nil {
 			return err
 		}
@@ -182,6 +191,9 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 				if err := purge(tx, ns); err != nil {
 					return err
 				}
+			}
+			if err := l.announce(ctx, tx, changePolicy, ns.Name); err != nil {
+				return err
 			}
 			if queue {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO purges (tag, namespace) VALUES (?, ?) ON CONFLICT DO NOTHING`, ns.Tag, ns.Name); err != nil {
@@ -215,7 +227,7 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 // Purges returns namespaces whose bodies an external store still has to
 // delete.
 func (l *Ledger) Purges(ctx context.Context) ([]Namespace, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT namespace, tag FROM purges ORDER BY rowid LIMIT 1000`)
+	rows, err := l.read.QueryContext(ctx, `SELECT namespace, tag FROM purges ORDER BY tag LIMIT 1000`)
 	return scanAll(rows, err, func(r *sql.Rows, ns *Namespace) error { return r.Scan(&ns.Name, &ns.Tag) })
 }
 
@@ -477,7 +489,9 @@ func notFound(err error) error {
 	return err
 }
 
-// tx runs fn in a write transaction, committing when it returns nil.
+// tx runs fn in a write transaction, committing when it returns nil. A
+// unique violation there means another plane stored the same name or
+// digest first: ErrExists, as if this transaction's own check had seen it.
 func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -485,6 +499,9 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
+		if l.d.unique != nil && l.d.unique(err) {
+			return ErrExists
+		}
 		return err
 	}
 	return tx.Commit()

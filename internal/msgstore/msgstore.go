@@ -3,8 +3,9 @@
 // message of which namespace is where. A Store only keeps bytes, durably,
 // and gives them back.
 //
-// Two stores exist: SQLite (this package), inside the ledger's own database
-// so that a message and the policy that accepted it commit together; and
+// Two stores exist: the database store (this package), inside the
+// ledger's own database, SQLite or PostgreSQL, so that a message and the
+// policy that accepted it commit together; and
 // Mailpit (package msgstore/mailpit), reached over its Unix sockets.
 package msgstore
 

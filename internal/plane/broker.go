@@ -379,6 +379,13 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 	parallel := 1
 	if !b.store.Transactional() {
 		parallel = externalLoads
+		// Messages may come from the plane's cache (msgcache.go); a read
+		// still finds out that the store is down, and answers an outage.
+		if len(entries) > 0 {
+			if err := b.store.Ping(ctx); err != nil {
+				return nil, b.storeErr("ping", err)
+			}
+		}
 	}
 	out := make([]rpc.Message, len(entries))
 	errs := make([]error, len(entries))

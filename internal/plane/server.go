@@ -162,7 +162,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok || !s.peers.AdmitsAny(cred, rpc.RoleNames) {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
 	}
-	grant, ok := s.grant(r)
+	grant, ok, err := s.grant(r)
+	if err != nil {
+		// The ledger did not answer: an outage, not a refusal.
+		return fail(http.StatusServiceUnavailable, s.broker.storeErr("grant", err))
+	}
 	if !ok {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "no valid grant"))
 	}
@@ -196,26 +200,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	return method, ""
 }
 
-// grant returns the valid grant the request presents.
-func (s *Server) grant(r *http.Request) (ledger.Grant, bool) {
+// grant returns the valid grant the request presents; an error means the
+// ledger could not be asked.
+func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
-		return ledger.Grant{}, false
+		return ledger.Grant{}, false, nil
 	}
 	d := ident.Digest(tok)
 	gen := s.ledger.PolicyGen()
 	if g, ok := s.grants.get(gen, string(d)); ok {
-		return g, true
+		return g, true, nil
 	}
 	g, err := s.ledger.Grant(r.Context(), d)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Grant{}, false, err
+	}
 	if err != nil || g.Revoked {
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-			s.log.Error().Err(err).Msg("grant lookup failed")
-		}
-		return ledger.Grant{}, false
+		return ledger.Grant{}, false, nil
 	}
 	s.grants.put(gen, string(d), g)
-	return g, true
+	return g, true, nil
 }
 
 // callContext bounds a call by the caller's deadline header, by callLimit,

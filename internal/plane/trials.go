@@ -314,7 +314,8 @@ func (b *Broker) Run(ctx context.Context) {
 			continue
 		}
 		for _, t := range ts {
-			if err := b.closeTrial(ctx, t.ID, "expired"); err != nil {
+			// Not found: another plane on the database closed it first.
+			if err := b.closeTrial(ctx, t.ID, "expired"); err != nil && rpc.CodeOf(err) != rpc.CodeNotFound {
 				b.log.Warn().Err(err).Str("namespace", t.Namespace).Msg("closing an expired trial failed; will retry")
 			}
 		}
@@ -384,7 +385,12 @@ func (b *Broker) EnsureGrant(ctx context.Context, grant string, role rpc.Role) e
 	g, err := b.ledger.Grant(ctx, ident.Digest(grant))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		return b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(grant), Role: string(role)})
+		err := b.ledger.AddGrant(ctx, ledger.Grant{Digest: ident.Digest(grant), Role: string(role)})
+		if errors.Is(err, ledger.ErrExists) {
+			// Another plane on the database added it first: check it.
+			return b.EnsureGrant(ctx, grant, role)
+		}
+		return err
 	case err != nil:
 		return err
 	case g.Role != string(role) || g.Revoked:

@@ -36,7 +36,8 @@ import (
 // StoreFlags choose and size the message store; up passes them through.
 func StoreFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "message store: sqlite (embedded) or mailpit"},
+		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "where the ledger and the mail live: sqlite (embedded, in --data), mailpit (mail in Mailpit, the ledger in --data) or postgres (both in PostgreSQL, which several planes may share)"},
+		&cli.StringFlag{Name: "dsn-file", Usage: "with --store postgres: a file holding the database's DSN (libpq key=value or postgres:// URL), e.g. from systemd's LoadCredential (default: $" + DSNEnv + ")"},
 		&cli.StringFlag{Name: "mailpit-socket", Usage: "with --store mailpit: HTTP socket (http.sock) of a running Mailpit (default: $" + mailpit.SocketEnv + "; if neither, the plane starts its own Mailpit)"},
 		&cli.StringFlag{Name: "mailpit-smtp-socket", Usage: "SMTP socket of that Mailpit (default: smtp.sock beside --mailpit-socket)"},
 		&cli.StringFlag{Name: "mailpit-runtime", Value: mailpit.RuntimeBinary, Usage: "how the plane runs its own Mailpit: binary or docker"},
@@ -48,6 +49,10 @@ func StoreFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "evidence-retention", Value: plane.DefaultRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
+
+// DSNEnv holds the PostgreSQL DSN when --dsn-file is not given. No flag
+// takes the DSN itself: it would show in ps.
+const DSNEnv = "MAILPLANE_DSN"
 
 // Command is mail-plane serve: the broker's composition root.
 func Command() *cli.Command {
@@ -104,7 +109,7 @@ func serve(c *cli.Context) error {
 	defer stop()
 
 	data := c.String("data")
-	l, err := ledger.Open(ctx, data)
+	l, err := openLedger(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -138,6 +143,7 @@ func serve(c *cli.Context) error {
 	}
 	srv := plane.NewServer(broker, peers, c.Duration("rpc-read-timeout"), log).HTTPServer()
 	go broker.Run(ctx)
+	go l.Watch(ctx, broker.Changed)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info().Str("socket", c.String("socket")).Str("store", c.String("store")).Str("data", data).
@@ -195,12 +201,53 @@ func advertise(c *cli.Context) (plane.Advertise, error) {
 		WriterHTTPSURL: trim("advertise-writer-https")}, nil
 }
 
+// openLedger opens the ledger the flags ask for: in --data, or with
+// --store postgres in the database the DSN names.
+func openLedger(ctx context.Context, c *cli.Context) (*ledger.Ledger, error) {
+	if c.String("store") != "postgres" {
+		return ledger.Open(ctx, c.String("data"))
+	}
+	dsn, err := readDSN(c.String("dsn-file"))
+	if err != nil {
+		return nil, err
+	}
+	l, err := ledger.OpenPostgres(ctx, dsn)
+	if errors.Is(err, ledger.ErrDSN) {
+		return nil, cliapp.UsageError{Err: err}
+	}
+	return l, err
+}
+
+// readDSN reads the DSN from file, else from $MAILPLANE_DSN. Its content
+// is never repeated in an error.
+func readDSN(file string) (string, error) {
+	if file == "" {
+		dsn := strings.TrimSpace(os.Getenv(DSNEnv))
+		if dsn == "" {
+			return "", cliapp.Usagef("--store postgres needs the database's DSN: --dsn-file PATH or $%s", DSNEnv)
+		}
+		return dsn, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", cliapp.Usagef("--dsn-file: %v", err)
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", cliapp.Usagef("--dsn-file %s is empty", file)
+	}
+	return dsn, nil
+}
+
 // openStore opens the message store the flags ask for.
 func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
 	switch c.String("store") {
 	case "sqlite":
 		w, r := l.Handles()
 		return msgstore.NewSQLite(ctx, w, r)
+	case "postgres":
+		w, r := l.Handles()
+		return msgstore.NewPostgres(ctx, w, r, ledger.MigrationLock)
 	case "mailpit":
 		// The flag, else the reference's variable (blank counts as unset);
 		// with neither, the plane runs a private Mailpit whose database
@@ -232,7 +279,7 @@ func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolo
 		}
 		return s, nil
 	}
-	return nil, cliapp.Usagef("--store %q: want sqlite or mailpit", c.String("store"))
+	return nil, cliapp.Usagef("--store %q: want sqlite, mailpit or postgres", c.String("store"))
 }
 
 // ensureGrantFile keeps a grant for role in path: minted and written (0600)

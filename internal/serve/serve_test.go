@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -92,6 +93,48 @@ func TestConfigurationErrorsExit2(t *testing.T) {
 		}
 		if len(strings.TrimSpace(string(out))) == 0 {
 			t.Errorf("%v: no explanation on stderr", args)
+		}
+	}
+}
+
+// TestPostgresDSN: --store postgres takes its DSN only from a file or
+// $MAILPLANE_DSN; without one it is a usage error naming both; a bad DSN,
+// or a database that does not answer, is reported without the DSN's
+// password.
+func TestPostgresDSN(t *testing.T) {
+	dir := itest.ShortTempDir(t)
+	const password = "s3cret-pa55word"
+	dsnFile := func(dsn string) string { return itest.WriteSecret(t, "dsn", dsn) }
+	args := []string{"serve", "--store", "postgres", "--data", dir, "--socket", dir + "/s.sock"}
+	for _, c := range []struct {
+		args []string
+		env  string
+		code int
+		want []string
+	}{
+		{args: args, code: 2, want: []string{"--dsn-file", serve.DSNEnv}},
+		{args: append(args, "--dsn-file", dir+"/missing"), code: 2, want: []string{"--dsn-file"}},
+		{args: append(args, "--dsn-file", dsnFile("postgres://u:"+password+"@[::1")), code: 2, want: []string{"DSN does not parse"}},
+		{args: args, env: "postgres://u:" + password + "@%zz", code: 2, want: []string{"DSN does not parse"}},
+		// Nothing listens on port 1.
+		{args: append(args, "--dsn-file", dsnFile("postgres://u:"+password+"@127.0.0.1:1/db?connect_timeout=2")), code: 1},
+	} {
+		cmd := exec.Command(itest.Bin(t, "mail-plane"), c.args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, serve.DSNEnv+"="+c.env)
+		}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != c.code {
+			t.Errorf("%v: exit %v, want %d\n%s", c.args, err, c.code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%v: %q not in\n%s", c.args, w, out)
+			}
+		}
+		if strings.Contains(string(out), password) {
+			t.Errorf("%v: the DSN's password is in the output:\n%s", c.args, out)
 		}
 	}
 }

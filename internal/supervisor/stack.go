@@ -22,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -192,13 +193,16 @@ func (st *stack) start(s *surface) error {
 // that names a secret or a file or socket behind one (the sidecar's
 // bootstrap token, Mailpit's socket, a grant or token file, the
 // credentials directory): each child is handed its own by flag. The plane
-// alone keeps WEBSITEBENCH_MAILPIT_HTTP_SOCKET, which it may read.
+// alone keeps WEBSITEBENCH_MAILPIT_HTTP_SOCKET, which it may read, and
+// the database's DSN (serve.DSNEnv): a surface never holds it.
 func childEnv(name string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case k == wbenv.MailpitHTTPSocket && name == "mail-plane":
+		case (k == wbenv.MailpitHTTPSocket || k == serve.DSNEnv) && name == "mail-plane":
+		case k == serve.DSNEnv:
+			continue
 		case strings.HasPrefix(k, wbenv.Prefix):
 			continue
 		case k == "MAILPLANE_GRANT_FILE", k == "MAILPLANE_ADMIN_GRANT_FILE", k == "MAILPLANE_TOKEN_FILE",

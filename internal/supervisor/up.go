@@ -122,6 +122,9 @@ func up(c *cli.Context) (err error) {
 		"--advertise-inbox", url(ports[2]), "--advertise-gateway", url(ports[3]),
 		"--advertise-ca-file", wtls.caFile, "--advertise-smtp-tls-port", strconv.Itoa(wtls.smtpTLSPort()),
 		"--advertise-writer-https", wtls.httpsURL()}
+	if c.String("store") == "postgres" && c.String("dsn-file") != "" {
+		planeArgs = append(planeArgs, "--dsn-file", c.String("dsn-file"))
+	}
 	if c.String("store") == "mailpit" {
 		for _, f := range []string{"mailpit-socket", "mailpit-smtp-socket", "mailpit-runtime", "mailpit-binary", "mailpit-image"} {
 			if v := c.String(f); v != "" {

@@ -1,8 +1,9 @@
 // Package storetest is the conformance suite of msgstore.Store: one set of
-// tests, run unchanged against every store (msgstore.SQLite in this
-// package's tests, the Mailpit store in package mailpit's). It drives a
-// store the way the plane does: Put inside a transaction of a real ledger,
-// Get with the namespace and envelope the ledger kept.
+// tests, run unchanged against every store (msgstore.DB in this package's
+// tests, on SQLite and on PostgreSQL; the Mailpit store in package
+// mailpit's). It drives a store the way the plane does: Put inside a
+// transaction of a real ledger, Get with the namespace and envelope the
+// ledger kept.
 package storetest
 
 import (
@@ -25,6 +26,10 @@ import (
 
 // Subject is a store under test.
 type Subject struct {
+	// Ledger, if set, opens the ledger the store is opened over (and
+	// again after Mend); by default a SQLite ledger in a temporary
+	// directory.
+	Ledger func(t *testing.T) *ledger.Ledger
 	// Open opens the store; Put is given transactions of l. The suite
 	// calls it again, over a reopened ledger, after Mend (as a restarted
 	// plane would) and expects the mail stored before.
@@ -64,12 +69,16 @@ type harness struct {
 
 func (h *harness) open() {
 	h.t.Helper()
-	l, err := ledger.Open(context.Background(), filepath.Join(h.dir, "ledger"))
-	if err != nil {
-		h.t.Fatal(err)
+	if h.s.Ledger != nil {
+		h.l = h.s.Ledger(h.t)
+	} else {
+		l, err := ledger.Open(context.Background(), filepath.Join(h.dir, "ledger"))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.l = l
 	}
-	h.l = l
-	h.store = h.s.Open(h.t, l)
+	h.store = h.s.Open(h.t, h.l)
 }
 
 func (h *harness) close() {
