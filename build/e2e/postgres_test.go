@@ -122,10 +122,6 @@ func TestComposePostgres(t *testing.T) {
 		wg.Wait()
 	})
 
-	if !s.planeHasPostgres() {
-		t.Skip("this mail-plane image has no `serve --store postgres --dsn-file` (h-fleet); the planes' part of the test needs it")
-	}
-
 	s.compose("up", "-d", "plane-a", "plane-b")
 	s.waitHealthy("plane-a")
 	s.waitHealthy("plane-b")
@@ -304,14 +300,6 @@ func (s *stack) logs(c string) (stdout, stderr string, err error) {
 	x.Stdout, x.Stderr = &o, &e
 	err = x.Run()
 	return o.String(), e.String(), err
-}
-
-// planeHasPostgres says whether the mail-plane image can keep its store in
-// PostgreSQL (serve --store postgres --dsn-file).
-func (s *stack) planeHasPostgres() bool {
-	out, _ := s.try("docker", "run", "--rm", "--pull", "never", "--network", "none", "--label", "mailplane.e2e="+s.project,
-		"mailplane/mail-plane:"+s.tag, "serve", "--help")
-	return strings.Contains(out, "--dsn-file") && strings.Contains(out, "postgres")
 }
 
 // networks are the Docker networks a container is on, sorted.

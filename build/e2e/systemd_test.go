@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -96,8 +98,10 @@ func TestSystemdUnits(t *testing.T) {
 	t.Run("security", func(t *testing.T) {
 		overall := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
 		for name := range services {
+			// The copy under root: next to build/systemd/mail-plane.service,
+			// systemd would read the PostgreSQL drop-in too.
 			out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager",
-				filepath.Join(unitDir, name)).CombinedOutput()
+				filepath.Join(root, "etc/systemd/system", name)).CombinedOutput()
 			m := overall.FindSubmatch(out)
 			if err != nil || m == nil {
 				t.Errorf("systemd-analyze security %s: %v\n%s", name, err, out)
@@ -299,38 +303,20 @@ func TestSystemdUnits(t *testing.T) {
 			t.Log("not root: the plane's allow lists are not exercised here")
 			return
 		}
-		dir := itest.ShortTempDir(t)
-		sock, data := filepath.Join(dir, "run", "plane.sock"), filepath.Join(dir, "data")
-		args := execStart(t, readUnit(t, filepath.Join(unitDir, "mail-plane.service")), bin, map[string]string{
-			"/run/mailplane/plane.sock": sock, "/var/lib/mailplane": data})
-		p := itest.StartCmd(t, exec.Command(args[0], args[1:]...), "mail-plane.service")
-		var admin *rpc.Client
-		for deadline := time.Now().Add(15 * time.Second); admin == nil; time.Sleep(50 * time.Millisecond) {
-			if g, err := rpc.ReadSecretFile(filepath.Join(data, "admin.grant")); err == nil {
-				admin = rpc.NewClient(sock, g)
-			} else if time.Now().After(deadline) || exited(p) {
-				t.Fatalf("the plane wrote no admin grant:\n%s", p.Output())
-			}
+		runPlane(t, readUnit(t, filepath.Join(unitDir, "mail-plane.service")), bin, nil)
+
+		// The same with postgres.conf's ExecStart=, against a real
+		// PostgreSQL, the DSN in a file where LoadCredential= puts it.
+		pg := pgtest.Start(t)
+		credDir := t.TempDir()
+		dsn := pg.DSN()
+		if err := os.WriteFile(filepath.Join(credDir, "dsn"), []byte(dsn+"\n"), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		defer admin.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var trial rpc.Identity
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			var err error
-			if trial, err = admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate}); err == nil {
-				break
-			} else if time.Now().After(deadline) || exited(p) {
-				t.Fatalf("admin as root: %v\n%s", err, p.Output())
-			}
-		}
-		w := rpc.NewClient(sock, trial.WriterGrant)
-		defer w.Close()
-		if _, err := w.Health(ctx); rpc.CodeOf(err) != rpc.CodeUnauthenticated {
-			t.Errorf("a writer grant used by root: %v, want %s", err, rpc.CodeUnauthenticated)
-		}
-		if code := p.Stop(t); code != 0 {
-			t.Errorf("mail-plane exited %d on SIGTERM, want 0\n%s", code, p.Output())
+		out := runPlane(t, readUnit(t, filepath.Join(unitDir, "mail-plane.service.d", "postgres.conf")), bin,
+			map[string]string{"%d": credDir})
+		if !strings.Contains(out, `"store":"postgres"`) || strings.Contains(out, dsn) {
+			t.Errorf("mail-plane with postgres.conf: want the postgres store, and the DSN nowhere in its log:\n%s", out)
 		}
 	})
 
@@ -349,6 +335,49 @@ func TestSystemdUnits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// runPlane runs a plane unit's ExecStart= (paths moved into a temporary
+// directory, and by moves) as root, and checks its allow lists: root may
+// use the admin grant, and is refused with a writer grant. It returns the
+// plane's output.
+func runPlane(t *testing.T, u unit, bin string, moves map[string]string) string {
+	t.Helper()
+	dir := itest.ShortTempDir(t)
+	sock, data := filepath.Join(dir, "run", "plane.sock"), filepath.Join(dir, "data")
+	m := map[string]string{"/run/mailplane/plane.sock": sock, "/var/lib/mailplane": data}
+	maps.Copy(m, moves)
+	args := execStart(t, u, bin, m)
+	p := itest.StartCmd(t, exec.Command(args[0], args[1:]...), "mail-plane.service")
+	var admin *rpc.Client
+	for deadline := time.Now().Add(15 * time.Second); admin == nil; time.Sleep(50 * time.Millisecond) {
+		if g, err := rpc.ReadSecretFile(filepath.Join(data, "admin.grant")); err == nil {
+			admin = rpc.NewClient(sock, g)
+		} else if time.Now().After(deadline) || exited(p) {
+			t.Fatalf("the plane wrote no admin grant:\n%s", p.Output())
+		}
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var trial rpc.Identity
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if trial, err = admin.TrialCreate(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate}); err == nil {
+			break
+		} else if time.Now().After(deadline) || exited(p) {
+			t.Fatalf("admin as root: %v\n%s", err, p.Output())
+		}
+	}
+	w := rpc.NewClient(sock, trial.WriterGrant)
+	defer w.Close()
+	if _, err := w.Health(ctx); rpc.CodeOf(err) != rpc.CodeUnauthenticated {
+		t.Errorf("a writer grant used by root: %v, want %s", err, rpc.CodeUnauthenticated)
+	}
+	if code := p.Stop(t); code != 0 {
+		t.Errorf("mail-plane exited %d on SIGTERM, want 0\n%s", code, p.Output())
+	}
+	return p.Output()
 }
 
 func exited(p *itest.Proc) bool {
@@ -470,13 +499,16 @@ func (u unit) hasPrefix(prefix string) bool {
 	return slices.ContainsFunc(u, func(l string) bool { return strings.HasPrefix(l, prefix) })
 }
 
+// value is a key's last value, the one that holds (a drop-in resets
+// ExecStart= with an empty one first).
 func (u unit) value(key string) string {
+	v := ""
 	for _, l := range u {
-		if v, ok := strings.CutPrefix(l, key+"="); ok {
-			return v
+		if w, ok := strings.CutPrefix(l, key+"="); ok {
+			v = w
 		}
 	}
-	return ""
+	return v
 }
 
 // allowLists are the plane's --allow-uid/--allow-gid flags in ExecStart=,
