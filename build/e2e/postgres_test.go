@@ -28,10 +28,11 @@ const (
 // TestComposePostgres runs build/docker-compose.postgres.yml: PostgreSQL
 // in its own zone, two planes sharing it. It proves from probe containers
 // that only the planes' network reaches the database and only the role
-// "mailplane" gets in, by password, to its own database; that a mail sent
-// through plane A's writer is read through plane B's gateway; and that
-// neither the password nor the DSN shows in any container's `docker
-// inspect` or log.
+// "mailplane" gets in, by password, to its own database; that every
+// surface of both planes starts, and a mail sent through one plane's writer
+// is read through the other plane's gateway, both ways; and that neither
+// the password nor the DSN shows in any container's `docker inspect` or
+// log.
 func TestComposePostgres(t *testing.T) {
 	s := newStack(t, "docker-compose.postgres.yml")
 	s.requireImages("postgres", "mail-plane", "mail-writer", "mail-inbox", "mail-gateway", "e2e-probe")
@@ -149,27 +150,47 @@ func TestComposePostgres(t *testing.T) {
 		}
 	})
 
-	// The operator: a trial through plane A into plane A's writer and
-	// inbox, a gateway grant through plane B into plane B's gateway.
-	var id rpc.Identity
-	out := s.compose("run", "--rm", "-T", "admin-a", "trial", "create", "--json", "--group-readable",
-		"--party-dir", "writer=/secrets/writer", "--party-dir", "inbox=/secrets/inbox")
-	if err := json.Unmarshal([]byte(out), &id); err != nil || id.Namespace == "" || id.WriterGrant == "" {
-		t.Fatalf("trial create --json through plane A: %v (%d bytes)", err, len(out))
-	}
-	s.compose("run", "--rm", "-T", "admin-b", "grant", "create", "--role", "gateway",
-		"--out", "/secrets/gateway/gateway.grant", "--group-readable")
-	s.compose("up", "-d", "writer-a", "gateway-b")
-	surfaces := []zone{
-		{service: "writer-a", network: "candidate", ports: []int{8025, 1025}},
-		{service: "gateway-b", network: "evaluator", ports: []int{8027}},
-	}
-	for _, z := range surfaces {
-		var ok map[string]int
-		url := fmt.Sprintf("http://%s:%d/healthz", z.service, z.ports[0])
-		if !s.probe(t, []string{"--network", s.network(z.network)}, nil, &ok, "wait-http", url) {
-			t.Fatalf("%s never became healthy", z.service)
+	// The operator, through each plane: a trial into that plane's writer
+	// and inbox, a gateway grant into its gateway. Then every surface of
+	// the file.
+	crossings := []struct {
+		from, to string // plane A's writer, plane B's gateway; and back
+		id       rpc.Identity
+	}{{from: "a", to: "b"}, {from: "b", to: "a"}}
+	for i, c := range crossings {
+		admin := "admin-" + c.from
+		out := s.compose("run", "--rm", "-T", admin, "trial", "create", "--json", "--group-readable",
+			"--party-dir", "writer=/secrets/writer", "--party-dir", "inbox=/secrets/inbox")
+		if err := json.Unmarshal([]byte(out), &crossings[i].id); err != nil || crossings[i].id.Namespace == "" {
+			t.Fatalf("trial create --json through %s: %v (%d bytes)", admin, err, len(out))
 		}
+		s.compose("run", "--rm", "-T", admin, "grant", "create", "--role", "gateway",
+			"--out", "/secrets/gateway/gateway.grant", "--group-readable")
+	}
+	var surfaces []zone
+	for _, p := range []string{"a", "b"} {
+		surfaces = append(surfaces,
+			zone{service: "writer-" + p, network: "candidate", ports: []int{8025, 1025}},
+			zone{service: "inbox-" + p, network: "agent", ports: []int{8026}},
+			zone{service: "gateway-" + p, network: "evaluator", ports: []int{8027}})
+	}
+	up := []string{"up", "-d"}
+	for _, z := range surfaces {
+		up = append(up, z.service)
+	}
+	s.compose(up...)
+	var wg sync.WaitGroup
+	for _, z := range surfaces {
+		wg.Go(func() {
+			var ok map[string]int
+			url := fmt.Sprintf("http://%s:%d/healthz", z.service, z.ports[0])
+			if !s.probe(t, []string{"--network", s.network(z.network)}, nil, &ok, "wait-http", url) {
+				t.Errorf("%s never became healthy", z.service)
+			}
+		})
+	}
+	if wg.Wait(); t.Failed() {
+		t.FailNow()
 	}
 
 	t.Run("surfaces have their zone's network only", func(t *testing.T) {
@@ -182,57 +203,65 @@ func TestComposePostgres(t *testing.T) {
 		}
 	})
 
-	t.Run("sent through plane A, read through plane B", func(t *testing.T) {
-		const apiCode, smtpCode = "731904", "582716"
-		env := map[string]string{
-			"WEBSITEBENCH_MAIL_API_URL":            "http://writer-a:8025/emails",
-			"WEBSITEBENCH_MAIL_API_TOKEN":          id.MailAPIToken,
-			"WEBSITEBENCH_MAIL_FROM":               rpc.CandidateSender,
-			"WEBSITEBENCH_SMTP_HOST":               "writer-a",
-			"WEBSITEBENCH_SMTP_PORT":               "1025",
-			"WEBSITEBENCH_SMTP_FROM":               rpc.CandidateSender,
-			"WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL":   "http://writer-a:8025/internal/bootstrap",
-			"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN": id.BootstrapToken,
+	for i, c := range crossings {
+		t.Run(fmt.Sprintf("sent through plane %s, read through plane %s", c.from, c.to), func(t *testing.T) {
+			testCrossing(t, s, c.id, "writer-"+c.from, "gateway-"+c.to, fmt.Sprintf("73190%d", i), fmt.Sprintf("58271%d", i))
+		})
+	}
+}
+
+// testCrossing sends a mail through writer (its API, with the Resend SDK,
+// and SMTP) into the trial id, and reads both with their codes through
+// gateway, which belongs to another plane.
+func testCrossing(t *testing.T, s *stack, id rpc.Identity, writer, gateway, apiCode, smtpCode string) {
+	env := map[string]string{
+		"WEBSITEBENCH_MAIL_API_URL":            "http://" + writer + ":8025/emails",
+		"WEBSITEBENCH_MAIL_API_TOKEN":          id.MailAPIToken,
+		"WEBSITEBENCH_MAIL_FROM":               rpc.CandidateSender,
+		"WEBSITEBENCH_SMTP_HOST":               writer,
+		"WEBSITEBENCH_SMTP_PORT":               "1025",
+		"WEBSITEBENCH_SMTP_FROM":               rpc.CandidateSender,
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL":   "http://" + writer + ":8025/internal/bootstrap",
+		"WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN": id.BootstrapToken,
+	}
+	in, _ := json.Marshal(map[string]any{"env": env, "to": "alice@example.com", "api_code": apiCode,
+		"smtp_to": "bob@example.com", "smtp_code": smtpCode})
+	var sent struct {
+		ResendID string `json:"resend_id"`
+		SMTP     string `json:"smtp"`
+	}
+	if !s.probe(t, []string{"--network", s.network("candidate")}, in, &sent, "candidate") {
+		t.FailNow()
+	}
+	if sent.ResendID == "" || sent.SMTP != "sent" {
+		t.Fatalf("through %s: resend id %q, smtp %q", writer, sent.ResendID, sent.SMTP)
+	}
+	in, _ = json.Marshal(map[string]any{"url": "http://" + gateway + ":8027", "namespace": id.Namespace,
+		"capability": id.ReadCapability, "want": 2})
+	type answer struct {
+		Status int             `json:"status"`
+		Body   json.RawMessage `json:"body"`
+	}
+	var read struct{ List, Latest, Wrong answer }
+	if !s.probe(t, []string{"--network", s.network("evaluator")}, in, &read, "evaluator") {
+		t.FailNow()
+	}
+	var list struct {
+		Messages []struct {
+			OTP *string `json:"otp"`
 		}
-		in, _ := json.Marshal(map[string]any{"env": env, "to": "alice@example.com", "api_code": apiCode,
-			"smtp_to": "bob@example.com", "smtp_code": smtpCode})
-		var sent struct {
-			ResendID string `json:"resend_id"`
-			SMTP     string `json:"smtp"`
+	}
+	if read.List.Status != http.StatusOK || json.Unmarshal(read.List.Body, &list) != nil || len(list.Messages) != 2 {
+		t.Fatalf("%s: %d %s; want the 2 messages sent through %s", gateway, read.List.Status, read.List.Body, writer)
+	}
+	for i, want := range []string{apiCode, smtpCode} {
+		if m := list.Messages[i]; m.OTP == nil || *m.OTP != want {
+			t.Errorf("%s, message %d: otp %v, want %s", gateway, i, m.OTP, want)
 		}
-		if !s.probe(t, []string{"--network", s.network("candidate")}, in, &sent, "candidate") {
-			t.FailNow()
-		}
-		if sent.ResendID == "" || sent.SMTP != "sent" {
-			t.Fatalf("through plane A's writer: resend id %q, smtp %q", sent.ResendID, sent.SMTP)
-		}
-		in, _ = json.Marshal(map[string]any{"url": "http://gateway-b:8027", "namespace": id.Namespace,
-			"capability": id.ReadCapability, "want": 2})
-		type answer struct {
-			Status int             `json:"status"`
-			Body   json.RawMessage `json:"body"`
-		}
-		var read struct{ List, Latest, Wrong answer }
-		if !s.probe(t, []string{"--network", s.network("evaluator")}, in, &read, "evaluator") {
-			t.FailNow()
-		}
-		var list struct {
-			Messages []struct {
-				OTP *string `json:"otp"`
-			}
-		}
-		if read.List.Status != http.StatusOK || json.Unmarshal(read.List.Body, &list) != nil || len(list.Messages) != 2 {
-			t.Fatalf("plane B's gateway: %d %s; want the 2 messages sent through plane A", read.List.Status, read.List.Body)
-		}
-		for i, want := range []string{apiCode, smtpCode} {
-			if m := list.Messages[i]; m.OTP == nil || *m.OTP != want {
-				t.Errorf("plane B's gateway, message %d: otp %v, want %s", i, m.OTP, want)
-			}
-		}
-		if read.Wrong.Status != http.StatusForbidden {
-			t.Errorf("plane B's gateway with a wrong capability: %d, want 403", read.Wrong.Status)
-		}
-	})
+	}
+	if read.Wrong.Status != http.StatusForbidden {
+		t.Errorf("%s with a wrong capability: %d, want 403", gateway, read.Wrong.Status)
+	}
 }
 
 // postgresSecrets writes the stack's two secret files, as an operator
