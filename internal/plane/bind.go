@@ -94,19 +94,26 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 		if t.trial.Expired(time.Now()) {
 			return t, closedRefusal(c.bind, sel.kind)
 		}
-		if c.bind == bindCapability {
-			if !ident.Equal(sel.credential, t.ns.ReadCapability) {
-				return t, refusal[credRead]
-			}
-			return t, nil
-		}
-		return t, b.opens(&t, sel, c.bind)
+		return t, b.reopens(&t, sel, c.bind)
 	}
 	t, err := b.lookup(ctx, c, sel, t)
 	if err == nil {
 		b.binds.put(gen, key, boundToOf(t))
 	}
 	return t, err
+}
+
+// reopens checks a cached binding as lookup checked it: a gateway's read
+// capability against its namespace, any other credential by opens.
+func (b *Broker) reopens(t *target, sel selector, bind binding) error {
+	switch bind {
+	case bindCapability:
+		if !ident.Equal(sel.credential, t.ns.ReadCapability) {
+			return refusal[credRead]
+		}
+		return nil
+	}
+	return b.opens(t, sel, bind)
 }
 
 // closedRefusal is the answer to a call bound to a closed trial.
