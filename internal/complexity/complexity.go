@@ -54,8 +54,17 @@ const (
 // fails t if any doubling of n more than triples the time. setup builds
 // the input and is not timed; run parses it and may be called many times.
 // The times are logged (go test -v) so that they can be compared.
+//
+// Under the race detector Linear skips: the detector's shadow memory and
+// bookkeeping grow with the memory a run touches, so its runs slow down
+// faster than the input grows (×2.7 for each doubling of a linear decoder
+// on a 2-core host) and it would measure itself, not the parser. `make
+// unit` runs every Test…Linear again without it.
 func Linear(t testing.TB, name string, setup func(n int) (run func()), base int) {
 	t.Helper()
+	if raceDetector {
+		t.Skip("timed only without the race detector (make unit runs the Linear tests without -race)")
+	}
 	if base <= 0 {
 		t.Fatalf("%s: base size %d", name, base)
 	}

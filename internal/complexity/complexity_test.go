@@ -18,6 +18,9 @@ func (r *recorder) Fatalf(format string, args ...any) {
 }
 
 func linear(tb testing.TB, setup func(int) func(), base int) string {
+	if raceDetector {
+		tb.Skip("Linear skips under the race detector")
+	}
 	r := &recorder{TB: tb}
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package complexity
+
+const raceDetector = false
