@@ -90,6 +90,7 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 // one run to the next: noise, not the parser's cost. The headroom still
 // lets a quadratic parser that allocates as it goes finish (and fail).
 func quietGC() (restore func()) {
+	prefault()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -99,6 +100,23 @@ func quietGC() (restore func()) {
 		debug.SetGCPercent(percent)
 		debug.SetMemoryLimit(limit)
 	}
+}
+
+// prefaultBytes is how much memory prefault touches.
+const prefaultBytes = 256 << 20
+
+// prefault touches prefaultBytes of heap and lets it go: the runtime keeps
+// the freed memory, so the runs that follow allocate pages that exist
+// already. A page a process touches first can cost far more than the
+// parser's work on it (on a virtual machine whose memory the host backs
+// only on first use, milliseconds for a few megabytes), and which runs
+// would pay it is chance: a linear parser then looked superlinear.
+func prefault() {
+	b := make([]byte, prefaultBytes)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	runtime.KeepAlive(b)
 }
 
 type measure struct {
