@@ -250,12 +250,19 @@ func TestIsolationMatrix(t *testing.T) {
 // and mail in PostgreSQL (--store postgres), a new database for each run.
 func TestIsolationMatrixPostgres(t *testing.T) {
 	pg := pgtest.Start(t)
-	for _, mode := range []string{strictMode, sharedMode} {
-		for _, profile := range []string{rpc.ProfileCandidate, rpc.ProfileSidecar} {
-			t.Run(mode+"/"+profile, func(t *testing.T) {
-				isolationMatrix(t, mode, profile, "--store", "postgres", "--dsn-file", itest.WriteSecret(t, "dsn", pg.DSN()))
-			})
-		}
+	// The cells are the embedded store's; what PostgreSQL changes is
+	// underneath them. Each mode and each profile runs once here (strict
+	// with the candidate, shared with the sidecar), all four combinations
+	// at length (make hardening-long).
+	combos := [][2]string{{strictMode, rpc.ProfileCandidate}, {sharedMode, rpc.ProfileSidecar}}
+	if long() {
+		combos = append(combos, [2]string{strictMode, rpc.ProfileSidecar}, [2]string{sharedMode, rpc.ProfileCandidate})
+	}
+	for _, c := range combos {
+		mode, profile := c[0], c[1]
+		t.Run(mode+"/"+profile, func(t *testing.T) {
+			isolationMatrix(t, mode, profile, "--store", "postgres", "--dsn-file", itest.WriteSecret(t, "dsn", pg.DSN()))
+		})
 	}
 }
 
