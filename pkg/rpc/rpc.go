@@ -2,8 +2,9 @@
 // call it: the three surfaces (mail-writer, mail-inbox, mail-gateway) and the
 // operator's CLI.
 //
-// The transport is HTTP/1.1 with JSON bodies over one Unix stream socket.
-// Every call is POST /v1/{method} with the caller's grant as a Bearer token;
+// The transport is HTTP/1.1 with JSON bodies over one Unix stream socket
+// (a send's body is framed: SendRequest.Frame). Every call is POST
+// /v1/{method} with the caller's grant as a Bearer token;
 // the plane also reads the caller's uid/gid from the socket (SO_PEERCRED).
 // The version is part of every path, so a caller that speaks another version
 // gets CodeUnsupportedVersion on its first call, not a misread answer.
