@@ -17,7 +17,8 @@ import (
 // every call is refused; no send ever lands in another trial's namespace,
 // and nothing is answered as an outage.
 func TestPolicyCacheRace(t *testing.T) {
-	w := newWorld(t)
+	// No quota: how many sends fit in a phase is the machine's speed.
+	w := newWorld(t, "--quota-messages", "0", "--quota-bytes", "0")
 	sharedWriter := w.plane.Client(t, w.plane.Grant(t, rpc.RoleWriter))
 	type change struct {
 		begun, at time.Time // the change's call, sent and answered
