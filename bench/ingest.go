@@ -30,11 +30,7 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := pl.trial(ctx)
-	if err != nil {
-		return err
-	}
-	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
+	w, id, err := h.trialWriter(ctx, pl)
 	if err != nil {
 		return err
 	}
@@ -96,11 +92,7 @@ func (h *harness) ingestMailpit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := pl.trial(ctx)
-	if err != nil {
-		return err
-	}
-	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
+	w, id, err := h.trialWriter(ctx, pl)
 	if err != nil {
 		return err
 	}

@@ -103,17 +103,6 @@ func (h *harness) postgres(ctx context.Context) error {
 	return nil
 }
 
-// trialWriter opens a trial on pl and starts its writer, as ingest's
-// embedded figures do.
-func (h *harness) trialWriter(ctx context.Context, pl *plane) (*surface, rpc.Identity, error) {
-	id, err := pl.trial(ctx)
-	if err != nil {
-		return nil, id, err
-	}
-	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
-	return w, id, err
-}
-
 // readsVs measures list and latest through a gateway of pg next to the
 // same reads through a gateway of sq, each on a namespace of listSize
 // messages among backgroundMessages of another trial.
@@ -121,22 +110,10 @@ func (h *harness) readsVs(ctx context.Context, pg, sq *plane) error {
 	var urls [2]string
 	var ids [2]rpc.Identity
 	for i, pl := range []*plane{pg, sq} {
-		if _, err := fillTrial(ctx, pl, backgroundMessages); err != nil {
+		var err error
+		if _, urls[i], ids[i], err = h.readTarget(ctx, pl); err != nil {
 			return err
 		}
-		id, err := fillTrial(ctx, pl, listSize)
-		if err != nil {
-			return err
-		}
-		gg, err := rpc.ReadSecretFile(pl.data + "/gateway.grant")
-		if err != nil {
-			return err
-		}
-		gw, err := h.startSurface(ctx, "mail-gateway", pl, gg, "")
-		if err != nil {
-			return err
-		}
-		urls[i], ids[i] = gw.url+"/api/namespaces/"+id.Namespace+"/messages", id
 	}
 	for _, conc := range readConcurrencies {
 		hc := httpClient(conc)

@@ -590,3 +590,14 @@ func diskUsage(dir string) (int64, error) {
 	})
 	return blocks * 512 / 1024, err
 }
+
+// trialWriter opens a trial on pl and starts its writer, the door every
+// ingest figure goes through.
+func (h *harness) trialWriter(ctx context.Context, pl *plane) (*surface, rpc.Identity, error) {
+	id, err := pl.trial(ctx)
+	if err != nil {
+		return nil, id, err
+	}
+	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
+	return w, id, err
+}

@@ -51,11 +51,7 @@ func (h *harness) profile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (are the binaries make profile's?)", err)
 	}
-	id, err := pl.trial(ctx)
-	if err != nil {
-		return err
-	}
-	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
+	w, id, err := h.trialWriter(ctx, pl)
 	if err != nil {
 		return err
 	}

@@ -120,27 +120,35 @@ func fillTrial(ctx context.Context, pl *plane, n int) (rpc.Identity, error) {
 	return id, nil
 }
 
+// readTarget fills pl with backgroundMessages of one trial and listSize of
+// another, starts a gateway, and returns it with the URL of the second
+// trial's messages there.
+func (h *harness) readTarget(ctx context.Context, pl *plane) (gw *surface, api string, id rpc.Identity, err error) {
+	if _, err = fillTrial(ctx, pl, backgroundMessages); err != nil {
+		return nil, "", id, err
+	}
+	if id, err = fillTrial(ctx, pl, listSize); err != nil {
+		return nil, "", id, err
+	}
+	gg, err := rpc.ReadSecretFile(pl.data + "/gateway.grant")
+	if err != nil {
+		return nil, "", id, err
+	}
+	if gw, err = h.startSurface(ctx, "mail-gateway", pl, gg, ""); err != nil {
+		return nil, "", id, err
+	}
+	return gw, gw.url + "/api/namespaces/" + id.Namespace + "/messages", id, nil
+}
+
 func crlf(s string) []byte { return []byte(strings.ReplaceAll(s, "\n", "\r\n")) }
 
 // reads measures one store: a namespace of listSize messages among
 // backgroundMessages of another trial, read through a gateway.
 func (h *harness) reads(ctx context.Context, store string, pl *plane, mp *mailpit) error {
-	if _, err := fillTrial(ctx, pl, backgroundMessages); err != nil {
-		return err
-	}
-	id, err := fillTrial(ctx, pl, listSize)
+	gw, api, id, err := h.readTarget(ctx, pl)
 	if err != nil {
 		return err
 	}
-	gg, err := rpc.ReadSecretFile(pl.data + "/gateway.grant")
-	if err != nil {
-		return err
-	}
-	gw, err := h.startSurface(ctx, "mail-gateway", pl, gg, "")
-	if err != nil {
-		return err
-	}
-	api := gw.url + "/api/namespaces/" + id.Namespace + "/messages"
 	var list struct{ Messages []json.RawMessage }
 	if err := getJSON(api, id.ReadCapability, &list); err != nil || len(list.Messages) != listSize {
 		return fmt.Errorf("list through the gateway: %d messages, %v", len(list.Messages), err)
