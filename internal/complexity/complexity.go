@@ -70,6 +70,9 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	}
 	defer quietGC()()
 	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.heapBase = ms.HeapAlloc
 	for i := 1; i < sizes; i++ {
 		r := m.doubling(i, pairs)
 		for try := 0; r > Factor && m.times[i] < sizeBudget && try < retries; try++ {
@@ -124,6 +127,8 @@ type measure struct {
 	base  int
 	runs  []func()        // made when a size is first run, so a failure stops early
 	times []time.Duration // the median time of each size in its last doubling
+	// heapBase is the live heap when measuring began.
+	heapBase uint64
 }
 
 // doubling runs sizes i-1 and i in turn and returns the median of the
@@ -153,7 +158,15 @@ func (m *measure) run(i int) time.Duration {
 	if m.runs[i] == nil {
 		m.runs[i] = m.setup(m.base << i)
 	}
-	runtime.GC() // garbage of earlier runs is not this run's cost
+	// Garbage of earlier runs is not this run's cost: it is collected
+	// before a run, once it takes half the headroom. Not before every
+	// run: a collection also shrinks the goroutine's stack, and a deep
+	// parse then paid for growing it again on fresh memory, by chance.
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapAlloc > m.heapBase+gcHeadroom/2 {
+		runtime.GC()
+	}
 	start := cpuTime()
 	m.runs[i]()
 	return cpuTime() - start
