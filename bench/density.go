@@ -478,12 +478,12 @@ func (h *harness) densityStack(ctx context.Context, d *Density) error {
 	return nil
 }
 
-// copyBinaries copies the four binaries from src into a new dst.
+// copyBinaries copies the binaries from src into a new dst.
 func copyBinaries(src, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
+	for _, name := range binaries {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			return err

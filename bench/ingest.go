@@ -72,6 +72,9 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 			}
 		}
 	}
+	if err := h.ingestProviders(ctx, store, w, id); err != nil {
+		return err
+	}
 	for _, p := range []*proc{pl.proc, w.proc, nh.proc, ns.proc} {
 		h.report.noteRSS("after ingest (embedded store)", p)
 	}

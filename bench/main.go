@@ -70,13 +70,22 @@ type section struct {
 	optional bool
 }
 
+// binaries are the five that make build puts in bin/; mail-plane up runs
+// each as a child (the plane as mail-plane serve).
+var binaries = []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway", "mail-console"}
+
 var sections = []section{
 	{"ingest", (*harness).ingestAll, false},
 	{"reads", (*harness).readsAll, false},
 	{"startup", (*harness).startupAndMemory, false},
 	{"density", (*harness).density, false},
 	{"extract", (*harness).extract, false},
+	{"agent", (*harness).agent, false},
 	{"postgres", (*harness).postgres, false},
+	{"fair", (*harness).fair, false},
+	{"netns", (*harness).netnsOpen, false},
+	{"faults", (*harness).faults, false},
+	{"console", (*harness).consolePage, false},
 	{"profile", (*harness).profile, true}, // make profile
 }
 
@@ -90,9 +99,14 @@ func run() int {
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, postgres, profile (make profile)")
+	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, agent, postgres, fair, netns, faults, console, profile (make profile)")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
+	flood := flag.String("flood", "", "internal: hold the fair section's flood on these listeners (http:ADDR or smtp:ADDR, comma-separated) until killed")
 	flag.Parse()
+	if *flood != "" {
+		holdFlood(*flood)
+		return 0
+	}
 	if *null != "" {
 		if err := serveNull(*null); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -114,7 +128,7 @@ func run() int {
 	if _, err := os.Stat(*ref); err == nil {
 		h.referencePath = abs(*ref)
 	}
-	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
+	for _, name := range binaries {
 		if _, err := os.Stat(h.bin(name)); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s not found in %s (make build)\n", name, h.binDir)
 			return 2

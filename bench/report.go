@@ -18,18 +18,21 @@ import (
 // Report is every figure of one run; bench.json is this, bench.md and
 // bench.png are drawn from it.
 type Report struct {
-	Machine  Machine     `json:"machine"`
-	Command  string      `json:"command"`
-	Started  time.Time   `json:"started"`
-	Seconds  float64     `json:"seconds"`
-	Cell     string      `json:"cell"`
-	Pairs    []Pair      `json:"pairs"`
-	Startup  []Startup   `json:"startup"`
-	Memory   []MemoryRow `json:"memory"`
-	Density  *Density    `json:"density,omitempty"`
-	Goals    []Goal      `json:"goals"`
-	Notes    []string    `json:"notes,omitempty"`
-	Failures []string    `json:"failures,omitempty"`
+	Machine  Machine      `json:"machine"`
+	Command  string       `json:"command"`
+	Started  time.Time    `json:"started"`
+	Seconds  float64      `json:"seconds"`
+	Cell     string       `json:"cell"`
+	Pairs    []Pair       `json:"pairs"`
+	Startup  []Startup    `json:"startup"`
+	Memory   []MemoryRow  `json:"memory"`
+	Density  *Density     `json:"density,omitempty"`
+	Netns    *NetnsOpen   `json:"netns,omitempty"`
+	Faults   *Faults      `json:"faults,omitempty"`
+	Console  *ConsolePage `json:"console,omitempty"`
+	Goals    []Goal       `json:"goals"`
+	Notes    []string     `json:"notes,omitempty"`
+	Failures []string     `json:"failures,omitempty"`
 
 	busyAtStart float64 // CPU seconds of the whole machine when the run started
 	// previous is the run this one is compared with (bench.json of the
@@ -205,6 +208,7 @@ var ratioGoals = func() []ratioGoal {
 		{"embedded", smtpPath(1), "512 B", 60},
 		{"embedded", smtpPath(50), "512 B", 40},
 	}
+	g = append(g, providerGoals()...) // issue #26
 	// The Mailpit store: at least 80% of raw Mailpit on every path.
 	for _, size := range sizes {
 		for _, path := range []string{"POST /emails", smtpPath(1), smtpPath(50)} {
@@ -262,6 +266,7 @@ func (r *Report) finish() {
 	if d := r.Density; d != nil {
 		r.densityGoals(d)
 	}
+	r.fairGoal()
 	r.regressionGoals()
 }
 
@@ -495,6 +500,7 @@ func (r *Report) markdown() string {
 		r.errorLines(w, rows)
 		w("\nThe list is of a namespace of 32 messages (full text, codes and links) on a store that also holds %d messages of another trial; Mailpit's list answers 32 summaries of a Mailpit holding %d. Wake-up: a GET …/latest?wait=10s is already waiting when a POST /emails starts; \"wait wake-up\" is from the POST's acknowledgement to the waiting read's answer (negative when the waiter is answered first: the plane wakes waiters on commit), next to a plain GET …/latest sent at the acknowledgement, the best any poller could do; \"POST to read\" is from the start of the POST to the answer, next to POST then GET. %d rounds each.\n", backgroundMessages, backgroundMessages, wakeRounds)
 	}
+	r.fairMarkdown(w)
 	if len(r.Startup) > 0 {
 		w("\n## Start-up\n\n| what | median ms | max ms | runs ms |\n|---|--:|--:|---|\n")
 		for _, s := range r.Startup {
@@ -533,6 +539,15 @@ func (r *Report) markdown() string {
 	}
 	if d := r.Density; d != nil {
 		r.densityMarkdown(w, d)
+	}
+	if n := r.Netns; n != nil {
+		netnsMarkdown(w, n)
+	}
+	if f := r.Faults; f != nil {
+		faultsMarkdown(w, f)
+	}
+	if c := r.Console; c != nil {
+		consoleMarkdown(w, c)
 	}
 	for _, n := range r.Notes {
 		w("\n%s\n", n)

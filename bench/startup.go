@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/websitebench/mailplane/pkg/rpc"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,11 @@ type upBundle struct {
 	PlaneSocket    string `json:"plane_socket"`
 	AdminGrantFile string `json:"admin_grant_file"`
 	DataDir        string `json:"data_dir"`
+	// The shared listeners the fair section floods.
+	SharedSMTPPort int    `json:"shared_smtp_port"`
+	InboxBaseURL   string `json:"inbox_base_url"`
+	// The operator's console (the console section).
+	ConsoleURL string `json:"console_url"`
 }
 
 // startupAndMemory times mail-plane up --json to its JSON line (which it
@@ -97,6 +103,21 @@ func (h *harness) startUp(ctx context.Context, extra ...string) (*upRun, error) 
 	return h.startUpFrom(ctx, h.binDir, extra...)
 }
 
+// startUpAdmin is startUp with no trial open, and an admin client of its
+// plane; stop the stack after closing the client.
+func (h *harness) startUpAdmin(ctx context.Context) (*upRun, *rpc.Client, error) {
+	up, err := h.startUp(ctx, "--trials", "0")
+	if err != nil {
+		return nil, nil, err
+	}
+	grant, err := rpc.ReadSecretFile(up.bundle.AdminGrantFile)
+	if err != nil {
+		up.stop()
+		return nil, nil, err
+	}
+	return up, rpc.NewClient(up.bundle.PlaneSocket, grant), nil
+}
+
 // startUpFrom is startUp with the binaries of binDir (up starts the
 // surfaces found next to itself).
 func (h *harness) startUpFrom(ctx context.Context, binDir string, extra ...string) (*upRun, error) {
@@ -144,7 +165,7 @@ func (h *harness) startUpFrom(ctx context.Context, binDir string, extra ...strin
 		u.stop()
 		return nil, err
 	}
-	for _, name := range []string{"mail-plane", "mail-writer", "mail-inbox", "mail-gateway"} {
+	for _, name := range binaries {
 		if u.kids[name] == 0 {
 			u.stop()
 			return nil, fmt.Errorf("mail-plane up: no %s child found", name)

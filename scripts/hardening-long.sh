@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long form of the reliability suite (make hardening-long), whose
-# figures the README's Reliability table reports: every fuzz target of the workspace for
+# figures the table in docs/reliability.md reports: every fuzz target of the workspace for
 # the given time each, with the executions it made, then the tests of
 # internal/hardening with MAILPLANE_HARDENING=long. Logs go to
 # .cache/hardening/; the summary (every FIGURE line and a table of fuzz

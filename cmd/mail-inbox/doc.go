@@ -1,21 +1,40 @@
-// Command mail-inbox is the agent's door into mailplane: one trial's mail
-// as plain HTML pages, opened by the inbox token in the URL.
+// Command mail-inbox is the agent's door into mailplane: a trial's mail as
+// plain HTML pages, opened by the inbox token in the URL.
 //
 // Security contract. It listens on one TCP socket (--listen: host:port,
-// fd:N or systemd:NAME) that the agent's browser reaches, and talks to
-// mail-plane over its Unix socket. It holds two secrets: the trial's inbox
-// grant (--grant-file), whose only plane calls are health, list and get of
-// its own trial's current namespace, without OTP; and the inbox token
-// (--token-file), which it compares in constant time before any plane call
-// (it routes before it reads). It holds no capability that works on the
-// JSON API, cannot name a second namespace, cannot write mail, and does not
+// fd:N or systemd:NAME) that the agents' browsers reach, and talks to
+// mail-plane over its Unix socket. Its only plane calls are health, list
+// and get of one trial's current namespace, without OTP, and click (a
+// link of a message it showed was followed). It holds no
+// capability that works on the JSON API, cannot write mail, and does not
 // link the store, the ledger or OTP extraction. Pages are HTML only
 // (healthz and the 503 outage answer excepted), every value escaped, links
 // in bodies rel="noreferrer noopener", no script and no remote content
 // (Content-Security-Policy), Cache-Control: no-store and Referrer-Policy:
-// no-referrer on every answer including the redirect. With
-// --no-root-redirect, GET / does not reveal the token URL.
+// no-referrer on every answer. GET / and every other path is a "Not found"
+// page: nobody who can reach the port learns a mailbox from it. The same
+// mailbox is an MCP server at /mcp/{token} (three read tools, the same
+// fields as the pages, no code), and each link of a page pings the inbox
+// when followed, which the plane checks against the stored message and
+// records as a click.
 //
-// Routes: GET / (302 to /inbox/{token}), GET /healthz, GET /inbox/{token},
-// GET /inbox/{token}/messages/{id}; anything else is "Not found".
+// Shared mode (mail-plane up; no --token-file): one inbox serves every
+// trial of its plane, with the plane's shared inbox grant, which by itself
+// opens no mailbox: it passes the token in the URL to the plane, which
+// binds the call to the trial that token opens. It holds no token. Its
+// connections share one cap sized to the process, with short waits for a
+// client, and each token has its share of requests in flight.
+//
+// Strict mode (--token-file, one inbox per trial): it holds that trial's
+// inbox grant, bound by the plane to the trial, and its inbox token, which
+// it compares in constant time before any plane call, so a wrong token is
+// a "Not found" page even while the plane is down. It keeps the
+// reference's limits (16 connections, 10 s idle, 30 s lifetime). Only here
+// does --root-redirect restore the reference's GET / redirect to the token
+// URL (the drop-in sidecar's contract): anyone who can reach the port then
+// has the mailbox.
+//
+// Routes: GET /healthz, GET /inbox/{token}, GET /inbox/{token}/messages/{id},
+// POST /inbox/{token}/messages/{id}/ping/{link} (text/ping), and MCP's
+// POST /mcp/{token}; anything else is "Not found".
 package main

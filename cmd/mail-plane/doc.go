@@ -9,20 +9,39 @@
 // up) and every call by a grant; the calls a grant may make, and what each
 // is bound to, are the rows of one table (internal/plane/authz.go). It holds
 // the ledger (hashed grants, capabilities and tokens; quotas; idempotency
-// keys; the message index) and the message store (embedded SQLite, or
-// Mailpit over its Unix sockets). It writes admin.grant, gateway.grant and
+// keys; the message index; every trial's trail) and the message store:
+// embedded SQLite, Mailpit over its Unix sockets, or (--store postgres)
+// one PostgreSQL database that several planes share, whose DSN only the
+// plane holds. Its Ed25519 evidence key, which signs trail heads, never
+// leaves its data directory. It writes admin.grant, gateway.grant and
 // the shared writer's and inbox's writer.grant and inbox.grant (0600) into
 // its data directory on first start, and hands each trial's secrets out
 // once, when the trial opens. Its umask is 077: nothing it creates is
 // readable by another user unless it says so (the socket, its directory).
 //
-// mail-plane up and mail-plane sidecar are supervisors, not the broker:
-// they do bind TCP, the surfaces' ports and (up) one SMTP port per
-// trial, and hand each listening socket to the child that serves
-// it (the writer never binds a port itself). They run serve and the
-// surfaces as child processes; each child holds only its own secrets.
-// The operator's commands (trial, grant, env, wait, redact) are clients of
-// a running plane's socket. The local CA's key (mail-plane ca) stays in the
-// plane's data directory, 0600: the writer gets only a leaf certificate and
-// its key, candidates only the CA certificate.
+// Shared mode: mail-plane up is a supervisor, not the broker. It runs
+// serve and one mail-writer, mail-inbox and mail-gateway as child
+// processes, each holding only its own secrets, that serve every trial:
+// the shared writer and inbox grants open no trial by themselves, and the
+// plane binds each of their calls to the trial the caller's credential
+// (or, at the writer, the port or namespace door it came in by) opens. up
+// binds every TCP port, the surfaces', one SMTP port per trial and, for a
+// trial opened with --netns, that trial's doors inside the candidate's
+// network namespace (which needs CAP_SYS_ADMIN), and hands each listening
+// socket to the child that serves it (the writer never binds a port
+// itself). Trials are opened and closed on the running stack (trial.open,
+// trial.close); the number of processes does not grow with them.
+//
+// Strict mode: mail-plane trial create mints a trial with a writer grant
+// and an inbox grant bound to it, for one mail-writer and one mail-inbox
+// process per trial (build/'s compose file and systemd units), so that the
+// kernel, not the plane, keeps one candidate's door from another's; the
+// gateway stays shared. mail-plane sidecar runs one such trial behind the
+// reference's ports, as its drop-in.
+//
+// The operator's commands (trial, grant, env, evidence) are clients of a
+// running plane's socket; wait reads the gateway and redact reads files.
+// The local CA's key (mail-plane ca) stays in the plane's data directory,
+// 0600: the writer gets only a leaf certificate and its key, candidates
+// only the CA certificate.
 package main

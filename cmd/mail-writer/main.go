@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/writer"
+	"github.com/websitebench/mailplane/internal/writerproc"
 )
 
-func main() { os.Exit(cliapp.Run(writer.App(), os.Args)) }
+func main() { os.Exit(cliapp.Run(writerproc.App(), os.Args)) }

@@ -30,6 +30,10 @@ var (
 	// LengthRequired is a body with neither a Content-Length nor chunked
 	// framing.
 	LengthRequired = &Error{http.StatusLengthRequired, "content_length_required", "validation_error", "A Content-Length (or a chunked body) is required."}
+	// TrialBusy is a request of a trial that already has its share of
+	// requests in flight on a shared surface (limits.TrialRequests): its
+	// own refusal, never an outage; the other trials are served.
+	TrialBusy = &Error{http.StatusTooManyRequests, "trial_busy", "rate_limit_exceeded", "Too many requests of this trial in flight; retry when one is answered."}
 )
 
 // Body is the JSON of every refusal; its fields are in key order, as the

@@ -37,15 +37,49 @@ const (
 	// went into them, so that a quadratic parser fails in seconds.
 	sizeBudget = 400 * time.Millisecond
 	// Floor is the time below which a run counts as Floor: timer and
-	// scheduler noise decide ratios between microsecond runs, and a parser
-	// that handles 8n in under a millisecond cannot stall anything. (A
-	// capped parser, which refuses or cuts off large input, is flat and
-	// fast; that passes.) Choose base sizes that make the runs of a linear
-	// parser take milliseconds, so that a quadratic one would take seconds.
+	// scheduler noise decide ratios between microsecond runs. (A capped
+	// parser, which refuses or cuts off large input, is flat; that
+	// passes.) MinBase keeps base sizes well above it.
 	Floor = time.Millisecond
-	// gcHeadroom is how much the heap may grow during the measurements
-	// before the collector runs.
+	// MinBase is the least CPU time the base size's run may take. A base
+	// that runs faster measures timer and scheduler noise, not the
+	// parser, and passes a quadratic parser whose doublings all stay
+	// under Floor. Linear doubles such a base, up to maxRaise times (the
+	// same test's base runs 4.3 ms on one run of a host and 6 ms on
+	// another), and fails a base that is still too small, so that its
+	// test raises n.
+	MinBase = 5 * time.Millisecond
+	// maxRaise is how many times Linear may double a base that runs under
+	// MinBase. A test sizes its inputs' memory from its base: a base
+	// raised further than 4× belongs in the test.
+	maxRaise = 2
+	// calibrations is how many runs of the base size (after a warm-up)
+	// decide, by their median, whether it takes MinBase.
+	calibrations = 3
+	// gcHeadroom is how much the heap may grow past the prefaulted pages
+	// before the collector runs in the middle of a run, so that a
+	// quadratic parser that allocates as it goes still finishes (and
+	// fails).
 	gcHeadroom = 512 << 20
+	// minTouched is how much heap Linear touches before timing, at
+	// least: see prefault.
+	minTouched = 256 << 20
+	// MaxRunAlloc is the most one run may allocate. Before each doubling
+	// Linear makes sure that allocGrowth times what the smaller size's
+	// run allocated is at most half the heap touched before timing, and
+	// collects garbage before a run once less than half of it is left,
+	// so that every run allocates on pages touched already. A run that
+	// touched pages first would pay for them by chance: SplitList's 8n,
+	// allocating 320 MiB per run on 256 MiB touched, took ×6.9 the time
+	// of 4n in one CI run and ×2.5 in others. MaxRunAlloc bounds the
+	// memory a test may take (twice it, touched): a test whose runs
+	// allocate more cuts its repeats or its base.
+	MaxRunAlloc = 1 << 30
+	// allocGrowth is the most a run's allocations may grow when its
+	// input doubles: a linear parser's grow about ×2, and slices grown by
+	// append and rounded to size classes add steps (Sender's quoted names
+	// ×2.6 once); a quadratic one's ×4.
+	allocGrowth = Factor
 	// sizes is how many times the base is doubled: n, 2n, 4n, 8n.
 	sizes = 4
 )
@@ -53,7 +87,10 @@ const (
 // Linear times setup(n)'s run at n = base, 2·base, 4·base and 8·base and
 // fails t if any doubling of n more than triples the time. setup builds
 // the input and is not timed; run parses it and may be called many times.
-// The times are logged (go test -v) so that they can be compared.
+// The times are logged (go test -v) so that they can be compared. A base
+// whose run takes less than MinBase of CPU is doubled, at most maxRaise
+// times, and fails t if it is still too small: choose one that makes the
+// runs of a linear parser take milliseconds.
 //
 // Under the race detector Linear skips: the detector's shadow memory and
 // bookkeeping grow with the memory a run touches, so its runs slow down
@@ -62,21 +99,32 @@ const (
 // unit` runs every Test…Linear again without it.
 func Linear(t testing.TB, name string, setup func(n int) (run func()), base int) {
 	t.Helper()
-	if raceDetector {
-		t.Skip("timed only without the race detector (make unit runs the Linear tests without -race)")
-	}
+	SkipUnderRace(t)
 	if base <= 0 {
 		t.Fatalf("%s: base size %d", name, base)
 	}
-	defer quietGC()()
-	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes)}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	m.heapBase = ms.HeapAlloc
+	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes), allocs: make([]uint64, sizes)}
+	defer m.quietGC(minTouched)()
+	if d := m.calibrate(); d < MinBase {
+		t.Fatalf("%s: base n=%d took %v of CPU at n=%d (doubled %d times), less than %v: such a base measures noise; raise it",
+			name, base, d, m.base, maxRaise, MinBase)
+	}
 	for i := 1; i < sizes; i++ {
+		want := uint64(allocGrowth * float64(m.allocs[i-1]))
+		if want > MaxRunAlloc {
+			t.Fatalf("%s: a run at n=%d may allocate %d MiB, more than %d MiB; cut the repeats or the base; %s",
+				name, m.base<<i, want>>20, MaxRunAlloc>>20, m.report())
+		}
+		if 2*want > m.touched {
+			defer m.quietGC(2 * want)()
+		}
 		r := m.doubling(i, pairs)
 		for try := 0; r > Factor && m.times[i] < sizeBudget && try < retries; try++ {
 			r = m.doubling(i, 2*pairs<<try)
+		}
+		if m.allocs[i] > m.touched/2 {
+			t.Fatalf("%s: a run at n=%d allocated %d MiB, ×%.1f what n=%d did (most allowed ×%.0f); %s",
+				name, m.base<<i, m.allocs[i]>>20, float64(m.allocs[i])/float64(m.allocs[i-1]), m.base<<(i-1), allocGrowth, m.report())
 		}
 		if r > Factor {
 			t.Fatalf("%s: n=%d took %v, n=%d took %v: ×%.1f for twice the input (most allowed ×%.0f); %s",
@@ -86,36 +134,37 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	t.Logf("%s: %s", name, m.report())
 }
 
-// quietGC keeps the collector from running during the timed runs unless
-// the heap grows by gcHeadroom, and returns what restores it. A collection
-// in the middle of a run costs in proportion to everything live, the
-// inputs of all four sizes included, and comes at times that vary from
-// one run to the next: noise, not the parser's cost. The headroom still
-// lets a quadratic parser that allocates as it goes finish (and fail).
-func quietGC() (restore func()) {
-	prefault()
+// quietGC touches bytes of heap (prefault) and keeps the collector
+// from running during the timed runs unless the heap grows by gcHeadroom
+// past them; it returns what restores the collector. A collection in the
+// middle of a run costs in proportion to everything live, the inputs of
+// all four sizes included, and comes at times that vary from one run to
+// the next: noise, not the parser's cost. The headroom still lets a
+// quadratic parser that allocates as it goes finish (and fail).
+func (m *measure) quietGC(bytes uint64) (restore func()) {
+	prefault(bytes)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	m.heapBase, m.touched = ms.HeapAlloc, bytes
 	percent := debug.SetGCPercent(-1)
-	limit := debug.SetMemoryLimit(int64(ms.HeapAlloc) + gcHeadroom)
+	limit := debug.SetMemoryLimit(int64(ms.HeapAlloc + bytes + gcHeadroom))
 	return func() {
 		debug.SetGCPercent(percent)
 		debug.SetMemoryLimit(limit)
 	}
 }
 
-// prefaultBytes is how much memory prefault touches.
-const prefaultBytes = 256 << 20
-
-// prefault touches prefaultBytes of heap and lets it go: the runtime keeps
-// the freed memory, so the runs that follow allocate pages that exist
-// already. A page a process touches first can cost far more than the
-// parser's work on it (on a virtual machine whose memory the host backs
-// only on first use, milliseconds for a few megabytes), and which runs
-// would pay it is chance: a linear parser then looked superlinear.
-func prefault() {
-	b := make([]byte, prefaultBytes)
+// prefault touches bytes of heap and lets them go: the runtime keeps the
+// freed memory (the memory limit quietGC sets is above it, so the
+// scavenger does not return it), and the runs that follow allocate pages
+// that exist already. A page a process touches first can cost far more
+// than the parser's work on it (on a virtual machine whose memory the
+// host backs only on first use, milliseconds for a few megabytes), and
+// which runs would pay it is chance: a linear parser then looked
+// superlinear.
+func prefault(bytes uint64) {
+	b := make([]byte, bytes)
 	for i := 0; i < len(b); i += 4096 {
 		b[i] = 1
 	}
@@ -127,15 +176,36 @@ type measure struct {
 	base  int
 	runs  []func()        // made when a size is first run, so a failure stops early
 	times []time.Duration // the median time of each size in its last doubling
-	// heapBase is the live heap when measuring began.
-	heapBase uint64
+	// heapBase is the live heap after the last quietGC, and touched
+	// the bytes it touched.
+	heapBase, touched uint64
+	// allocs is the most that one run of each size allocated.
+	allocs []uint64
+}
+
+// calibrate returns the base size's median time, after doubling the
+// base (at most maxRaise times) while that is under MinBase.
+func (m *measure) calibrate() time.Duration {
+	for raised := 0; ; raised++ {
+		m.run(0) // a warm-up
+		var ds []time.Duration
+		for range calibrations {
+			ds = append(ds, m.run(0))
+		}
+		if d := median(ds); d >= MinBase || raised == maxRaise {
+			return d
+		}
+		// The next size's input, if made, is the new base's.
+		m.base *= 2
+		m.runs, m.allocs = append(m.runs[1:], nil), append(m.allocs[1:], 0)
+	}
 }
 
 // doubling runs sizes i-1 and i in turn and returns the median of the
-// pairs' ratios (with times under Floor counted as Floor).
+// pairs' ratios (with times under Floor counted as Floor). Size i-1 ran
+// before (in calibrate or the doubling before) and needs no warm-up.
 func (m *measure) doubling(i, pairs int) float64 {
-	m.run(i - 1) // warm-ups
-	if d := m.run(i); d > sizeBudget {
+	if d := m.run(i); d > sizeBudget { // a warm-up
 		// Too slow to repeat: one more run of each says enough.
 		small, large := m.run(i-1), m.run(i)
 		m.times[i-1], m.times[i] = small, large
@@ -159,17 +229,23 @@ func (m *measure) run(i int) time.Duration {
 		m.runs[i] = m.setup(m.base << i)
 	}
 	// Garbage of earlier runs is not this run's cost: it is collected
-	// before a run, once it takes half the headroom. Not before every
-	// run: a collection also shrinks the goroutine's stack, and a deep
-	// parse then paid for growing it again on fresh memory, by chance.
+	// before a run once the run could allocate past the prefaulted pages.
+	// Not before every run: a collection also shrinks the goroutine's
+	// stack, and a deep parse then paid for growing it again on fresh
+	// memory, by chance.
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if ms.HeapAlloc > m.heapBase+gcHeadroom/2 {
+	if ms.HeapAlloc > m.heapBase+m.touched/2 {
 		runtime.GC()
+		runtime.ReadMemStats(&ms)
 	}
+	allocated := ms.TotalAlloc
 	start := cpuTime()
 	m.runs[i]()
-	return cpuTime() - start
+	d := cpuTime() - start
+	runtime.ReadMemStats(&ms)
+	m.allocs[i] = max(m.allocs[i], ms.TotalAlloc-allocated)
+	return d
 }
 
 func ratio(small, large time.Duration) float64 {
@@ -194,4 +270,27 @@ func (m *measure) report() string {
 		fmt.Fprintf(&b, "n=%d %v", m.base<<i, d.Round(time.Microsecond))
 	}
 	return b.String()
+}
+
+// SkipUnderRace skips a test that holds something to a time (Linear, a
+// latency bound under load) in a build with the race detector, which
+// slows what it times by more than the bound allows. `make unit` runs
+// such tests (Test…Linear, TestFairShares) again without it.
+func SkipUnderRace(t testing.TB) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("timed only without the race detector (make unit runs it again without -race)")
+	}
+}
+
+// Repeat returns run repeated reps times (once for reps < 1). A parse
+// that stops at a bound (a line or header cap) takes microseconds whatever
+// n is, under MinBase; repeated a fixed number of times, its base is
+// measurable and its times still flat, or linear, in n.
+func Repeat(reps int, run func()) func() {
+	return func() {
+		for range max(reps, 1) {
+			run()
+		}
+	}
 }

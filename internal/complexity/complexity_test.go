@@ -3,13 +3,19 @@ package complexity
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
 // recorder stands in for a test so that a failing Linear can be watched.
 type recorder struct {
 	testing.TB
-	failed string
+	failed, logged string
+}
+
+func (r *recorder) Logf(format string, args ...any) {
+	r.logged += fmt.Sprintf(format, args...)
 }
 
 func (r *recorder) Fatalf(format string, args ...any) {
@@ -17,7 +23,9 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-func linear(tb testing.TB, setup func(int) func(), base int) string {
+// linear runs Linear and returns its failure ("" if it passed) and what
+// it logged.
+func linear(tb testing.TB, setup func(int) func(), base int) (failed, logged string) {
 	if raceDetector {
 		tb.Skip("Linear skips under the race detector")
 	}
@@ -28,20 +36,18 @@ func linear(tb testing.TB, setup func(int) func(), base int) string {
 		Linear(r, "f", setup, base)
 	}()
 	<-done
-	return r.failed
+	return r.failed, r.logged
 }
 
 var sink int
 
+// sum adds up n numbers it makes as it goes, so that a large n costs CPU
+// time and no memory.
 func sum(n int) func() {
-	xs := make([]int, n)
-	for i := range xs {
-		xs[i] = i
-	}
 	return func() {
 		s := 0
-		for _, x := range xs {
-			s += x
+		for i := range n {
+			s += i ^ (i >> 3)
 		}
 		sink = s
 	}
@@ -60,21 +66,106 @@ func square(n int) func() {
 }
 
 func TestLinearPassesLinear(t *testing.T) {
-	if msg := linear(t, sum, 1<<20); msg != "" {
+	if msg, _ := linear(t, sum, 1<<25); msg != "" {
 		t.Fatalf("a linear sum failed: %s", msg)
 	}
 }
 
 func TestLinearFailsQuadratic(t *testing.T) {
-	if msg := linear(t, square, 1000); msg == "" {
+	msg, _ := linear(t, square, 8000)
+	if msg == "" {
 		t.Fatal("a quadratic double loop passed")
+	}
+	if !strings.Contains(msg, "for twice the input") {
+		t.Fatalf("a quadratic double loop failed for another reason: %s", msg)
 	}
 }
 
-// Times under the floor are noise, not growth: a parser that handles
-// every size in microseconds passes, whatever their ratios.
-func TestLinearFloor(t *testing.T) {
-	if msg := linear(t, square, 10); msg != "" {
-		t.Fatalf("a quadratic loop over 80 items failed: %s", msg)
+// A base that runs in microseconds measures noise: even a quadratic loop
+// then passes every doubling under Floor. Linear refuses such a base.
+func TestLinearRefusesSmallBase(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(int) func()
+		base  int
+	}{{"linear", sum, 100}, {"quadratic", square, 10}} {
+		msg, _ := linear(t, c.setup, c.base)
+		if !strings.Contains(msg, "measures noise") {
+			t.Fatalf("%s with base %d: got %q, want a refusal of the base", c.name, c.base, msg)
+		}
+	}
+}
+
+// A base under MinBase is doubled until it takes MinBase, and then
+// measured. The base is chosen on this machine, not fixed: a sum whose
+// run takes 0.3 to 0.6 of MinBase (once doubled still short of it, four
+// times past it), so that the test does not depend on how fast the host
+// is.
+func TestLinearRaisesSmallBase(t *testing.T) {
+	if raceDetector {
+		t.Skip("Linear skips under the race detector")
+	}
+	n := 1 << 26
+	for n > 1<<10 && timeOf(sum(n)) >= MinBase*6/10 {
+		n /= 2
+	}
+	msg, logged := linear(t, sum, n)
+	if msg != "" {
+		t.Fatalf("a linear sum from base %d failed: %s", n, msg)
+	}
+	if raised := fmt.Sprintf("f: n=%d ", 2*n); !strings.HasPrefix(logged, raised) && !strings.HasPrefix(logged, fmt.Sprintf("f: n=%d ", 4*n)) {
+		t.Fatalf("base %d was not raised: %s", n, logged)
+	}
+}
+
+// timeOf is the least CPU time of three runs of run.
+func timeOf(run func()) time.Duration {
+	best := time.Duration(1 << 62)
+	for range 3 {
+		start := cpuTime()
+		run()
+		best = min(best, cpuTime()-start)
+	}
+	return best
+}
+
+var sinkBytes []byte
+
+// allocate allocates n bytes, 64 KiB at a time, and keeps none of them.
+func allocate(n int) func() {
+	return func() {
+		for range n >> 16 {
+			sinkBytes = make([]byte, 1<<16)
+		}
+	}
+}
+
+// A test whose runs would allocate more than MaxRunAlloc is refused
+// before they run.
+func TestLinearRefusesAllocatingRun(t *testing.T) {
+	msg, _ := linear(t, allocate, MaxRunAlloc/2)
+	if !strings.Contains(msg, "cut the repeats or the base") {
+		t.Fatalf("runs that allocate %d MiB at the base: got %q, want a refusal of the allocation", MaxRunAlloc>>21, msg)
+	}
+}
+
+// Runs that allocate more than half of minTouched get that much more
+// memory touched before they run, and a linear one passes.
+func TestLinearTouchesWhatRunsAllocate(t *testing.T) {
+	work := func(n int) func() {
+		add, alloc := sum(n/2), allocate(n)
+		return func() { add(); alloc() }
+	}
+	if msg, _ := linear(t, work, minTouched/8); msg != "" {
+		t.Fatalf("runs that allocate up to %d MiB failed: %s", minTouched>>20, msg)
+	}
+}
+
+// Allocations that grow faster than the input fail, even where the time
+// they take does not show it yet.
+func TestLinearFailsQuadraticAllocation(t *testing.T) {
+	msg, _ := linear(t, func(n int) func() { return allocate(n * n) }, 4<<10)
+	if !strings.Contains(msg, "most allowed ×3)") {
+		t.Fatalf("a quadratic allocation: got %q, want it failed for its allocations", msg)
 	}
 }

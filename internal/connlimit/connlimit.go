@@ -4,7 +4,10 @@
 //
 // A connection over the cap is accepted and closed at once, without a
 // byte written, so a flood of connections costs the server nothing but the
-// accept. The lifetime bound closes a connection even while its client
+// accept. Surfaces that serve many trials use a Pool instead (pool.go):
+// one cap for all of a process's listeners, sized to the process, under
+// which the quietest idle connection makes room for a new one; and Shares
+// (shares.go) bound what each trial has in flight. The lifetime bound closes a connection even while its client
 // trickles bytes, which idle timeouts alone cannot catch.
 package connlimit
 
@@ -34,8 +37,13 @@ type Limits struct {
 	Idle     time.Duration // a single Read or Write may wait at most this long
 	Lifetime time.Duration // a connection is closed this long after it was accepted
 	// OnShed, if set, is called for each connection closed over MaxConns
-	// (the writer reports them to the plane's trail). It must not block.
+	// or the Pool's cap (the writer reports them to the plane's trail). It
+	// must not block.
 	OnShed func()
+	// Pool, if set, caps the connections of this listener together with
+	// those of every other listener of the pool, in place of MaxConns:
+	// over it, the quietest idle connection is closed to make room.
+	Pool *Pool
 }
 
 // Listener enforces Limits on the connections it accepts.
@@ -58,6 +66,18 @@ func (l *Listener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if p := l.limits.Pool; p != nil {
+			lc := l.wrap(c)
+			if !p.admit(lc) {
+				l.shed.Add(1)
+				lc.Close()
+				if l.limits.OnShed != nil {
+					l.limits.OnShed()
+				}
+				continue
+			}
+			return lc, nil
 		}
 		if l.limits.MaxConns > 0 && l.open.Add(1) > int64(l.limits.MaxConns) {
 			l.open.Add(-1)
@@ -82,8 +102,13 @@ func (l *Listener) Open() int { return int(l.open.Load()) }
 func (l *Listener) Shed() int { return int(l.shed.Load()) }
 
 func (l *Listener) wrap(c net.Conn) *Conn {
-	lc := &Conn{Conn: c, idle: l.limits.Idle, born: time.Now(), lifetime: l.limits.Lifetime}
+	lc := &Conn{Conn: c, idle: l.limits.Idle, born: time.Now(), lifetime: l.limits.Lifetime, onShed: l.limits.OnShed}
+	lc.touch()
 	lc.release = func() { l.open.Add(-1) }
+	if p := l.limits.Pool; p != nil {
+		l.open.Add(1)
+		lc.release = func() { l.open.Add(-1); p.remove(lc) }
+	}
 	if l.limits.Lifetime > 0 {
 		lc.mu.Lock()
 		lc.timer = time.AfterFunc(l.limits.Lifetime, func() {
@@ -106,6 +131,12 @@ type Conn struct {
 	expired  atomic.Bool
 	once     sync.Once
 	release  func()
+	// For a Pool: when the connection last moved a byte (unix
+	// nanoseconds), how many requests it is answering, and whom to tell
+	// when it is closed to make room.
+	last   atomic.Int64
+	busy   atomic.Int32
+	onShed func()
 }
 
 // ErrExpired is returned by Read and Write once the connection outlived
@@ -120,7 +151,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if c.idle > 0 {
 		c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
 }
 
 // Write writes with the idle bound, if any, as the deadline.
@@ -131,6 +166,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if c.idle > 0 {
 		c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
 	}
+	c.touch()
 	return c.Conn.Write(b)
 }
 

@@ -4,55 +4,45 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/websitebench/mailplane/internal/complexity"
 )
 
+// lineReps is how many times the one-line case verifies its line: a line
+// is capped at MaxLine, so a single Verify of it takes well under
+// complexity.MinBase at every size below the cap.
+const lineReps = 192
+
 // TestVerifyLinear checks that Verify's time grows linearly with the
-// trail, on trails of n, 2n, 4n and 8n lines and on one line of growing
-// size (a quadratic parser would show a ratio near 64 at 8n): the ratio
-// of 8n to n must stay under 24, generous for a loaded machine.
+// trail: on trails of n to 8n lines, and on one hostile line (deep in a
+// string, far from valid) of growing size below MaxLine.
 func TestVerifyLinear(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test")
-	}
-	lines := join(trail(t, 8*500))
-	byLines := func(k int) []byte {
-		// The first k·500 lines of the same trail.
+	lines := join(trail(t, 8*1000))
+	// The first n lines of the same trail.
+	byLines := func(n int) []byte {
 		idx := 0
-		for range k * 500 {
+		for range n {
 			idx += bytes.IndexByte(lines[idx:], '\n') + 1
 		}
 		return lines[:idx]
 	}
-	// One hostile line: deep in a string, far from valid.
-	byLine := func(k int) []byte {
-		return []byte(`{"seq":1,"time":"` + strings.Repeat(`\u0041`, k*4000) + `"}` + "\n")
+	byLine := func(n int) []byte {
+		return []byte(`{"seq":1,"time":"` + strings.Repeat(`\u0041`, n) + `"}` + "\n")
 	}
-	for name, input := range map[string]func(int) []byte{"lines": byLines, "one line": byLine} {
-		t.Run(name, func(t *testing.T) {
-			sizes := []int{1, 2, 4, 8}
-			took := make([]time.Duration, len(sizes))
-			for i, k := range sizes {
-				in := input(k)
-				took[i] = minTime(func() { Verify(bytes.NewReader(in)) })
-			}
-			ratio := float64(took[3]) / float64(took[0])
-			t.Logf("%s: n %v, 2n %v, 4n %v, 8n %v (8n/n %.1f)", name, took[0], took[1], took[2], took[3], ratio)
-			if ratio > 24 {
-				t.Fatalf("8n took %.1f× as long as n: not linear", ratio)
-			}
+	for _, c := range []struct {
+		name  string
+		input func(int) []byte
+		reps  int
+		base  int
+	}{
+		{"lines", byLines, 1, 1000},
+		{"one line", byLine, lineReps, MaxLine / 6 / 8 / 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			complexity.Linear(t, "Verify/"+c.name, func(n int) func() {
+				in := c.input(n)
+				return complexity.Repeat(c.reps, func() { Verify(bytes.NewReader(in)) })
+			}, c.base)
 		})
 	}
-}
-
-// minTime is the least of five runs of f, which filters out a shared
-// machine's noise.
-func minTime(f func()) time.Duration {
-	best := time.Duration(1<<63 - 1)
-	for range 5 {
-		start := time.Now()
-		f()
-		best = min(best, time.Since(start))
-	}
-	return best
 }

@@ -15,6 +15,7 @@ package evidence
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +31,7 @@ const (
 	DoorWriterHTTP = "writer-http"
 	DoorWriterSMTP = "writer-smtp"
 	DoorInbox      = "inbox"
+	DoorInboxMCP   = "inbox-mcp" // the agent's mailbox over MCP
 	DoorGateway    = "gateway"
 	DoorPlane      = "plane"
 )
@@ -51,12 +53,27 @@ const (
 	ActionSeal    = "seal"
 	ActionClose   = "close"
 	ActionExpire  = "expire"
+	// ActionPortMoved: the trial's SMTP port could not be bound again when
+	// its plane's supervisor restarted (another process held it), so the
+	// trial moved to a new one (OldPort, NewPort).
+	ActionPortMoved = "port_moved"
 	// ActionBudget marks the trail's budget as full: from here on, events
 	// that are not sends or lifecycle are only counted.
 	ActionBudget = "budget"
 	// ActionSummary counts, by action/outcome, the events left out since
 	// the budget filled.
 	ActionSummary = "summary"
+	// ActionClick is the agent following link Link of a message (the
+	// browser's ping); an agent opening a message is ActionOpen at door
+	// inbox or inbox-mcp.
+	ActionClick = "click"
+	// ActionPlant is the evaluator planting a labelled message.
+	ActionPlant = "plant"
+	// ActionFaults: the trial's fault schedule was set (Count rules; 0
+	// cleared it). ActionDeliver: a delayed message became visible
+	// (MessageIDs, EmailID).
+	ActionFaults  = "faults"
+	ActionDeliver = "deliver"
 )
 
 // CodeBudgetFull is the code of the budget event.
@@ -73,8 +90,12 @@ type Event struct {
 	Code      string `json:"code,omitempty"`
 	// Credential is the kind of credential presented (mail_api_token,
 	// write_capability, bootstrap_token, capability_header, smtp_port,
+	// netns (plain SMTP on a door inside the trial's network namespace),
 	// inbox_token, read_capability), never its value.
-	Credential string   `json:"credential,omitempty"`
+	Credential string `json:"credential,omitempty"`
+	// API is the provider API a send came through on the writer's HTTP
+	// door (sendgrid, postmark, mailgun, ses); empty for POST /emails.
+	API        string   `json:"api,omitempty"`
 	From       string   `json:"from,omitempty"`
 	To         []string `json:"to,omitempty"`
 	Recipient  string   `json:"recipient,omitempty"` // a read's recipient filter
@@ -88,8 +109,38 @@ type Event struct {
 	// Detail names a related namespace (rotate: the new one; open after a
 	// rotation: the previous one).
 	Detail string `json:"detail,omitempty"`
-	Prev   string `json:"prev"`
-	Hash   string `json:"hash,omitempty"`
+	// OldPort and NewPort are a port_moved event's SMTP ports.
+	OldPort int `json:"old_port,omitempty"`
+	NewPort int `json:"new_port,omitempty"`
+	// Link is a click's link, its index (from 0) among the message's
+	// links, and Host that link's host, read from the stored message.
+	Link *int   `json:"link,omitempty"`
+	Host string `json:"host,omitempty"`
+	// Label is the evaluator's label of a planted message the event is
+	// about (its planting, an open, a click).
+	Label string `json:"label,omitempty"`
+	// Fault is set on the event of a send a rule of the trial's fault
+	// schedule made go wrong: one event per injected fault.
+	Fault *Fault `json:"fault,omitempty"`
+	Prev  string `json:"prev"`
+	Hash  string `json:"hash,omitempty"`
+}
+
+// Fault is what a fault rule did to a send: the rule's index in the
+// schedule and its do, the send's number (counted as the rule counts),
+// and what the do names: the refusal's status or SMTP code, how long a
+// timeout held, when a delayed message becomes visible, how many copies
+// a duplicate stored.
+type Fault struct {
+	Rule       int    `json:"rule"`
+	Do         string `json:"do"`
+	Send       int64  `json:"send"`
+	Status     int    `json:"status,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+	SMTPCode   int    `json:"smtp_code,omitempty"`
+	Seconds    int    `json:"seconds,omitempty"`
+	Copies     int    `json:"copies,omitempty"`
+	VisibleAt  string `json:"visible_at,omitempty"`
 }
 
 // HashPrefix begins every hash: "sha256_" and 64 hex digits. The prefix
@@ -133,15 +184,7 @@ func hashOf(body []byte) string {
 	return HashPrefix + hex.EncodeToString(sum[:])
 }
 
-func canonical(e *Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func canonical(e *Event) ([]byte, error) { return canonicalJSON(e) }
 
 // Break is where a trail stops verifying: the first bad line (from 1).
 type Break struct {
@@ -154,45 +197,103 @@ func (b *Break) Error() string { return fmt.Sprintf("line %d: %s", b.Line, b.Rea
 // ErrEmpty means a trail with no line at all.
 var ErrEmpty = errors.New("evidence: empty trail")
 
-// Verify reads a trail and checks each line in turn: canonical JSON of one
-// event, its hash, its seq one more than the line before (1 first), its
-// prev the hash of the line before, one namespace throughout. It returns
-// the number of events and, at the first bad line, a *Break.
+// Verify reads a trail and checks its chain (Check without a key),
+// returning the number of events.
 func Verify(r io.Reader) (int, error) {
+	res, err := Check(r, nil)
+	return res.Events, err
+}
+
+// Result is what Check read of a trail.
+type Result struct {
+	Events    int
+	Namespace string
+	Head      *Head // the signed head the trail ends with, if any
+}
+
+// Check reads a trail and checks each line in turn: canonical JSON of one
+// event, its hash, its seq one more than the line before (1 first), its
+// prev the hash of the line before, one namespace throughout; then the
+// head, if the trail ends with one: its namespace, seq and hash those of
+// the last event, nothing after it, and for a closed trial a close or
+// expiry as the last event. With pub, the trail must end with a head
+// signed by pub. At the first bad line it returns a *Break.
+func Check(r io.Reader, pub ed25519.PublicKey) (Result, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	var (
-		n        int
-		prevSeq  int64
-		prevHash = Genesis
-		ns       string
-	)
+	v := verifier{prevHash: Genesis, pub: pub}
 	for sc.Scan() {
-		n++
-		e, err := Parse(sc.Bytes())
-		if err != nil {
-			return n - 1, &Break{Line: n, Reason: err.Error()}
+		v.line++
+		if err := v.next(sc.Bytes()); err != nil {
+			return v.res, &Break{Line: v.line, Reason: err.Error()}
 		}
-		switch {
-		case e.Seq != prevSeq+1:
-			return n - 1, &Break{Line: n, Reason: fmt.Sprintf("seq %d follows seq %d", e.Seq, prevSeq)}
-		case e.Prev != prevHash:
-			return n - 1, &Break{Line: n, Reason: "prev is not the hash of the line before"}
-		case n > 1 && e.Namespace != ns:
-			return n - 1, &Break{Line: n, Reason: "another namespace"}
-		}
-		ns, prevSeq, prevHash = e.Namespace, e.Seq, e.Hash
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return n, &Break{Line: n + 1, Reason: fmt.Sprintf("longer than %d bytes", MaxLine)}
+			return v.res, &Break{Line: v.line + 1, Reason: fmt.Sprintf("longer than %d bytes", MaxLine)}
 		}
-		return n, err
+		return v.res, err
 	}
-	if n == 0 {
-		return 0, ErrEmpty
+	if v.line == 0 {
+		return v.res, ErrEmpty
 	}
-	return n, nil
+	if pub != nil && v.res.Head == nil {
+		return v.res, &Break{Line: v.line + 1, Reason: "no signed head: the trail may have been cut short"}
+	}
+	return v.res, nil
+}
+
+// verifier is Check's state: the line before.
+type verifier struct {
+	line       int
+	prevSeq    int64
+	prevHash   string
+	lastAction string
+	pub        ed25519.PublicKey
+	res        Result
+}
+
+func (v *verifier) next(line []byte) error {
+	if v.res.Head != nil {
+		return errors.New("a line after the signed head")
+	}
+	if IsHead(line) {
+		return v.head(line)
+	}
+	e, err := Parse(line)
+	switch {
+	case err != nil:
+		return err
+	case e.Seq != v.prevSeq+1:
+		return fmt.Errorf("seq %d follows seq %d", e.Seq, v.prevSeq)
+	case e.Prev != v.prevHash:
+		return errors.New("prev is not the hash of the line before")
+	case v.res.Events > 0 && e.Namespace != v.res.Namespace:
+		return errors.New("another namespace")
+	}
+	v.res.Events++
+	v.res.Namespace, v.prevSeq, v.prevHash, v.lastAction = e.Namespace, e.Seq, e.Hash, e.Action
+	return nil
+}
+
+func (v *verifier) head(line []byte) error {
+	h, err := ParseHead(line)
+	switch {
+	case err != nil:
+		return err
+	case v.res.Events == 0:
+		return errors.New("a head with no event before it")
+	case h.Namespace != v.res.Namespace:
+		return errors.New("the head names another namespace")
+	case h.Seq != v.prevSeq || h.Hash != v.prevHash:
+		return fmt.Errorf("the head was signed at seq %d, but the trail ends at seq %d or with another hash: cut short or rewritten", h.Seq, v.prevSeq)
+	case v.pub != nil && !h.CheckSignature(v.pub):
+		return errors.New("the head's signature does not verify with this key")
+	case h.Closed && v.lastAction != ActionClose && v.lastAction != ActionExpire:
+		return errors.New("the trial was closed, but its trail does not end with its close or expiry")
+	}
+	v.res.Head = &h
+	return nil
 }
 
 // Parse reads one canonical line and checks its own hash; it does not

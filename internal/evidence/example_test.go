@@ -1,24 +1,32 @@
 package evidence
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/redact"
 )
 
-// TestExampleTrail: the README's example, exported from a run of
-// TestEvidenceScriptedTrial (internal/supervisor), verifies, and passes the
+// TestExampleTrail: docs/evidence.md's example, exported from a run of
+// TestEvidenceScriptedTrial (internal/supervisor), verifies with the key
+// of the plane that signed it (example-trail.pub), and passes the
 // redaction point unchanged.
 func TestExampleTrail(t *testing.T) {
 	b, err := os.ReadFile("testdata/example-trail.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := os.Open("testdata/example-trail.jsonl")
-	defer f.Close()
-	if n, err := Verify(f); err != nil || n != 19 {
-		t.Fatalf("Verify = %d, %v", n, err)
+	pub, err := os.ReadFile("testdata/example-trail.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ParsePublicKey(string(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Check(bytes.NewReader(b), key); err != nil || res.Events != 18 || !res.Head.Closed {
+		t.Fatalf("Check = %+v, %v", res, err)
 	}
 	if redact.Text(string(b)) != string(b) {
 		t.Fatal("redaction changes the example")

@@ -4,7 +4,11 @@
 // itself, and never gains the right to bind.
 //
 // A message is three bytes, an operation and a port (big-endian), and for
-// OpAdd exactly one file descriptor: the bound, listening socket.
+// OpAdd exactly one file descriptor: the bound, listening socket. A
+// listener of a trial's doors inside its network namespace follows with
+// its kind and its door's key (a byte of length, then the key): port
+// numbers repeat across namespaces, so the key names it; OpRemove with a
+// key closes all of that door's listeners.
 package fdpass
 
 import (
@@ -23,11 +27,28 @@ const (
 	OpRemove = '-' // stop serving Port and close its listener
 )
 
+// Kinds of a door's listener. A listener without a door is a trial's SMTP
+// port on the host.
+const (
+	KindHTTP    = 'h' // the mail API and bootstrap
+	KindSMTP    = 's' // SMTP, plain (STARTTLS where the writer has TLS)
+	KindSMTPTLS = 't' // SMTP with implicit TLS
+)
+
+// MaxDoorKey bounds a door's key.
+const MaxDoorKey = 64
+
 // Message is one instruction from the supervisor.
 type Message struct {
 	Op   byte
 	Port int
+	Kind byte     // with Door: KindHTTP, KindSMTP or KindSMTPTLS
+	Door string   // the key of the netns door the listener belongs to; empty: a host port
 	File *os.File // OpAdd: the listener; the receiver owns it
+	// Plain, with OpAdd, serves SMTP without AUTH: for a listener that
+	// only its trial's own network namespace can reach. A listener in the
+	// host's namespace requires AUTH (the writer's trialPortConfig).
+	Plain bool
 }
 
 // Pair returns a connected seqpacket pair: the supervisor keeps the first,
@@ -83,10 +104,59 @@ func Remove(c *net.UnixConn, port int) error {
 	return err
 }
 
+// AddDoor sends ln, a listener of kind bound to port inside a network
+// namespace, as one of door's.
+func AddDoor(c *net.UnixConn, door string, kind byte, port int, ln *net.TCPListener) error {
+	if !validDoor(door) || !validKind(kind) {
+		return ErrMalformed
+	}
+	f, err := ln.File()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, _, err = c.WriteMsgUnix(doorHeader(OpAdd, port, kind, door), unix.UnixRights(int(f.Fd())), nil)
+	return err
+}
+
+// RemoveDoor tells the receiver to close every listener of door.
+func RemoveDoor(c *net.UnixConn, door string) error {
+	if !validDoor(door) {
+		return ErrMalformed
+	}
+	_, err := c.Write(doorHeader(OpRemove, 0, 0, door))
+	return err
+}
+
 func header(op byte, port int) []byte {
 	b := []byte{op, 0, 0}
 	binary.BigEndian.PutUint16(b[1:], uint16(port))
 	return b
+}
+
+func doorHeader(op byte, port int, kind byte, door string) []byte {
+	return append(append(header(op, port), kind, byte(len(door))), door...)
+}
+
+func validDoor(door string) bool { return door != "" && len(door) <= MaxDoorKey }
+
+func validKind(kind byte) bool { return kind == KindHTTP || kind == KindSMTP || kind == KindSMTPTLS }
+
+// parse reads a message's bytes: a host port's three, or a door's.
+func parse(b []byte) (Message, bool) {
+	if len(b) < 3 {
+		return Message{}, false
+	}
+	m := Message{Op: b[0], Port: int(binary.BigEndian.Uint16(b[1:3]))}
+	if len(b) == 3 {
+		return m, true
+	}
+	if len(b) < 5 || int(b[4]) != len(b)-5 {
+		return Message{}, false
+	}
+	m.Kind, m.Door = b[3], string(b[5:])
+	ok := validDoor(m.Door) && (validKind(m.Kind) || (m.Op == OpRemove && m.Kind == 0))
+	return m, ok
 }
 
 // ErrMalformed is a message that is not one of the above.
@@ -95,7 +165,7 @@ var ErrMalformed = errors.New("fdpass: malformed message")
 // Receive reads the next message. Any descriptor that does not belong to
 // a well-formed OpAdd is closed.
 func Receive(c *net.UnixConn) (Message, error) {
-	buf := make([]byte, 8)
+	buf := make([]byte, 5+MaxDoorKey+1) // one byte more: a longer message is malformed
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {
@@ -121,16 +191,18 @@ func Receive(c *net.UnixConn) (Message, error) {
 	if n == 0 && oobn == 0 {
 		return Message{}, errors.New("fdpass: closed")
 	}
-	if n != 3 {
+	m, ok := parse(buf[:n])
+	if !ok {
 		closeAll()
 		return Message{}, ErrMalformed
 	}
-	m := Message{Op: buf[0], Port: int(binary.BigEndian.Uint16(buf[1:3]))}
 	switch {
 	case m.Op == OpAdd && len(fds) == 1 && m.Port > 0:
 		m.File = os.NewFile(uintptr(fds[0]), fmt.Sprintf("port-%d", m.Port))
 		return m, nil
-	case m.Op == OpRemove && len(fds) == 0 && m.Port > 0:
+	case m.Op == OpRemove && len(fds) == 0 && m.Door == "" && m.Port > 0:
+		return m, nil
+	case m.Op == OpRemove && len(fds) == 0 && m.Door != "" && m.Port == 0 && m.Kind == 0:
 		return m, nil
 	}
 	closeAll()

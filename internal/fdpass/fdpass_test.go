@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -96,6 +97,11 @@ func TestMalformed(t *testing.T) {
 		{"unknown operation", []byte{'?', 0, 25}, false},
 		{"port zero", []byte{OpAdd, 0, 0}, true},
 		{"too long", []byte{OpAdd, 0, 25, 0}, true},
+		{"door key length wrong", []byte{OpAdd, 0, 25, KindSMTP, 3, 'k', 'e'}, true},
+		{"door without a key", []byte{OpAdd, 0, 25, KindSMTP, 0}, true},
+		{"door of an unknown kind", []byte{OpAdd, 0, 25, 'x', 1, 'k'}, true},
+		{"door key over the limit", append([]byte{OpAdd, 0, 25, KindSMTP, MaxDoorKey + 1}, make([]byte, MaxDoorKey+1)...), true},
+		{"door removal with a port", []byte{OpRemove, 0, 25, 0, 1, 'k'}, false},
 	} {
 		var oob []byte
 		if c.fd {
@@ -110,5 +116,46 @@ func TestMalformed(t *testing.T) {
 	}
 	if after := open(); after != before {
 		t.Fatalf("%d descriptors open before, %d after: the refused messages' leaked", before, after)
+	}
+}
+
+// TestDoorHandOver: a door's listener arrives with its kind and key; port
+// numbers may repeat across doors, and removing a door names its key.
+func TestDoorHandOver(t *testing.T) {
+	mine, theirs, err := Pair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	peer, _ := net.FileConn(theirs)
+	theirs.Close()
+	defer peer.Close()
+	recv := peer.(*net.UnixConn)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	key := strings.Repeat("K", MaxDoorKey)
+	if err := AddDoor(mine, key, KindSMTPTLS, port, ln.(*net.TCPListener)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Receive(recv)
+	if err != nil || m.Op != OpAdd || m.Port != port || m.Kind != KindSMTPTLS || m.Door != key || m.File == nil {
+		t.Fatalf("received %+v, %v", m, err)
+	}
+	m.File.Close()
+	if err := RemoveDoor(mine, key); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Receive(recv); err != nil || m.Op != OpRemove || m.Door != key || m.Port != 0 || m.File != nil {
+		t.Fatalf("received %+v, %v", m, err)
+	}
+	if err := AddDoor(mine, "", KindSMTP, port, ln.(*net.TCPListener)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a door without a key: %v", err)
+	}
+	if err := RemoveDoor(mine, key+"K"); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a key over the limit: %v", err)
 	}
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/apierr"
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/otp"
 	"github.com/websitebench/mailplane/internal/render"
 	"github.com/websitebench/mailplane/pkg/mailclient"
@@ -42,12 +44,14 @@ const (
 type Gateway struct {
 	plane *rpc.Client
 	log   zerolog.Logger
+	// shares bound the requests in flight per read capability.
+	shares *connlimit.Shares
 }
 
 // New returns a gateway that reads through plane, a client holding the
 // gateway grant.
 func New(plane *rpc.Client, log zerolog.Logger) *Gateway {
-	return &Gateway{plane: plane, log: log}
+	return &Gateway{plane: plane, log: log, shares: connlimit.NewShares(limits.TrialRequests)}
 }
 
 // ServeHTTP routes first and reads second: a request's shape, namespace
@@ -89,6 +93,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 	if !ok {
 		return writeError(w, mailclient.CodeForbidden)
 	}
+	release, ok := g.shares.Take(cred)
+	if !ok {
+		apierr.TrialBusy.Write(w)
+		return apierr.TrialBusy.Status, apierr.TrialBusy.Code
+	}
+	defer release()
 	req := &rpc.ReadRequest{Namespace: rt.ns, Capability: cred, ID: rt.id}
 	if rt.kind == routeList || rt.kind == routeLatest || rt.kind == routeEvents {
 		q := r.URL.Query()
@@ -290,7 +300,9 @@ func wire(m rpc.Message) mailclient.Message {
 		Attachments:  make([]mailclient.Attachment, 0, len(m.Attachments)),
 		Codes:        found.Codes,
 		EnvelopeFrom: m.EnvelopeFrom,
+		Fault:        m.Fault,
 		ID:           m.ID,
+		Label:        m.Label,
 		Links:        found.Links,
 		Namespace:    m.Namespace,
 		Recipients:   m.Recipients,

@@ -12,11 +12,14 @@
 //   - exhaustion: connection caps, slow clients, floods of bad
 //     credentials, oversized frames and bodies, with the good clients'
 //     latency and every process's memory measured;
+//   - fair shares: one trial's flood of idle and slow connections and of
+//     requests in flight on every shared listener of a mail-plane up
+//     stack, against another trial's requests, each timed;
 //   - secrets: every minted secret and every one-time code searched for in
 //     every log line and error body, and every comparison of a secret in
 //     the source checked to be constant-time.
 //
 // By default the tests run in their short form (make test). With
 // MAILPLANE_HARDENING=long (make hardening-long) they run longer and
-// harder, and the README's Reliability table reports the figures of such a run.
+// harder, and the table in docs/reliability.md reports the figures of such a run.
 package hardening

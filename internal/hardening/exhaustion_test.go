@@ -20,22 +20,22 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/connlimit"
-	"github.com/websitebench/mailplane/internal/gateway"
 	"github.com/websitebench/mailplane/internal/inbox"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// TestConnectionCap: on every listener, the connection over the cap is
-// accepted and closed at once, without a byte, while the ones under it are
-// served; a freed place is taken again.
+// TestConnectionCap: on every listener of one trial's own surfaces (the
+// reference's 16), the connection over the cap is accepted and closed at
+// once, without a byte, while the ones under it are served; a freed place
+// is taken again. The shared surfaces of up have fair shares instead
+// (TestFairShares).
 func TestConnectionCap(t *testing.T) {
 	t.Parallel()
 	s := newSys(t)
 	id := s.trial(rpc.ProfileCandidate)
 	wr := s.writer(id, "fixed")
 	in := s.inbox(id)
-	gw := s.gateway()
 	// WaitHTTP's client keeps a connection to each surface; the cap counts
 	// it.
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
@@ -49,7 +49,6 @@ func TestConnectionCap(t *testing.T) {
 		{"writer http", strings.TrimPrefix(wr.url, "http://"), connlimit.DefaultMaxConns, false},
 		{"writer smtp", wr.smtp, connlimit.DefaultMaxConns, true},
 		{"inbox", strings.TrimPrefix(in.url, "http://"), inbox.MaxConnections, false},
-		{"gateway", strings.TrimPrefix(gw.url, "http://"), gateway.MaxConnections, false},
 	} {
 		t.Run(l.name, func(t *testing.T) {
 			held := make([]net.Conn, 0, l.cap)

@@ -37,7 +37,7 @@ func scale[T any](short, lng T) T {
 	return short
 }
 
-// figure logs one figure of the README's Reliability table, in a form scripts grep for.
+// figure logs one figure of docs/reliability.md's table, in a form scripts grep for.
 func figure(t testing.TB, format string, args ...any) {
 	t.Helper()
 	t.Logf("FIGURE "+format, args...)

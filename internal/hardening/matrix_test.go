@@ -23,20 +23,31 @@ import (
 	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/internal/plane"
+	"github.com/websitebench/mailplane/internal/sendapi"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/mailclient"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
+
+// noAuthWait turns off the writers' wait after failed AUTHs: the matrix is
+// a scan of wrong credentials by design, and with the wait (up to 1 s per
+// failure on a listener) it took ten times as long. The lockout at the
+// third failure stays, and authPortCells checks it; the wait itself is
+// TestAuthFailuresCloseTheSession's (internal/supervisor).
+var noAuthWait = []string{"--auth-failure-delay", "0"}
 
 // The isolation matrix: every credential two live trials hold, the
 // plane-wide grants (the gateway's, the admin's, and the shared writer's
 // and inbox's) and no credential at all, against every RPC method in the
 // plane's authorization table and every route of every surface instance,
 // aimed at both trials' namespaces (and, for plain SMTP, at both trials'
-// ports). What each cell should answer is computed from plane.Authz()
-// (which principal may call which method) and from what each call or route
-// is keyed by (the grant's trial, the credential presented, the namespace
-// named, the port); exactly the permitted cells succeed, every other cell
+// ports). What each cell should answer is computed from the plane's own
+// table: plane.Policy() (which principal may call which method, and what
+// its call is bound to: the grant's trial, the trial its credential opens,
+// the namespace its read capability opens) and plane.Keys() (which of a
+// trial's secrets each credential may be, per profile), with what each
+// call or route presents (the credential, the namespace named, the port);
+// exactly the permitted cells succeed, every other cell
 // is a refusal (never an outage), and every message a permitted cell sent
 // is found in the namespace it was meant for and in no other.
 //
@@ -64,10 +75,13 @@ const (
 	sharedInboxGrant
 	gatewayGrant
 	adminGrant
+	consoleGrant
+	sesSecret // the trial's SES secret access key (matrix_providers_test.go)
 )
 
 var credNames = [...]string{"none", "read capability", "write capability", "inbox token", "mail-API token",
-	"bootstrap token", "writer grant", "inbox grant", "shared writer grant", "shared inbox grant", "gateway grant", "admin grant"}
+	"bootstrap token", "writer grant", "inbox grant", "shared writer grant", "shared inbox grant", "gateway grant", "admin grant",
+	"console grant", "SES secret"}
 
 // cred is one credential: of trial 0 (A) or 1 (B), or of nobody (-1).
 type cred struct {
@@ -85,7 +99,7 @@ func (c cred) String() string {
 
 func trialName(i int) string { return "ABCDEFGH"[i : i+1] }
 
-// principal is who a grant makes its holder, named as plane.Authz() names
+// principal is who a grant makes its holder, named as plane.Policy() names
 // principals; "" for a credential that is no grant.
 func (c cred) principal() string {
 	switch c.kind {
@@ -101,6 +115,8 @@ func (c cred) principal() string {
 		return principalOf(rpc.RoleGateway, false)
 	case adminGrant:
 		return principalOf(rpc.RoleAdmin, false)
+	case consoleGrant:
+		return principalOf(rpc.RoleConsole, false)
 	}
 	return ""
 }
@@ -114,12 +130,7 @@ func principalOf(role rpc.Role, shared bool) string {
 	return string(role)
 }
 
-// isShared says whether a principal's calls select their trial by the
-// credential, port or namespace they present (a shared surface's), not by
-// the grant.
-func isShared(principal string) bool { return strings.HasPrefix(principal, "shared ") }
-
-// credentials lists every credential of the world: each trial's seven,
+// credentials lists every credential of the world: each trial's eight,
 // the plane-wide grants, and none.
 func credentials(ids [2]rpc.Identity, plane map[credKind]string) []cred {
 	out := []cred{{kind: noCred, trial: -1}}
@@ -127,7 +138,7 @@ func credentials(ids [2]rpc.Identity, plane map[credKind]string) []cred {
 		for k, v := range map[credKind]string{
 			readCap: id.ReadCapability, writeCap: id.WriteCapability, inboxToken: id.InboxToken,
 			mailAPIToken: id.MailAPIToken, bootstrapToken: id.BootstrapToken,
-			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant,
+			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant, sesSecret: sesSecretOf(id),
 		} {
 			out = append(out, cred{kind: k, trial: i, value: v})
 		}
@@ -144,18 +155,38 @@ func credentials(ids [2]rpc.Identity, plane map[credKind]string) []cred {
 	return out
 }
 
-// keys are the credential kinds that open what a profile's trial offers
-// (rpc.ProfileCandidate, rpc.ProfileSidecar): the write credentials of
-// POST /emails (and SMTP AUTH), the selector of SMTP select. The bootstrap
-// token, the read capability of every evaluator read and the inbox token
-// of the inbox are the same for every profile.
+// keys are the credential kinds that open what a profile's trial offers,
+// as plane.Keys() says: the write credentials of POST /emails (and SMTP
+// AUTH), the selector of SMTP select, the bootstrap token, the inbox
+// token of the inbox and the read capability of every evaluator read.
 type keys struct {
-	emails, smtpSelect []credKind
+	emails, smtpSelect, bootstrap, inbox, read []credKind
 }
 
-var profileKeys = map[string]keys{
-	rpc.ProfileCandidate: {emails: []credKind{mailAPIToken, writeCap}, smtpSelect: []credKind{writeCap}},
-	rpc.ProfileSidecar:   {emails: []credKind{bootstrapToken}, smtpSelect: []credKind{readCap}},
+// secretKinds are the plane's names of a trial's secrets.
+var secretKinds = map[string]credKind{"mail_api_token": mailAPIToken, "write_capability": writeCap,
+	"bootstrap_token": bootstrapToken, "inbox_token": inboxToken, "read_capability": readCap}
+
+// profileKeys reads plane.Keys() for profile.
+func profileKeys(t testing.TB, profile string) keys {
+	table := plane.Keys()
+	kinds := func(credential string) []credKind {
+		names := table[credential][profile]
+		if len(names) == 0 {
+			t.Fatalf("plane.Keys() has no %s for profile %s", credential, profile)
+		}
+		var out []credKind
+		for _, n := range names {
+			k, ok := secretKinds[n]
+			if !ok {
+				t.Fatalf("plane.Keys() names a secret %q the matrix does not hold", n)
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	return keys{emails: kinds("mail_api_token"), smtpSelect: kinds("capability_header"), bootstrap: kinds("bootstrap_token"),
+		inbox: kinds("inbox_token"), read: kinds("read_capability")}
 }
 
 // senderOf is an envelope sender each profile accepts.
@@ -194,7 +225,9 @@ type world struct {
 	unowned       int    // an SMTP port no trial owns (the shared one), 0 without
 	shared        map[credKind]string
 	creds         []cred
-	authz         map[string]map[string]bool
+	authz         map[string]map[string]string // method → principal → binding (plane.Policy)
+	accepts       map[string][]string          // method → the credential kinds it may present (plane.Policy)
+	keys          keys                         // plane.Keys, of profile
 	instances     []instance
 	hc            *http.Client
 
@@ -269,8 +302,8 @@ func TestIsolationMatrixPostgres(t *testing.T) {
 // isolationMatrix runs the matrix on a plane started with store's flags
 // (none: the default store) and returns its number of cells.
 func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
-	w := &world{profile: profile, mode: mode, authz: plane.Authz(), byPart: map[string]int{},
-		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4)}
+	w := &world{profile: profile, mode: mode, authz: policy(), accepts: accepted(), byPart: map[string]int{},
+		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4), keys: profileKeys(t, profile)}
 	var grantsDir string
 	var up *upSys
 	if mode == strictMode {
@@ -279,7 +312,7 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 			"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9"}, store...)...)
 		grantsDir = w.plane.data
 	} else {
-		up = newUpSys(t, append([]string{"--quota-messages", "0", "--quota-bytes", "0"}, store...)...)
+		up = newUpSys(t, append([]string{"--quota-messages", "0", "--quota-bytes", "0", noAuthWait[0], noAuthWait[1]}, store...)...)
 		w.sys = up.sys
 		grantsDir = filepath.Dir(up.bundle.AdminGrantFile)
 		w.unowned = up.bundle.SharedSMTPPort
@@ -292,6 +325,7 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 		sharedInboxGrant:  s.sharedGrant(grantsDir, rpc.RoleInbox),
 		gatewayGrant:      s.plane.gatewayGrant,
 		adminGrant:        s.plane.adminGrant,
+		consoleGrant:      s.sharedGrant(grantsDir, rpc.RoleConsole),
 	}
 	if mode == strictMode {
 		for k, role := range map[credKind]rpc.Role{sharedWriterGrant: rpc.RoleWriter, sharedInboxGrant: rpc.RoleInbox} {
@@ -325,12 +359,15 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 		}
 	}
 	w.creds = credentials(w.ids, w.shared)
+	for _, id := range w.ids {
+		s.secret(id.Namespace+" SES secret", sesSecretOf(id))
+	}
 	// Message 1 of each namespace names its namespace, so that every page
-	// and answer shows whose mail it holds.
+	// and answer shows whose mail it holds, and has a link to click.
 	for i, id := range w.ids {
 		cl := s.plane.client(id.WriterGrant)
 		if _, err := cl.Send(ctxT(t, 10*time.Second), &rpc.SendRequest{Via: rpc.ViaSMTP, From: senderOf(profile),
-			To: []string{"seed@example.com"}, Raw: rawMail(seed(id), "first")}); err != nil {
+			To: []string{"seed@example.com"}, Raw: rawMail(seed(id), "first https://seed.example/")}); err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}
 	}
@@ -341,7 +378,7 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 			if i == 0 {
 				flags = []string{"--root-redirect"}
 			}
-			wr, sel, in := s.writer(id, string(smtpd.Fixed)), s.writer(id, string(smtpd.Select)), s.inbox(id, flags...)
+			wr, sel, in := s.writer(id, string(smtpd.Fixed), noAuthWait...), s.writer(id, string(smtpd.Select), noAuthWait...), s.inbox(id, flags...)
 			n := trialName(i) + "'s "
 			w.instances = append(w.instances,
 				instance{surface: "writer", owner: i, name: n + "writer", url: wr.url, smtp: wr.smtp, smtpMode: smtpd.Fixed},
@@ -373,6 +410,7 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 	w.rpcMatrix()
 	rpcTook := time.Since(start)
 	w.surfaceMatrix()
+	w.authPortCells() // matrix_auth_test.go
 	w.checkDestinations()
 	parts := slices.Sorted(maps.Keys(w.byPart))
 	var b strings.Builder
@@ -444,7 +482,13 @@ func (w *world) rpcOps() []rpcOp {
 	from := senderOf(w.profile)
 	send := func(via rpc.Via) func(callArgs) any {
 		return func(a callArgs) any {
-			return &rpc.SendRequest{Via: via, Credential: a.inner, Namespace: a.ns, Port: a.port, From: from,
+			port := a.port
+			if via == rpc.ViaSMTPAuth {
+				// AUTH as on the shared port, which names no port; AUTH on a
+				// trial's own port is a cell of the surface matrix.
+				port = 0
+			}
+			return &rpc.SendRequest{Via: via, Credential: a.inner, Namespace: a.ns, Port: port, From: from,
 				To: []string{"cell@example.com"}, Raw: rawMail(a.subject, "x")}
 		}
 	}
@@ -455,6 +499,7 @@ func (w *world) rpcOps() []rpcOp {
 		return func(a callArgs) any { return &rpc.ReadRequest{Namespace: a.ns, InboxToken: a.inner, ID: id} }
 	}
 	empty := func(callArgs) any { return &rpc.Empty{} }
+	operator := rpc.Operator{AdminGrant: w.shared[adminGrant]}
 	trialReq := func(a callArgs) any { return &rpc.TrialRequest{Namespace: a.ns} }
 	both, reads, none := []int{0, 1}, []int{0, 1, -1}, []int{-1}
 	// ports.sync comes after every call that opens a trial: it makes a
@@ -462,10 +507,28 @@ func (w *world) rpcOps() []rpcOp {
 	// candidate trials wait for a port.
 	return []rpcOp{
 		{name: "health", method: rpc.MethodHealth, targets: none, request: empty},
+		// The console's reads carry the operator's admin grant in their
+		// body: only a console grant may make them, even so.
+		{name: "console.trials", method: rpc.MethodConsoleTrials, targets: none, request: func(callArgs) any {
+			return &rpc.ConsoleTrialsRequest{Operator: operator}
+		}},
+		{name: "console.trial", method: rpc.MethodConsoleTrial, targets: both, request: func(a callArgs) any {
+			return &rpc.ConsoleTrialRequest{Operator: operator, Namespace: a.ns}
+		}},
+		{name: "console.wait", method: rpc.MethodConsoleWait, targets: none, request: func(callArgs) any {
+			return &rpc.ConsoleWaitRequest{Operator: operator}
+		}},
+		{name: "metrics", method: rpc.MethodMetrics, targets: none, request: func(callArgs) any { return &rpc.MetricsRequest{Operator: operator} }},
 		{name: "send/http", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaHTTP)},
 		{name: "send/smtp-auth", method: rpc.MethodSend, targets: none, inner: true, request: send(rpc.ViaSMTPAuth)},
 		{name: "send/smtp", method: rpc.MethodSend, targets: reads, request: send(rpc.ViaSMTP)},
 		{name: "send/smtp-select", method: rpc.MethodSend, targets: both, inner: true, request: send(rpc.ViaSMTPSelect)},
+		{name: "credential.check", method: rpc.MethodCredentialCheck, targets: none, inner: true, request: func(a callArgs) any {
+			return &rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: a.inner}
+		}},
+		{name: "send.refused", method: rpc.MethodRefusal, targets: none, inner: true, request: func(a callArgs) any {
+			return &rpc.RefusalRequest{CredentialRequest: rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: a.inner}, Code: "validation_error"}
+		}},
 		{name: "bootstrap", method: rpc.MethodBootstrap, targets: none, inner: true, request: func(a callArgs) any { return &rpc.BootstrapRequest{Token: a.inner} }},
 		{name: "list", method: rpc.MethodList, targets: reads, inner: true, request: read(0)},
 		{name: "get", method: rpc.MethodGet, targets: reads, inner: true, request: read(1)},
@@ -473,15 +536,24 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "list/inbox-token", method: rpc.MethodList, targets: none, inner: true, request: byToken(0)},
 		{name: "get/inbox-token", method: rpc.MethodGet, targets: none, inner: true, request: byToken(1)},
 		{name: "latest/inbox-token", method: rpc.MethodLatest, targets: none, inner: true, request: byToken(0)},
+		{name: "click/inbox-token", method: rpc.MethodClick, targets: none, inner: true, request: func(a callArgs) any {
+			return &rpc.ClickRequest{InboxToken: a.inner, ID: 1, Link: 0}
+		}},
 		{name: "trial.create", method: rpc.MethodTrialCreate, targets: none, request: func(callArgs) any { return &rpc.TrialCreateRequest{Profile: w.profile} }},
 		{name: "trial.rotate", method: rpc.MethodTrialRotate, targets: both, mutating: true, request: func(a callArgs) any { return &rpc.TrialRotateRequest{Namespace: a.ns} }},
 		{name: "trial.seal", method: rpc.MethodTrialSeal, targets: both, mutating: true, request: trialReq},
-		{name: "trial.destroy", method: rpc.MethodTrialDestroy, targets: both, mutating: true, request: trialReq},
 		{name: "trial.close", method: rpc.MethodTrialClose, targets: both, mutating: true, request: trialReq},
 		{name: "trial.open", method: rpc.MethodTrialOpen, targets: none, request: func(callArgs) any {
 			return &rpc.TrialOpenRequest{Profile: w.profile, TTLMillis: time.Hour.Milliseconds()}
 		}},
 		{name: "trial.list", method: rpc.MethodTrialList, targets: none, request: func(callArgs) any { return &rpc.TrialListRequest{} }},
+		{name: "trial.info", method: rpc.MethodTrialInfo, targets: both, request: trialReq},
+		{name: "trial.plant", method: rpc.MethodTrialPlant, targets: both, mutating: true, request: func(a callArgs) any {
+			return &rpc.PlantRequest{Namespace: a.ns, To: []string{"seed@example.com"}, Subject: "cell plant", Text: "planted", Label: "cell"}
+		}},
+		{name: "trial.faults", method: rpc.MethodTrialFaults, targets: both, mutating: true, request: func(a callArgs) any {
+			return &rpc.TrialFaultsRequest{Namespace: a.ns, Faults: json.RawMessage(`[]`)}
+		}},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
 		{name: "events", method: rpc.MethodEvents, targets: reads, inner: true, request: func(a callArgs) any {
@@ -495,31 +567,65 @@ func (w *world) rpcOps() []rpcOp {
 	}
 }
 
+// policy is plane.Policy() by method: each principal's binding.
+func policy() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, r := range plane.Policy() {
+		out[r.Method] = r.Principals
+	}
+	return out
+}
+
+// accepted is plane.Policy() by method: the kinds of credential its call
+// may present to be bound.
+func accepted() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range plane.Policy() {
+		out[r.Method] = r.Credentials
+	}
+	return out
+}
+
+// verdict is what the authorization table says of one cell: whether it
+// is permitted, the trial whose namespace it touches (-1: none), and why,
+// in the table's terms, for the failure message.
+type verdict struct {
+	ok    bool
+	trial int
+	why   string
+}
+
+func permit(trial int, why string) verdict { return verdict{true, trial, why} }
+func refuse(why string) verdict            { return verdict{false, -1, why} }
+
 // opens is the trial a call keyed by a credential of trial sel is bound
 // to: for a shared principal that trial, for a trial-bound one its own
 // trial, and only if the credential is its own.
-func opens(shared bool, own, sel int) (bool, int) {
+func opens(shared bool, own, sel int) verdict {
 	switch {
 	case sel < 0:
-		return false, -1
+		return refuse("the credential is not of a kind the table keys this call by")
 	case shared:
-		return true, sel
+		return permit(sel, "bound to the credential: it opens "+trialName(sel))
 	case sel == own:
-		return true, own
+		return permit(own, "bound to the grant's trial, and the credential is that trial's")
 	}
-	return false, -1
+	return refuse("bound to the grant's trial, and the credential is another trial's")
 }
 
 // expectRPC is what the table says of one call: whether it is permitted,
 // and for a send, read or bootstrap the trial whose namespace it touches.
-func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) {
+func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 	p := g.principal()
-	if p == "" || !w.authz[op.method][p] {
-		return false, -1
+	bind, ok := w.authz[op.method][p]
+	if p == "" || !ok {
+		return refuse(fmt.Sprintf("the row of %s does not list principal %q", op.method, p))
 	}
-	shared := isShared(p)
+	// A call bound to the credential it presents selects its trial by it
+	// (a shared surface's); one bound to the grant's trial is held to it.
+	shared := bind == "credential"
 	own := g.trial // the trial a trial-bound grant belongs to
-	k := profileKeys[w.profile]
+	k := w.keys
 	// sel is the trial inner opens if it is a credential of the kinds
 	// keys (the call is keyed by it).
 	sel := func(keys ...credKind) int {
@@ -534,42 +640,64 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) (bool, int) 
 		// the capability read it then looks like.
 		name = strings.TrimSuffix(name, "/inbox-token")
 	}
+	// presents is the kind of credential the call presents to be bound,
+	// as the table names it; a kind its row does not accept opens nothing.
+	presents := map[string]string{"send/http": "mail_api_token", "send/smtp-auth": "mail_api_token",
+		"credential.check": "mail_api_token", "send.refused": "mail_api_token", "send/smtp": "smtp_port", "report": "smtp_port",
+		"send/smtp-select": "capability_header", "bootstrap": "bootstrap_token", "list": "read_capability",
+		"get": "read_capability", "latest": "read_capability", "events": "read_capability",
+		"list/inbox-token": "inbox_token", "get/inbox-token": "inbox_token", "latest/inbox-token": "inbox_token"}
+	if kind, ok := presents[name]; ok && !slices.Contains(w.accepts[op.method], kind) {
+		return refuse(fmt.Sprintf("the row of %s does not accept credential kind %s", op.method, kind))
+	}
 	switch name {
-	case "send/http", "send/smtp-auth":
+	case "send/http", "send/smtp-auth", "credential.check", "send.refused":
 		return opens(shared, own, sel(k.emails...))
 	case "send/smtp", "report":
 		// Keyed by the port: a trial-bound writer's every listener is its
 		// trial's; a shared writer's port is its owner's.
 		if !shared {
-			return true, own
+			return permit(own, "a trial-bound writer's every port is its trial's")
 		}
 		if target >= 0 && w.ports[target] > 0 {
-			return true, target
+			return permit(target, "the port is "+trialName(target)+"'s")
 		}
-		return false, -1
+		return refuse("bound to the port, and no trial owns it")
 	case "send/smtp-select":
 		if target < 0 || inner.trial != target {
-			return false, -1
+			return refuse("the capability header must name the namespace its capability opens")
 		}
 		return opens(shared, own, sel(k.smtpSelect...))
 	case "bootstrap":
-		return opens(shared, own, sel(bootstrapToken))
+		return opens(shared, own, sel(k.bootstrap...))
 	case "list", "get", "latest", "events":
 		switch {
-		case p == string(rpc.RoleGateway):
-			return target >= 0 && sel(readCap) == target, target
+		case bind == "capability":
+			if target >= 0 && sel(k.read...) == target {
+				return permit(target, "bound to the capability, which opens the namespace named")
+			}
+			return verdict{false, target, "bound to the capability, which does not open the namespace named"}
 		case shared: // a capability opens no trial for a shared inbox
-			return false, -1
+			return refuse("a shared inbox is keyed by an inbox token, not a capability")
 		}
 		// A trial-bound inbox reads its own namespace, named or not.
-		return target == own || target == -1, own
-	case "list/inbox-token", "get/inbox-token", "latest/inbox-token":
-		if p == string(rpc.RoleGateway) {
-			return false, -1 // the gateway is keyed by a read capability only
+		if target == own || target == -1 {
+			return permit(own, "a trial-bound inbox reads its own namespace")
 		}
-		return opens(shared, own, sel(inboxToken))
+		return verdict{false, own, "a trial-bound inbox reads its own namespace only"}
+	case "click":
+		// No token: a trial-bound inbox clicks in its own trial.
+		if shared {
+			return verdict{false, -1, "a shared inbox's click needs a token"}
+		}
+		return permit(own, "a trial-bound inbox clicks in its own trial")
+	case "list/inbox-token", "get/inbox-token", "latest/inbox-token", "click/inbox-token":
+		if bind == "capability" {
+			return refuse("the gateway is keyed by a read capability only")
+		}
+		return opens(shared, own, sel(k.inbox...))
 	}
-	return true, -1
+	return permit(-1, fmt.Sprintf("the row of %s lists principal %q, bound to %s", op.method, p, bind))
 }
 
 // rpcMatrix calls every method with every credential as the grant.
@@ -620,7 +748,8 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 		for _, target := range op.targets {
 			for _, inner := range inners {
 				n++
-				want, dest := w.expectRPC(op, g, target, inner)
+				v := w.expectRPC(op, g, target, inner)
+				want, dest := v.ok, v.trial
 				a := callArgs{inner: inner.value, subject: fmt.Sprintf("cell rpc %d.%d %s", gi, n, op.name), port: w.unowned}
 				where := nsName(target)
 				if target >= 0 {
@@ -639,7 +768,7 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					}
 					w.identity(scratch)
 					a.ns = scratch.Namespace
-					if op.name == "trial.close" || op.name == "trial.destroy" {
+					if op.name == "trial.close" {
 						scratchPort = w.portOf(scratch.Namespace)
 					}
 				}
@@ -655,11 +784,11 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(a), inner.value), err.Error())
 				}
 				ok := err == nil && w.rpcAnswerBelongs(op, resp, dest, name)
-				w.cell("rpc", name, want, ok, fmt.Sprint(err))
-				if ok && dest >= 0 && strings.HasPrefix(op.name, "send") {
+				w.cell("rpc", name, want, ok, fmt.Sprintf("%v; the table: %s", err, v.why))
+				if ok && dest >= 0 && op.method == rpc.MethodSend {
 					w.sent(a.subject, dest)
 				}
-				if ok && (op.name == "trial.close" || op.name == "trial.destroy") {
+				if ok && (op.name == "trial.close") {
 					w.checkClosed("closed", scratch, scratchPort)
 				}
 			}
@@ -885,14 +1014,20 @@ type route struct {
 	selects selects
 	keys    []credKind
 	ns      bool // the request names a namespace (in its path or headers)
+	// A provider API's route (matrix_providers_test.go): the API, its
+	// path, and the kind of credential its request presents, as the
+	// table names it.
+	api      sendapi.API
+	path     string
+	presents string
 }
 
 func (w *world) routes() []route {
-	k := profileKeys[w.profile]
-	read := []credKind{readCap}
-	return []route{
+	k := w.keys
+	read := k.read
+	return append([]route{
 		{surface: "writer", kind: "/healthz", role: rpc.RoleWriter, method: rpc.MethodHealth, selects: selOpen},
-		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, selects: selCredential, keys: []credKind{bootstrapToken}},
+		{surface: "writer", kind: "/internal/bootstrap", role: rpc.RoleWriter, method: rpc.MethodBootstrap, selects: selCredential, keys: k.bootstrap},
 		{surface: "writer", kind: "/emails", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
 		{surface: "writer", kind: "/emails/batch", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
 		{surface: "writer", kind: "smtp auth", role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.emails},
@@ -900,8 +1035,10 @@ func (w *world) routes() []route {
 		{surface: "writer", kind: "smtp " + string(smtpd.Select), role: rpc.RoleWriter, method: rpc.MethodSend, selects: selCredential, keys: k.smtpSelect, ns: true},
 		{surface: "inbox", kind: "root", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selRedirect},
 		{surface: "inbox", kind: "healthz", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selOpen},
-		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, selects: selCredential, keys: []credKind{inboxToken}},
-		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: []credKind{inboxToken}},
+		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, selects: selCredential, keys: k.inbox},
+		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
+		{surface: "inbox", kind: "ping", role: rpc.RoleInbox, method: rpc.MethodClick, selects: selCredential, keys: k.inbox},
+		{surface: "inbox", kind: "mcp", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
 		{surface: "gateway", kind: "healthz", role: rpc.RoleGateway, method: rpc.MethodHealth, selects: selOpen},
 		{surface: "gateway", kind: "list", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "latest", role: rpc.RoleGateway, method: rpc.MethodLatest, selects: selCredential, keys: read, ns: true},
@@ -909,7 +1046,7 @@ func (w *world) routes() []route {
 		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "events", role: rpc.RoleGateway, method: rpc.MethodEvents, selects: selCredential, keys: read, ns: true},
-	}
+	}, w.providerRoutes()...)
 }
 
 // runsOn says whether route r is asked of instance in.
@@ -929,40 +1066,54 @@ func runsOn(r route, in instance) bool {
 // expectRoute is what the table says of one request to instance in,
 // naming namespace target, with c: whether it is permitted, and the trial
 // whose mail it touches.
-func (w *world) expectRoute(r route, in instance, target int, c cred) (bool, int) {
+func (w *world) expectRoute(r route, in instance, target int, c cred) verdict {
 	switch r.selects {
 	case selOpen:
-		return true, -1
+		return permit(-1, "the route is open")
 	case selRedirect:
-		return in.redirect && in.owner >= 0, in.owner
+		if in.redirect && in.owner >= 0 {
+			return permit(in.owner, "a trial-bound inbox's root redirects to its page")
+		}
+		return verdict{false, in.owner, "only a trial-bound inbox with --root-redirect redirects"}
 	}
-	if !w.authz[r.method][principalOf(r.role, in.shared)] {
-		return false, -1
+	if _, ok := w.authz[r.method][principalOf(r.role, in.shared)]; !ok {
+		return refuse(fmt.Sprintf("the row of %s does not list the %s", r.method, in.name))
 	}
 	if r.selects == selInstance {
-		return in.owner >= 0, in.owner
+		// A trial's own port on the shared writer requires AUTH first.
+		if in.owner >= 0 && !in.shared {
+			return permit(in.owner, "a trial-bound instance serves its own trial")
+		}
+		return verdict{false, in.owner, "a trial's own port on the shared writer requires AUTH first"}
+	}
+	if r.presents != "" && !slices.Contains(w.accepts[r.method], r.presents) {
+		return refuse(fmt.Sprintf("the row of %s does not accept credential kind %s", r.method, r.presents))
 	}
 	if !slices.Contains(r.keys, c.kind) || c.trial < 0 {
-		return false, -1
+		return refuse("the credential is not of a kind the table keys this route by")
 	}
-	if in.owner >= 0 && c.trial != in.owner && !(in.shared && r.kind == "smtp auth") {
-		// A trial-bound instance serves its own trial only; on a shared
-		// writer, AUTH selects the trial on any of its listeners.
-		return false, -1
+	if in.owner >= 0 && c.trial != in.owner {
+		// A trial-bound instance, and a trial's own port on the shared
+		// writer, serve their own trial only (AUTH with another trial's
+		// token there is 535).
+		return refuse("the instance serves " + trialName(in.owner) + " only")
 	}
 	if r.ns && target != c.trial {
-		return false, -1
+		return refuse("the credential does not open the namespace named")
 	}
-	return true, c.trial
+	return permit(c.trial, "the credential opens "+trialName(c.trial))
 }
 
 // surfaceMatrix sends every credential to every route of every instance.
 func (w *world) surfaceMatrix() {
 	routes := w.routes()
 	w.checkRouteTables(routes)
-	part := "surfaces/" + w.mode
 	n := 0
 	for _, r := range routes {
+		part := "surfaces/" + w.mode
+		if r.api != nil {
+			part = "providers/" + w.mode // counted apart, to show they ran
+		}
 		targets := []int{-1}
 		if r.ns {
 			targets = []int{0, 1}
@@ -976,7 +1127,8 @@ func (w *world) surfaceMatrix() {
 			for _, target := range targets {
 				for _, c := range w.creds {
 					n++
-					want, dest := w.expectRoute(r, in, target, c)
+					v := w.expectRoute(r, in, target, c)
+					want, dest := v.ok, v.trial
 					name := fmt.Sprintf("%s %s of the %s", r.surface, r.kind, in.name)
 					if r.ns {
 						name += " naming " + nsName(target)
@@ -984,7 +1136,7 @@ func (w *world) surfaceMatrix() {
 					name += " with " + c.String()
 					subject := fmt.Sprintf("cell surface %d", n)
 					ok, detail := w.request(r, in, target, dest, c, subject)
-					w.cell(part, name, want, ok, detail)
+					w.cell(part, name, want, ok, detail+"; the table: "+v.why)
 					if ok && dest >= 0 && r.method == rpc.MethodSend {
 						w.sent(subject, dest)
 					}
@@ -1027,6 +1179,9 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 		return false, fmt.Sprintf("%d %s", a.status, a.body)
 	}
 	nsOf := func(i int) string { return w.ids[i].Namespace }
+	if r.api != nil {
+		return w.providerCell(r, in, target, dest, c, subject) // matrix_providers_test.go
+	}
 	// succeeded is whether an answer is for trial dest; a success the
 	// table does not permit has no dest to judge it by.
 	switch r.surface + " " + r.kind {
@@ -1078,8 +1233,8 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 		if res.code < 500 {
 			t.Errorf("%s naming %s: refused with %d %s, want a 5xx", what, nsOf(target), res.code, res.err)
 		}
-		if r.selects == selInstance && in.shared && in.owner < 0 && res.code != 530 {
-			t.Errorf("%s: plain SMTP on a port no trial owns answered %d %s, want 530 (authenticate)", what, res.code, res.err)
+		if r.selects == selInstance && in.shared && res.code != 530 {
+			t.Errorf("%s: plain SMTP on the shared writer answered %d %s, want 530 (authenticate)", what, res.code, res.err)
 		}
 		return false, fmt.Sprint(res.code, res.err)
 	case "inbox root":
@@ -1100,6 +1255,41 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 			return refusal(a)
 		}
 		return w.pageOf(a.body, dest, what), ""
+	case "inbox ping":
+		a, err := w.sys.request(w.hc, http.MethodPost, in.url+"/inbox/"+url.PathEscape(c.value)+"/messages/1/ping/0", auth, "PING",
+			map[string]string{"Content-Type": "text/ping"})
+		if err != nil {
+			t.Fatalf("POST %s of the %s: %v", r.kind, in.name, err)
+		}
+		if a.status != http.StatusNoContent {
+			return refusal(a)
+		}
+		return dest >= 0, "" // a click answers nothing: its trail holds it
+	case "inbox mcp":
+		a, err := w.sys.request(w.hc, http.MethodPost, in.url+"/mcp/"+url.PathEscape(c.value), auth,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_message","arguments":{"id":1}}}`,
+			map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+		if err != nil {
+			t.Fatalf("POST %s of the %s: %v", r.kind, in.name, err)
+		}
+		if a.status != 200 {
+			return refusal(a)
+		}
+		var m struct {
+			Result *struct {
+				IsError           bool `json:"isError"`
+				StructuredContent struct{ Subject string }
+			}
+		}
+		json.Unmarshal([]byte(a.body), &m)
+		if m.Result == nil || m.Result.IsError {
+			return false, a.body // an MCP error: no mailbox here
+		}
+		if dest >= 0 && m.Result.StructuredContent.Subject != seed(w.ids[dest]) {
+			t.Errorf("%s: read %q, not %s's message 1", what, m.Result.StructuredContent.Subject, w.ids[dest].Namespace)
+			return false, a.body
+		}
+		return true, ""
 	case "gateway list", "gateway latest", "gateway message":
 		path := "/api/namespaces/" + nsOf(target) + "/messages"
 		switch r.kind {
@@ -1199,7 +1389,7 @@ func (w *world) checkRouteTables(routes []route) {
 		return slices.ContainsFunc(routes, func(r route) bool { return r.surface == surface && r.kind == kind })
 	}
 	tables := []struct{ surface, dir, variable string }{
-		{"writer", "internal/writer", "allow"},
+		{"writer", "internal/writer", "routes"},
 		{"inbox", "internal/inbox", "kindNames"},
 		{"gateway", "internal/gateway", "kindNames"},
 	}
@@ -1222,23 +1412,15 @@ func (w *world) checkRouteTables(routes []route) {
 			t.Errorf("SMTP mode %s not covered", mode)
 		}
 	}
+	w.checkProviderTable(routes) // matrix_providers_test.go
 }
 
 // routeTable reads the string keys (of a map) or elements (of an array or
 // slice) of the package-level variable name declared in dir's Go files.
 func routeTable(t testing.TB, dir, name string) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	matches, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 	var out []string
-	for _, path := range matches {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range sourceFiles(t, dir) {
 		for _, d := range f.Decls {
 			gd, ok := d.(*ast.GenDecl)
 			if !ok || gd.Tok != token.VAR {
@@ -1268,4 +1450,26 @@ func routeTable(t testing.TB, dir, name string) []string {
 		}
 	}
 	return out
+}
+
+// sourceFiles parses dir's Go files, its tests left out.
+func sourceFiles(t interface {
+	Fatal(...any)
+	Helper()
+}, dir string) []*ast.File {
+	t.Helper()
+	fset := token.NewFileSet()
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	var files []*ast.File
+	for _, path := range matches {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/websitebench/mailplane/internal/serve"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,7 +196,8 @@ func tryE2E(t *testing.T, s *sys, env []string, args ...string) (*itest.Proc, st
 }
 
 // readSecrets records every file of dir as a secret (they are the
-// parties' credential files), except the namespace.
+// parties' credential files), except the namespace and the plane's
+// identity (not a secret: the log and trial info name it).
 func (s *sys) readSecrets(t *testing.T, dir string) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -202,7 +205,7 @@ func (s *sys) readSecrets(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.IsDir() || e.Name() == "namespace" {
+		if e.IsDir() || e.Name() == "namespace" || e.Name() == serve.PlaneIDFile {
 			continue
 		}
 		v, err := rpc.ReadSecretFile(filepath.Join(dir, e.Name()))
@@ -234,6 +237,7 @@ func secretsUp(t *testing.T) {
 		Socket         string            `json:"plane_socket"`
 		SMTPPort       int               `json:"smtp_port"`
 		WriterURL      string            `json:"writer_url"`
+		ConsoleURL     string            `json:"console_url"`
 	}
 	if err := json.Unmarshal([]byte(line), &b); err != nil {
 		t.Fatalf("up's line %q: %v", line, err)
@@ -282,7 +286,8 @@ func secretsUp(t *testing.T) {
 	code, text := mail(2)
 	html := `{"from":"` + rpc.CandidateSender + `","to":"agent@example.com","subject":"Welcome","html":"<p>Your code: <b>` + code + `</b></p>"}`
 	must(s.postEmail(hc, b.WriterURL, mailToken, "", html))
-	if r := s.sendSMTP(smtpAddr, rpc.CandidateSender, []string{"agent@example.com"}, rawMail("SMTP sign-in", text)); r.code != 250 {
+	// The trial's own port requires AUTH with the bundle's credential.
+	if r := sendSMTPAuth(smtpAddr, b.Env["WEBSITEBENCH_SMTP_PASSWORD"], rpc.CandidateSender, "agent@example.com", rawMail("SMTP sign-in", text)); r.code != 250 {
 		t.Fatalf("SMTP: %d %v", r.code, r.err)
 	}
 
@@ -344,6 +349,28 @@ func secretsUp(t *testing.T) {
 	cli("trial", "list")
 	cli("trial", "seal", rot.Namespace)
 
+	// The operator's console: its pages show every trial, its mail and its
+	// trail, and no minted secret (the mail's own codes and links are
+	// what it is there to show).
+	adminValue, err := rpc.ReadSecretFile(adminGrant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ConsoleURL == "" {
+		t.Fatal("up --json has no console_url")
+	}
+	for _, path := range []string{"/", "/?rcpt=agent@example.com", "/trials/" + b.Namespace, "/trials/" + b.Namespace + "/messages/3/html",
+		"/trials/" + other.Namespace, "/metrics"} {
+		a := must(s.request(hc, http.MethodGet, b.ConsoleURL+path, "Bearer "+adminValue, "", nil))
+		if path == "/trials/"+b.Namespace && !strings.Contains(a.body, "Welcome") {
+			t.Fatalf("the console's trial page shows no mail:\n%s", a.body)
+		}
+		var head strings.Builder
+		a.header.Write(&head)
+		s.page("console "+path, head.String()+a.body, "admin.grant", "magic link")
+	}
+	caddr := strings.TrimPrefix(b.ConsoleURL, "http://")
+
 	// Every secret in every wrong place.
 	waddr, iaddr, gaddr := strings.TrimPrefix(b.WriterURL, "http://"), strings.TrimPrefix(inboxBase, "http://"), strings.TrimPrefix(b.APIURL, "http://")
 	doors := []door{
@@ -391,6 +418,21 @@ func secretsUp(t *testing.T) {
 			s.request(hc, http.MethodPost, inboxBase+"/inbox/"+inboxToken+"?t="+url.QueryEscape(v), "", v, nil)
 		}},
 		{"inbox bad request", func(v string) { s.rawHTTP(iaddr, "GET /inbox/"+v+"%zz HTTP/1.1\r\nHost: localhost\r\n"+v+"\r\n\r\n") }},
+		{"console Bearer", func(v string) {
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/", "Bearer "+v, "", nil)
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/metrics", "Bearer "+v, "", nil)
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/trials/"+b.Namespace, "", "", map[string]string{"Cookie": "mailplane_console=" + v})
+		}},
+		{"console sign-in", func(v string) {
+			s.request(hc, http.MethodPost, b.ConsoleURL+"/login", "", "grant="+url.QueryEscape(v)+"&next=/"+url.QueryEscape(v),
+				map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": b.ConsoleURL})
+		}},
+		{"console paths", func(v string) {
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/trials/"+url.PathEscape(v), "Bearer "+adminValue, "", nil)
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/live?trial="+url.QueryEscape(v)+"&v="+url.QueryEscape(v), "Bearer "+adminValue, "", nil)
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/?ns="+url.QueryEscape(v)+"&rcpt="+url.QueryEscape(v)+"&subject="+url.QueryEscape(v), "Bearer "+adminValue, "", nil)
+		}},
+		{"console bad request", func(v string) { s.rawHTTP(caddr, "GET /trials/"+v+"%zz HTTP/1.1\r\nHost: localhost\r\n"+v+"\r\n\r\n") }},
 	}
 	presented := abuse(s, doors)
 	cli("trial", "destroy", other.Namespace)
@@ -407,6 +449,18 @@ func secretsUp(t *testing.T) {
 		t.Errorf("up exited %d", code)
 	}
 	figure(t, "secrets-e2e run=up doors=%d wrong_presentations=%d", len(doors), presented)
+}
+
+// page checks a page a party is shown for every secret but those it may
+// show (by what they are).
+func (s *sys) page(where, text string, may ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for v, what := range s.secrets {
+		if strings.Contains(text, v) && !slices.Contains(may, what) {
+			s.t.Errorf("secret leak: the %s is in the %s: …%s…", what, where, redactedContext(text, strings.Index(text, v), len(v)))
+		}
+	}
 }
 
 // secretsSidecar drives the drop-in sidecar with an operator-chosen
@@ -497,7 +551,10 @@ func TestConstantTimeComparisons(t *testing.T) {
 	literal := regexp.MustCompile(`"(?:[^"\\]|\\.)*"|` + "`[^`]*`")
 	// Names that look secret but are not; each with its reason.
 	notSecret := map[string]string{
-		"internal/msgstore/mailpit/wire.go: digest(raw) != r.sum": "an MD5 of stored message bytes, checked for integrity",
+		"internal/msgstore/mailpit/wire.go: digest(raw) != r.sum":       "an MD5 of stored message bytes, checked for integrity",
+		"internal/plane/bind.go: bind == bindCredential":                "a kind of binding (an enum), not a credential",
+		"internal/plane/providers.go: ks[0] == secretBootstrapToken":    "a kind of secret (the table's enum of keys), not a secret",
+		"internal/console/auth.go: len(s) == len(ident.GrantPrefix)+64": "a grant's length, which its format fixes for every grant, not its value",
 	}
 	root := repoRoot()
 	var files []string

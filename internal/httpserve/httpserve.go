@@ -4,6 +4,7 @@
 package httpserve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	stdlog "log"
@@ -22,6 +23,7 @@ import (
 type Limits struct {
 	Conns          connlimit.Limits
 	ReadTimeout    time.Duration // to read one request, headers included
+	HeaderTimeout  time.Duration // to read a request's header, if shorter than ReadTimeout
 	WriteTimeout   time.Duration // to answer one request
 	IdleTimeout    time.Duration // between requests on a kept-alive connection
 	MaxHeaderBytes int
@@ -39,12 +41,14 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, log z
 	defer cancelBase()
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: l.ReadTimeout,
+		ReadHeaderTimeout: cmp.Or(l.HeaderTimeout, l.ReadTimeout),
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnState:         connlimit.HTTPConnState(), // a connection answering a request is never closed to make room
+		ConnContext:       connlimit.HTTPConnContext,
 		ErrorLog:          stdlog.New(log.With().Str("source", "net/http").Logger(), "", 0),
 	}
 	errc := make(chan error, 1)

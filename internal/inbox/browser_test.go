@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/websitebench/mailplane/internal/itest"
@@ -22,8 +20,6 @@ import (
 
 // chromium returns the headless browser to drive (`make deps` installs
 // Debian's chromium): required under CI, elsewhere skipped loudly.
-func chromium(t *testing.T) string { return itest.Require(t, "chromium") }
-
 // site stands for the website a message links to: a real HTTP server on
 // loopback that records every request it gets.
 type site struct {
@@ -57,61 +53,14 @@ func (s *site) seen() []*http.Request {
 // tag shows as text and runs nothing; nothing remote loads; the page's own
 // style applies under its Content-Security-Policy.
 func TestBrowser(t *testing.T) {
-	exe := chromium(t)
 	plane := itest.StartPlane(t)
 	id := plane.Trial(t, rpc.ProfileCandidate)
 	in := startInbox(t, plane, id)
 	web := newSite(t)
 	w := plane.Client(t, id.WriterGrant)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox, // tests run as root in containers
-		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
-	// Record every dialog (a script that ran) and every browser warning or
-	// error (a CSP violation is one), from the tab's events.
-	var (
-		mu       sync.Mutex
-		dialogs  []string
-		problems []string
-	)
-	dialogEvents := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	logEvents := chromedp.Events(ctx, cdplog.EntryAdded)
-	go func() {
-		for ev, err := range dialogEvents {
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			dialogs = append(dialogs, ev.Message)
-			mu.Unlock()
-			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
-		}
-	}()
-	go func() {
-		for ev, err := range logEvents {
-			if err != nil {
-				return
-			}
-			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Level == cdplog.EntryLevelWarning {
-				mu.Lock()
-				problems = append(problems, string(ev.Entry.Source)+": "+ev.Entry.Text)
-				mu.Unlock()
-			}
-		}
-	}()
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	br := itest.StartBrowser(t, 90*time.Second)
+	ctx := br.Ctx
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -209,12 +158,11 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("the page loaded %s from the site", r.URL)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dialogs) > 0 {
+	if dialogs := br.Dialogs(); len(dialogs) > 0 {
 		t.Fatalf("script ran: dialogs %q", dialogs)
 	}
-	for _, p := range problems {
+	// Browser warnings and errors: a CSP violation is one.
+	for _, p := range br.Log(cdplog.EntryLevelError, cdplog.EntryLevelWarning) {
 		if strings.Contains(p, "Content Security Policy") || strings.Contains(p, "Refused") {
 			t.Fatalf("the browser reported: %s", p)
 		}

@@ -41,6 +41,16 @@ func TestParseRoute(t *testing.T) {
 		"/inbox/" + testToken + "%2F":                                  {routeNotFound, 0},
 		"/inbox/%zz":                                                   {routeNotFound, 0},
 		"/inbox//" + testToken:                                         {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/ping/0":                   {routePing, 7},
+		"/inbox/" + testToken + "/messages/7/ping/12/":                 {routePing, 7},
+		"/inbox/" + testToken + "/messages/7/ping/-1":                  {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/ping/1/2":                 {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/pong/1":                   {routeNotFound, 0},
+		"/mcp/" + testToken:                                            {routeMCP, 0},
+		"/mcp/" + testToken + "/":                                      {routeMCP, 0},
+		"/mcp/" + testToken + "/x":                                     {routeNotFound, 0},
+		"/mcp/" + testToken[1:]:                                        {routeNotFound, 0},
+		"/mcp":                                                         {routeNotFound, 0},
 	} {
 		if rt := parseRoute(path, tok); rt.kind != w.kind || rt.id != w.id {
 			k, id := rt.kind, rt.id
@@ -56,7 +66,8 @@ func TestParseRoute(t *testing.T) {
 // FuzzParseRoute: no path reaches a page of the inbox unless its second
 // segment, decoded, is the token.
 func FuzzParseRoute(f *testing.F) {
-	for _, s := range []string{"/", "/healthz", "/inbox/" + testToken, "/inbox/" + testToken + "/messages/01", "/inbox/%61bc", "/inbox/" + testToken + "/messages/99999999999999999999"} {
+	for _, s := range []string{"/", "/healthz", "/inbox/" + testToken, "/inbox/" + testToken + "/messages/01", "/inbox/%61bc", "/inbox/" + testToken + "/messages/99999999999999999999",
+		"/inbox/" + testToken + "/messages/1/ping/3", "/mcp/" + testToken} {
 		f.Add(s)
 	}
 	tok := ident.Digest(testToken)
@@ -66,10 +77,10 @@ func FuzzParseRoute(f *testing.F) {
 		if shared := parseRoute(path, nil); shared.kind >= routeInbox && !tokenSyntax.MatchString(shared.token) {
 			t.Fatalf("shared parseRoute(%q) routed a malformed token", path)
 		}
-		if id < 0 || (k != routeMessage && id != 0) {
-			t.Fatalf("parseRoute(%q) = %v %d", path, k, id)
+		if id < 0 || (k != routeMessage && k != routePing && id != 0) || (k == routePing && rt.link < -1) {
+			t.Fatalf("parseRoute(%q) = %+v", path, rt)
 		}
-		if k != routeInbox && k != routeMessage {
+		if k < routeInbox {
 			return
 		}
 		seg := strings.Split(strings.Trim(path, "/"), "/")

@@ -12,10 +12,17 @@
 // namespace, GET / reveals no token unless --root-redirect asks for the
 // reference's redirect, and the page shows no JSON message data and no
 // OTP: message bodies are escaped text whose URLs are links.
+//
+// The same mailbox is an MCP server at /mcp/{token} (package inboxmcp),
+// under the same token and rules. Each link of a message page keeps the
+// sender's href and pings /inbox/{token}/messages/{id}/ping/{link} when
+// followed (HTML's hyperlink auditing), which the plane records as a
+// click; opening a message is recorded as an open.
 package inbox
 
 import (
 	"context"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,7 +31,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/inboxmcp"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/render"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -39,6 +49,9 @@ type Inbox struct {
 	base         string // "/inbox/{token}", the one inbox page of a trial-bound inbox
 	rootRedirect bool
 	log          zerolog.Logger
+	// shares bound the requests in flight per token on a shared inbox.
+	shares *connlimit.Shares
+	mcp    *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
 }
 
 // New returns the inbox for token, reading through plane (a client holding
@@ -47,7 +60,8 @@ type Inbox struct {
 // rootRedirect, GET / redirects to the one token URL, as the reference
 // does; a shared inbox has none.
 func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger) *Inbox {
-	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log}
+	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log, shares: connlimit.NewShares(limits.TrialRequests),
+		mcp: inboxmcp.New(plane, log)}
 	if token != "" {
 		in.token = ident.Digest(token)
 		in.base = "/inbox/" + url.PathEscape(token)
@@ -64,9 +78,11 @@ const (
 	routeHealth        // /healthz
 	routeInbox         // /inbox/{token}
 	routeMessage       // /inbox/{token}/messages/{id}
+	routePing          // POST /inbox/{token}/messages/{id}/ping/{link}: a click (render.PingPath)
+	routeMCP           // /mcp/{token}: the mailbox as MCP tools
 )
 
-var kindNames = [...]string{"not_found", "root", "healthz", "inbox", "message"}
+var kindNames = [...]string{"not_found", "root", "healthz", "inbox", "message", "ping", "mcp"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -74,12 +90,13 @@ func (k kind) String() string { return kindNames[k] }
 type route struct {
 	kind  kind
 	token string // the inbox token in the path
-	id    int64  // routeMessage: 0 for an id no message can have (zero, or too large)
+	id    int64  // routeMessage, routePing: 0 for an id no message can have (zero, or too large)
+	link  int    // routePing: the link's index, -1 for one no message has
 }
 
 // maxPathSegments bounds the segments a path is split into: no route has
-// more than four.
-const maxPathSegments = 5
+// more than six.
+const maxPathSegments = 7
 
 // parseRoute maps the escaped path of a request to a route, as the
 // reference does (§6.1): strip slashes, split on "/", percent-decode each
@@ -101,23 +118,42 @@ func parseRoute(escapedPath string, token []byte) route {
 		}
 		seg[i] = d
 	}
-	if len(seg) < 2 || seg[0] != "inbox" || !tokenSyntax.MatchString(seg[1]) {
+	if len(seg) < 2 || (seg[0] != "inbox" && seg[0] != "mcp") || !tokenSyntax.MatchString(seg[1]) {
 		return route{kind: routeNotFound}
 	}
 	if token != nil && !ident.Equal(seg[1], token) {
 		return route{kind: routeNotFound}
 	}
 	switch {
+	case seg[0] == "mcp":
+		if len(seg) == 2 {
+			return route{kind: routeMCP, token: seg[1]}
+		}
 	case len(seg) == 2:
 		return route{kind: routeInbox, token: seg[1]}
 	case len(seg) == 4 && seg[2] == "messages" && isID(seg[3]):
-		n, err := strconv.ParseInt(strings.TrimLeft(seg[3], "0"), 10, 64)
-		if err != nil {
-			n = 0
+		return route{kind: routeMessage, token: seg[1], id: parseID(seg[3])}
+	case len(seg) == 6 && seg[2] == "messages" && isID(seg[3]) && seg[4] == "ping" && isID(seg[5]):
+		link := parseID(seg[5])
+		if link > maxLink {
+			link = -1
 		}
-		return route{kind: routeMessage, token: seg[1], id: n}
+		return route{kind: routePing, token: seg[1], id: parseID(seg[3]), link: int(link)}
 	}
 	return route{kind: routeNotFound}
+}
+
+// maxLink bounds a ping's link index to an int on every platform; no
+// message has that many links.
+const maxLink = 1<<31 - 1
+
+// parseID reads digits as a positive id, or 0 for one too large.
+func parseID(s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimLeft(s, "0"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // isID reports whether s is ASCII digits (leading zeros are fine).
@@ -143,9 +179,22 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	switch {
+	case rt.kind == routeMCP:
+		// The SDK answers every method: POST, and 405 for the rest.
+	case rt.kind == routePing && r.Method != http.MethodPost:
+		w.Header().Set("Allow", "POST")
+		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only POST is supported."))
+	case rt.kind != routePing && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
+	}
+	if rt.token != "" {
+		release, ok := in.shares.Take(rt.token)
+		if !ok {
+			return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "This inbox has too many requests in flight; reload when one is answered."))
+		}
+		defer release()
 	}
 	switch rt.kind {
 	case routeHealth:
@@ -174,10 +223,49 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
-		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Message(m, "/inbox/"+url.PathEscape(rt.token)))
+		return write(w, http.StatusOK, "text/html; charset=utf-8", render.AgentMessage(m, "/inbox/"+url.PathEscape(rt.token)))
+	case routePing:
+		return in.ping(w, r, rt)
+	case routeMCP:
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		in.mcp.Serve(sw, r, *in.read(rt))
+		return sw.status
 	}
 	return notFound(w)
 }
+
+// ping records the agent's click on a link (HTML's hyperlink auditing:
+// the browser posts "PING" as text/ping to the link's ping URL). The
+// plane checks that the link is one the page showed in this mailbox; a
+// ping for anything else is "Not found".
+func (in *Inbox) ping(w http.ResponseWriter, r *http.Request, rt route) int {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "text/ping" {
+		return write(w, http.StatusUnsupportedMediaType, "text/html; charset=utf-8", render.Notice("Unsupported media type", "A ping is text/ping."))
+	}
+	if rt.id < 1 || rt.link < 0 {
+		return notFound(w)
+	}
+	req := in.read(rt)
+	if err := in.plane.Click(r.Context(), &rpc.ClickRequest{InboxToken: req.InboxToken, ID: rt.id, Link: rt.link}); err != nil {
+		return in.planeError(w, r, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// statusWriter keeps the status an answer was given, for the log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // read is the plane request for rt: a shared inbox names the token, which
 // selects the trial; a trial-bound one names nothing.
@@ -198,9 +286,9 @@ func (in *Inbox) health(w http.ResponseWriter, r *http.Request) int {
 	return write(w, http.StatusOK, jsonType, []byte(`{"status":"ok"}`))
 }
 
-// planeError answers a failed read: an outage is 503; anything else (no
-// such message, or a grant that no longer opens anything because its trial
-// was destroyed) is "Not found".
+// planeError answers a failed read: an outage is 503; a bug in the plane
+// is 500; anything else (no such message, or a grant that no longer opens
+// anything because its trial was destroyed) is "Not found".
 func (in *Inbox) planeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if r.Context().Err() != nil {
 		in.log.Debug().Msg("request ended before the plane answered")
@@ -209,6 +297,10 @@ func (in *Inbox) planeError(w http.ResponseWriter, r *http.Request, err error) i
 	if rpc.IsOutage(err) {
 		in.log.Warn().Err(err).Msg("plane unavailable")
 		return unavailable(w)
+	}
+	if rpc.CodeOf(err) == rpc.CodeInternal {
+		in.log.Error().Msg("the plane failed to answer the inbox's read")
+		return write(w, http.StatusInternalServerError, "text/html; charset=utf-8", render.Notice("Internal error", "The inbox could not be read; try again later."))
 	}
 	if code := rpc.CodeOf(err); code != rpc.CodeNotFound {
 		in.log.Error().Str("code", code).Msg("the plane refused the inbox's read")

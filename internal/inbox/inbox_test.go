@@ -119,7 +119,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", base + "/", 200, htmlType, contains("Welcome")},
 		{"GET", base + "/messages/1", 200, htmlType, contains(
 			`<h2>Welcome</h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com</p>`,
-			`<pre id=message-body>Your verification code is 246810.`+"\r\n"+`Open <a href="https://site.example/verify?t=abc&amp;u=1" rel="noreferrer noopener">https://site.example/verify?t=abc&amp;u=1</a> to confirm.`,
+			`<pre id=message-body>Your verification code is 246810.`+"\r\n"+`Open <a href="https://site.example/verify?t=abc&amp;u=1" ping="`+base+`/messages/1/ping/0" rel="noreferrer noopener">https://site.example/verify?t=abc&amp;u=1</a> to confirm.`,
 			`<p><a href="`+base+`" id=inbox-back>Back to inbox</a></p>`,
 		)},
 		{"GET", base + "/messages/01", 200, htmlType, contains(`<h2>Welcome</h2>`)},
@@ -129,7 +129,7 @@ func TestRoutes(t *testing.T) {
 			`<pre id=message-body>&quot;quotes&#x27; &amp; &lt;tags&gt; &lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;`+"\r\n"+long+"\r\n</pre>",
 		)},
 		{"GET", base + "/messages/3", 200, htmlType, func(t *testing.T, ans answer) {
-			contains(`Your PIN is 1357`, `Verify (<a href="https://site.example/html?x=1&amp;y=2" rel="noreferrer noopener">https://site.example/html?x=1&amp;y=2</a>)`)(t, ans)
+			contains(`Your PIN is 1357`, `Verify (<a href="https://site.example/html?x=1&amp;y=2" ping="`+base+`/messages/3/ping/0" rel="noreferrer noopener">https://site.example/html?x=1&amp;y=2</a>)`)(t, ans)
 			if strings.Contains(ans.body, "tracker.example") || strings.Contains(ans.body, "alert(3)") || strings.Contains(ans.body, "<img") {
 				t.Errorf("HTML-only mail brought remote content or script: %s", ans.body)
 			}
@@ -158,6 +158,19 @@ func TestRoutes(t *testing.T) {
 		}},
 		{"PUT", base, 405, htmlType, nil},
 		{"DELETE", base + "/messages/1", 405, htmlType, nil},
+		// A ping is a POST of text/ping, to a link of a message.
+		{"GET", base + "/messages/1/ping/0", 405, htmlType, func(t *testing.T, ans answer) {
+			if ans.header.Get("Allow") != "POST" {
+				t.Errorf("Allow %q", ans.header.Get("Allow"))
+			}
+		}},
+		{"POST", base + "/messages/1/ping/0", 415, htmlType, nil},
+		// Any other POST is refused before anything is read, as POST / is.
+		{"POST", base + "/messages/1/ping/x", 405, htmlType, nil},
+		{"POST", base + "/messages/1/ping", 405, htmlType, nil},
+		{"POST", "/inbox/" + other.InboxToken + "/messages/1/ping/0", 405, htmlType, nil},
+		{"POST", "/mcp/" + other.InboxToken, 405, htmlType, nil},
+		{"POST", "/mcp/" + tok + "/x", 405, htmlType, nil},
 	} {
 		name := strings.NewReplacer(tok[1:len(tok)-1], "{token}", other.InboxToken, "{other token}", id.ReadCapability, "{capability}").Replace(c.path)
 		t.Run(c.method+" "+name, func(t *testing.T) {
@@ -258,7 +271,7 @@ func TestOutage(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := plane.Admin.TrialDestroy(ctx, id.Namespace); err != nil {
+	if err := plane.Admin.TrialClose(ctx, id.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if ans := do(t, "GET", in.URL+base+"/messages/1"); ans.status != 404 || ans.body != notFoundPage {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -101,6 +102,21 @@ func StartCmd(t testing.TB, cmd *exec.Cmd, name string) *Proc {
 
 // Output is everything the process wrote so far.
 func (p *Proc) Output() string { return p.out.String() }
+
+// WaitOutput waits up to timeout for the process's output to contain
+// want, and reports whether it did. A line the process wrote before it
+// answered a request can still be on its way through the pipe that
+// exec.Cmd copies from when the answer arrives.
+func (p *Proc) WaitOutput(want string, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(p.Output(), want) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }

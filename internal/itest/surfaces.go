@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -73,17 +74,11 @@ func listen(t testing.TB, n int) ([]*os.File, []string) {
 // inbox grant), on a listening socket handed down as fd 3 as up does.
 func StartInbox(t testing.TB, p *Plane, grant, token string, extra ...string) *Surface {
 	t.Helper()
-	files, addrs := listen(t, 1)
-	defer files[0].Close()
-	args := []string{"--log-level", "debug", "--log-format", "json", "--plane-socket", p.Socket,
-		"--grant-file", WriteSecret(t, "inbox.grant", grant), "--listen", "fd:3"}
 	if token != "" {
-		args = append(args, "--token-file", WriteSecret(t, "inbox.token", token))
+		extra = append([]string{"--token-file", WriteSecret(t, "inbox.token", token)}, extra...)
 	}
-	cmd := exec.Command(Bin(t, "mail-inbox"), append(args, extra...)...)
-	cmd.ExtraFiles = files
-	s := &Surface{Proc: StartCmd(t, cmd, "mail-inbox"), URL: "http://" + addrs[0], Token: token}
-	WaitHTTP(t, s.URL+"/healthz", http.StatusOK, s.Proc)
+	s := startHTTPSurface(t, p, "mail-inbox", grant, extra)
+	s.Token = token
 	return s
 }
 
@@ -91,13 +86,28 @@ func StartInbox(t testing.TB, p *Plane, grant, token string, extra ...string) *S
 // extra flags, and waits until it is healthy.
 func StartGateway(t testing.TB, p *Plane, extra ...string) *Surface {
 	t.Helper()
+	return startHTTPSurface(t, p, "mail-gateway", p.Grant(t, rpc.RoleGateway), extra)
+}
+
+// StartConsole runs mail-console with a console grant minted by the
+// plane, and waits until it is healthy.
+func StartConsole(t testing.TB, p *Plane, extra ...string) *Surface {
+	t.Helper()
+	return startHTTPSurface(t, p, "mail-console", p.Grant(t, rpc.RoleConsole), extra)
+}
+
+// startHTTPSurface runs the surface binary name with grant, on a listening
+// socket handed down as fd 3 as up does, with extra flags, and waits until
+// it is healthy.
+func startHTTPSurface(t testing.TB, p *Plane, name, grant string, extra []string) *Surface {
+	t.Helper()
 	files, addrs := listen(t, 1)
 	defer files[0].Close()
 	args := append([]string{"--log-level", "debug", "--log-format", "json", "--plane-socket", p.Socket,
-		"--grant-file", WriteSecret(t, "gateway.grant", p.Grant(t, rpc.RoleGateway)), "--listen", "fd:3"}, extra...)
-	cmd := exec.Command(Bin(t, "mail-gateway"), args...)
+		"--grant-file", WriteSecret(t, strings.TrimPrefix(name, "mail-")+".grant", grant), "--listen", "fd:3"}, extra...)
+	cmd := exec.Command(Bin(t, name), args...)
 	cmd.ExtraFiles = files
-	s := &Surface{Proc: StartCmd(t, cmd, "mail-gateway"), URL: "http://" + addrs[0]}
+	s := &Surface{Proc: StartCmd(t, cmd, name), URL: "http://" + addrs[0]}
 	WaitHTTP(t, s.URL+"/healthz", http.StatusOK, s.Proc)
 	return s
 }

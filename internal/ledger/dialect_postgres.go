@@ -100,6 +100,20 @@ func migratePostgres(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, pgSchema); err != nil {
 		return err
 	}
+	// A database made before trials named their plane gains the column.
+	// And one made before fault schedules, their columns (faults.go).
+	for _, q := range []string{
+		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS plane TEXT`,
+		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS faults TEXT`,
+		`ALTER TABLE messages ADD COLUMN IF NOT EXISTS fault TEXT`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, dedupePorts); err != nil {
+		return err
+	}
 	if err := stamp(ctx, tx); err != nil {
 		return err
 	}
@@ -174,12 +188,16 @@ type Change struct {
 	// All: announcements may have been missed (the listening connection
 	// was lost); every waiter re-checks and every cache forgets.
 	All bool
+	// Down: the listening connection is lost; until a Change with All, no
+	// policy cache serves.
+	Down bool
 }
 
 // Watch calls fn with each change any plane on the database commits,
 // this one's included, until ctx ends. A plane on SQLite is alone: Watch
 // returns at once. The connection it listens on is retried until ctx
-// ends; once it is back, fn gets a Change with All.
+// ends; once it is back, fn gets a Change with All. While it is down (and
+// before it first listens), no policy cache serves (see PolicyGen).
 func (l *Ledger) Watch(ctx context.Context, fn func(Change)) {
 	if l.listen == nil {
 		return
@@ -202,12 +220,21 @@ func (l *Ledger) watch(ctx context.Context, fn func(Change), lost bool) {
 	if _, err := c.Exec(ctx, `LISTEN `+Channel); err != nil {
 		return
 	}
+	// Caches serve again only from a generation that begins now: nothing
+	// read while the connection was down is served after.
+	l.ForgetPolicy()
+	l.listening.Store(true)
+	defer l.listening.Store(false)
 	if lost {
 		fn(Change{All: true})
 	}
 	for {
 		n, err := c.WaitForNotification(ctx)
 		if err != nil {
+			l.listening.Store(false) // at once, before the connection closes
+			if ctx.Err() == nil {
+				fn(Change{Down: true})
+			}
 			return
 		}
 		if n.Payload == "" {

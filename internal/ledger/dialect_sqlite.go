@@ -131,6 +131,15 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
+	if err := addColumns(ctx, db, "trials", [][2]string{{"plane", "TEXT"}, {"faults", "TEXT"}}); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
+	if err := addColumns(ctx, db, "messages", [][2]string{{"fault", "TEXT"}}); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, dedupePorts); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
 	if _, err := db.ExecContext(ctx, indexes); err != nil {
 		return fmt.Errorf("ledger: indexes: %w", err)
 	}

@@ -40,6 +40,12 @@ type Ledger struct {
 	budget  int64           // events a trail records besides essential ones (events.go)
 	closed  chan struct{}
 	stopped chan struct{}
+
+	// plane is this plane's identity (SetPlane), stored with the SMTP port
+	// of each trial it opens; listening is whether Watch holds its LISTEN
+	// connection (PostgreSQL), without which no policy cache serves.
+	plane     string
+	listening atomic.Bool
 }
 
 // ErrNotFound means no row matched.
@@ -68,7 +74,9 @@ CREATE TABLE IF NOT EXISTS trials (
 	destroyed INTEGER NOT NULL DEFAULT 0,
 	created_at INTEGER NOT NULL,
 	expires_at INTEGER,
-	smtp_port INTEGER
+	smtp_port INTEGER,
+	plane TEXT,
+	faults TEXT
 );
 CREATE TABLE IF NOT EXISTS namespaces (
 	name TEXT PRIMARY KEY,
@@ -108,6 +116,7 @@ CREATE TABLE IF NOT EXISTS messages (
 	size INTEGER NOT NULL,
 	ref TEXT NOT NULL,
 	received_at INTEGER NOT NULL,
+	fault TEXT,
 	PRIMARY KEY (namespace, seq)
 );
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -131,6 +140,32 @@ CREATE TABLE IF NOT EXISTS events (
 	line TEXT NOT NULL,
 	PRIMARY KEY (namespace, seq)
 );
+CREATE TABLE IF NOT EXISTS trial_faults (
+	trial_id INTEGER PRIMARY KEY REFERENCES trials(id),
+	schedule TEXT NOT NULL,
+	http_sends INTEGER NOT NULL DEFAULT 0,
+	smtp_sends INTEGER NOT NULL DEFAULT 0,
+	injected INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS delayed (
+	namespace TEXT NOT NULL,
+	hold INTEGER NOT NULL,
+	uuid TEXT NOT NULL,
+	envelope_from TEXT NOT NULL,
+	recipients TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	ref TEXT NOT NULL,
+	visible_at INTEGER NOT NULL,
+	PRIMARY KEY (namespace, hold)
+);
+CREATE TABLE IF NOT EXISTS netns_doors (
+	door TEXT PRIMARY KEY,
+	trial_id INTEGER NOT NULL UNIQUE REFERENCES trials(id),
+	netns TEXT NOT NULL,
+	http_port INTEGER NOT NULL,
+	smtp_port INTEGER NOT NULL,
+	smtp_tls_port INTEGER NOT NULL
+);
 `
 
 // indexes find a trial by the digest of any credential a shared surface
@@ -143,11 +178,13 @@ CREATE INDEX IF NOT EXISTS trials_mail_api_token ON trials (mail_api_token);
 CREATE INDEX IF NOT EXISTS trials_bootstrap_token ON trials (bootstrap_token);
 CREATE INDEX IF NOT EXISTS trials_inbox_token ON trials (inbox_token);
 CREATE INDEX IF NOT EXISTS trials_smtp_port ON trials (smtp_port);
+CREATE UNIQUE INDEX IF NOT EXISTS trials_plane_smtp_port ON trials (plane, smtp_port);
 CREATE INDEX IF NOT EXISTS trials_expires_at ON trials (expires_at);
 CREATE INDEX IF NOT EXISTS namespaces_write_capability ON namespaces (write_capability);
 CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
 CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
 CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
+CREATE INDEX IF NOT EXISTS delayed_visible_at ON delayed (visible_at);
 `
 
 // newLedger starts the ledger over its two handles once its schema is
@@ -224,20 +261,22 @@ func (l *Ledger) PingWrite(ctx context.Context, minFree uint64) error {
 // and ForgetPolicy). A cache of policy rows read at generation g is
 // current while PolicyGen is still g. Creations do not count: nothing
 // cached can describe what did not exist.
-func (l *Ledger) PolicyGen() uint64 { return l.policy.Load() }
+//
+// On PostgreSQL, other planes' changes are heard only through Watch's
+// LISTEN connection: while it is down, every call gets a generation of
+// its own, so that no cache serves anything (every lookup reads the
+// database), and once it is back the generation moves on before caches
+// are used again, so they start empty.
+func (l *Ledger) PolicyGen() uint64 {
+	if l.listen != nil && !l.listening.Load() {
+		return l.policy.Add(1)
+	}
+	return l.policy.Load()
+}
 
 // ForgetPolicy ends the current generation, for a change this ledger did
 // not make itself (another plane's, on a shared database).
 func (l *Ledger) ForgetPolicy() { l.policy.Add(1) }
-
-// policyTx runs fn as tx does, for a change to existing policy: the
-// generation moves on after the transaction ends, whatever its outcome,
-// so a row cached before the change is never served after its commit has
-// been answered.
-func (l *Ledger) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	defer l.ForgetPolicy()
-	return l.tx(ctx, fn)
-}
 
 // announce tells the other planes, inside tx, that it changes ns.
 func (l *Ledger) announce(ctx context.Context, tx *sql.Tx, kind byte, ns string) error {

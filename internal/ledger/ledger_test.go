@@ -22,7 +22,8 @@ func TestEngines(t *testing.T) {
 	}{
 		{"Sentinels", testSentinels}, {"IdempotentReplay", testIdempotentReplay}, {"GroupCommit", testGroupCommit},
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
-		{"TrailBudget", testTrailBudget},
+		{"TrailBudget", testTrailBudget}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
+		{"Faults", testFaults}, {"Console", testConsole},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
@@ -33,7 +34,10 @@ func TestEngines(t *testing.T) {
 				tests = append(tests, struct {
 					name string
 					fn   func(*testing.T)
-				}{"Planes", testPlanes})
+				}{"Planes", testPlanes}, struct {
+					name string
+					fn   func(*testing.T)
+				}{"FaultsPlanes", testFaultsPlanes})
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, tc.fn)

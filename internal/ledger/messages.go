@@ -29,6 +29,12 @@ type Entry struct {
 	Size      int
 	Ref       string
 	Received  time.Time
+	// Fault is "delay" or "duplicate" for a message a fault delivered
+	// late or stored more than once (faults.go).
+	Fault string
+	// Injected, in Accept's answer, is the fault a rule of the trial's
+	// schedule made of the send, if one did.
+	Injected *Injected
 }
 
 // Offer is a message the plane has checked and wants to accept.
@@ -42,6 +48,9 @@ type Offer struct {
 	Fingerprint    string
 	// Quotas; 0 means unlimited.
 	MaxMessages, MaxBytes int64
+	// Exempt: the message counts toward no quota (the evaluator's planted
+	// mail); give it no quotas either.
+	Exempt bool
 	// Put stores the body as message seq, inside the transaction.
 	Put func(tx *sql.Tx, seq int64) (ref string, err error)
 	// Event, when set, is the accepted event to record with the message
@@ -49,6 +58,9 @@ type Offer struct {
 	// here): a send is answered only once its event is durable, and a send
 	// not accepted leaves none.
 	Event *evidence.Event
+	// Faults, set for a send of a trial with a fault schedule, has the
+	// send counted and judged against it in its own savepoint (faults.go).
+	Faults *FaultCheck
 }
 
 // Accept decides on o and, if it is accepted, records it durably before
@@ -127,7 +139,7 @@ func (l *Ledger) commitBatch(batch []*pending) {
 	// batches never wait for each other (the sort keeps each namespace's
 	// offers in their order).
 	slices.SortStableFunc(batch, func(a, b *pending) int { return strings.Compare(a.namespace(), b.namespace()) })
-	tx, err := l.write.BeginTx(ctx, nil)
+	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		finish(err)
 		return
@@ -211,7 +223,7 @@ func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool
 			return Entry{}, false, h.refuses(o)
 		}
 	}
-	tx, err := l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := l.readTx(ctx)
 	if err != nil {
 		return Entry{}, false, err
 	}
@@ -263,7 +275,7 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (se
 			if fp != o.Fingerprint {
 				return 0, Entry{}, false, ErrIdempotencyConflict
 			}
-			e, err = entry(ctx, tx, o.Namespace, first)
+			e, err = replayOf(ctx, tx, o.Namespace, first)
 			return 0, e, err == nil, err
 		case !errors.Is(err, sql.ErrNoRows):
 			return 0, Entry{}, false, err
@@ -287,6 +299,11 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 	if err != nil || replayed {
 		return e, replayed, err
 	}
+	if o.Faults != nil {
+		if e, done, err := l.injectFault(ctx, tx, o, next, *seen); done || err != nil {
+			return e, false, err
+		}
+	}
 	ref, err := o.Put(tx.tx, next)
 	if err != nil {
 		return Entry{}, false, err
@@ -294,7 +311,7 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 	to, _ := json.Marshal(o.To)
 	e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
 	if _, err := tx.exec(ctx, qInsertMessage,
-		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli()); err != nil {
+		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli(), nil); err != nil {
 		return Entry{}, false, err
 	}
 	if o.Event != nil && len(head.suppressed) == 0 {
@@ -305,11 +322,11 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 		if err := l.writeEvent(ctx, tx, &head, ev, e.Received); err != nil {
 			return Entry{}, false, err
 		}
-		if _, err := tx.exec(ctx, qCountTrail, o.Size, head.recorded, head.lastHash, o.Namespace); err != nil {
+		if err := o.count(ctx, tx, &head); err != nil {
 			return Entry{}, false, err
 		}
 	} else {
-		if _, err := tx.exec(ctx, qCount, o.Size, o.Namespace); err != nil {
+		if err := o.count(ctx, tx, nil); err != nil {
 			return Entry{}, false, err
 		}
 		if o.Event != nil {
@@ -329,9 +346,28 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 			return Entry{}, false, err
 		}
 	}
-	(*seen).count++
-	(*seen).bytes += int64(o.Size)
+	if !o.Exempt {
+		(*seen).count++
+		(*seen).bytes += int64(o.Size)
+	}
 	return e, false, nil
+}
+
+// count takes o's seq and counts o toward its namespace's quota unless it
+// is exempt; with head, it also moves the trail's head there.
+func (o *Offer) count(ctx context.Context, tx txq, head *trail) error {
+	var err error
+	switch {
+	case o.Exempt && head != nil:
+		_, err = tx.exec(ctx, qSeqTrail, head.recorded, head.lastHash, o.Namespace)
+	case o.Exempt:
+		_, err = tx.exec(ctx, qSeq, o.Namespace)
+	case head != nil:
+		_, err = tx.exec(ctx, qCountTrail, o.Size, head.recorded, head.lastHash, o.Namespace)
+	default:
+		_, err = tx.exec(ctx, qCount, o.Size, o.Namespace)
+	}
+	return err
 }
 
 func entry(ctx context.Context, q interface {
@@ -366,7 +402,7 @@ func (l *Ledger) Entries(ctx context.Context, ns string, after int64) ([]Entry, 
 	return scanEntries(rows)
 }
 
-const entrySelect = `SELECT namespace, seq, uuid, envelope_from, recipients, size, ref, received_at FROM messages`
+const entrySelect = `SELECT namespace, seq, uuid, envelope_from, recipients, size, ref, received_at, fault FROM messages`
 
 func scanEntries(rows *sql.Rows) ([]Entry, error) {
 	defer rows.Close()
@@ -375,13 +411,15 @@ func scanEntries(rows *sql.Rows) ([]Entry, error) {
 		var e Entry
 		var to string
 		var received int64
-		if err := rows.Scan(&e.Namespace, &e.Seq, &e.UUID, &e.From, &to, &e.Size, &e.Ref, &received); err != nil {
+		var fault sql.NullString
+		if err := rows.Scan(&e.Namespace, &e.Seq, &e.UUID, &e.From, &to, &e.Size, &e.Ref, &received, &fault); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(to), &e.To); err != nil {
 			return nil, err
 		}
 		e.Received = fromMillis(received)
+		e.Fault = fault.String
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -8,13 +8,16 @@ import (
 // The queries on the send and read paths, prepared once when the ledger
 // opens (see stmts).
 const (
-	qSchema                 = `SELECT value FROM meta WHERE key = 'schema'`
-	qNamespaceCounters      = `SELECT state, next_seq, message_count, byte_count, trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
-	qLockNamespace          = qNamespaceCounters + forUpdate
-	qIdempotency            = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
-	qInsertMessage          = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qCount                  = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
-	qCountTrail             = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ?, trail_seq = ?, trail_hash = ? WHERE name = ?`
+	qSchema            = `SELECT value FROM meta WHERE key = 'schema'`
+	qNamespaceCounters = `SELECT state, next_seq, message_count, byte_count, trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
+	qLockNamespace     = qNamespaceCounters + forUpdate
+	qIdempotency       = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
+	qInsertMessage     = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at, fault) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qCount             = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
+	qCountTrail        = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ?, trail_seq = ?, trail_hash = ? WHERE name = ?`
+	// An exempt message (Offer.Exempt) takes a seq and counts toward nothing.
+	qSeq                    = `UPDATE namespaces SET next_seq = next_seq + 1 WHERE name = ?`
+	qSeqTrail               = `UPDATE namespaces SET next_seq = next_seq + 1, trail_seq = ?, trail_hash = ? WHERE name = ?`
 	qLearn                  = `INSERT INTO recipients (namespace, address) VALUES (?, ?) ON CONFLICT DO NOTHING`
 	qInsertIdempotency      = `INSERT INTO idempotency (namespace, key, fingerprint, seq) VALUES (?, ?, ?, ?)`
 	qEntry                  = entrySelect + ` WHERE namespace = ? AND seq = ?`
@@ -26,7 +29,8 @@ const (
 	qTrialByBootstrapToken  = trialSelect + ` AND bootstrap_token = ?`
 	qTrialByInboxToken      = trialSelect + ` AND inbox_token = ?`
 	qTrialByWriteCapability = trialSelect + ` AND id = (SELECT trial_id FROM namespaces WHERE write_capability = ?)`
-	qTrialByPort            = trialSelect + ` AND smtp_port = ?`
+	qTrialByPort            = trialSelect + ` AND plane = ? AND smtp_port = ?`
+	qTrialByDoor            = trialSelect + ` AND plane = ? AND id = (SELECT trial_id FROM netns_doors WHERE door = ?)`
 	qNamespace              = nsSelect + ` WHERE name = ?`
 	qTrail                  = `SELECT trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
 	qLockTrail              = qTrail + forUpdate
@@ -42,9 +46,10 @@ const (
 // transactions; Precheck runs the decision's reads on the read handle too.
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
-		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents}
-	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qLearn, qInsertIdempotency, qEntry,
-		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo}
+		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
+		qTrialByDoor}
+	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
+		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo, qCountSend}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

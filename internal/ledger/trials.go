@@ -24,9 +24,16 @@ type Trial struct {
 	MailAPIToken   []byte
 	BootstrapToken []byte
 	InboxToken     []byte
-	Created        time.Time
+	Created        time.Time // CreateTrial stores now when zero
 	Expires        time.Time // zero: no TTL
 	SMTPPort       int       // the trial's own SMTP port on a shared writer; 0: none
+	Plane          string    // the identity of the plane that opened it and serves its port
+	// Faults is the trial's fault schedule as stored (package faults'
+	// JSON; "" for none). Given to CreateTrial, it is the first one.
+	Faults string
+	// Door, given to CreateTrial only, is the trial's doors inside its
+	// network namespace (doors.go); the trial's reads do not fill it.
+	Door *NetnsDoor
 }
 
 // Expired reports whether the trial's TTL has passed at now. An expired
@@ -62,14 +69,22 @@ type Grant struct {
 }
 
 // CreateTrial stores a new trial with its first namespace and its grants.
-// It fails with ErrExists if the namespace name is taken.
+// It fails with ErrExists if the namespace name is taken, and with
+// ErrPortTaken if an open trial of this plane owns its SMTP port.
 func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
 		}
-		err := tx.QueryRowContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, now(), nullMillis(t.Expires), nullInt(t.SMTPPort)).Scan(&t.ID)
+		if err := l.portTaken(ctx, tx, t.SMTPPort); err != nil {
+			return err
+		}
+		t.Plane = l.plane
+		if t.Created.IsZero() {
+			t.Created = time.Now()
+		}
+		err := tx.QueryRowContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, t.Created.UnixMilli(), nullMillis(t.Expires), nullInt(t.SMTPPort), t.Plane).Scan(&t.ID)
 		if err != nil {
 			return err
 		}
@@ -77,8 +92,16 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 		if err := insertNamespace(ctx, tx, ns); err != nil {
 			return err
 		}
+		if err := insertDoor(ctx, tx, t); err != nil {
+			return err
+		}
 		if err := l.lifecycle(ctx, tx, ns.Name, evidence.ActionOpen, ""); err != nil {
 			return err
+		}
+		if t.Faults != "" {
+			if err := l.setFaults(ctx, tx, t.ID, ns.Name, t.Faults); err != nil {
+				return err
+			}
 		}
 		for _, g := range grants {
 			g.TrialID = t.ID
@@ -164,19 +187,11 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
 		// Locked: a plane closing the same trial at once (two reapers)
 		// waits, then finds it gone.
-		rows, err := tx.QueryContext(ctx, l.d.text(trialSelect+` AND id = ?`+forUpdate), trialID)
-		if err != nil {
+		var err error
+		if t, err = l.lockTrial(ctx, tx, ` AND id = ?`, trialID); err != nil {
 			return err
 		}
-		ts, err := scanTrials(rows)
-		if err != nil {
-			return err
-		}
-		if len(ts) == 0 {
-			return ErrNotFound
-		}
-		t = ts[0]
-		rows, err = tx.QueryContext(ctx, nsSelect+` WHERE trial_id = ?`, trialID)
+		rows, err := tx.QueryContext(ctx, nsSelect+` WHERE trial_id = ?`, trialID)
 		if err != nil {
 			return err
 		}
@@ -204,6 +219,7 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 				`DELETE FROM messages WHERE namespace = ?`,
 				`DELETE FROM recipients WHERE namespace = ?`,
 				`DELETE FROM idempotency WHERE namespace = ?`,
+				`DELETE FROM delayed WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err
@@ -212,6 +228,8 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 		}
 		for _, q := range []string{
 			`DELETE FROM grants WHERE trial_id = ?`,
+			`DELETE FROM netns_doors WHERE trial_id = ?`,
+			`DELETE FROM trial_faults WHERE trial_id = ?`,
 			`DELETE FROM namespaces WHERE trial_id = ?`,
 			`DELETE FROM trials WHERE id = ?`,
 		} {
@@ -281,16 +299,21 @@ func (l *Ledger) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial,
 	return l.oneTrial(ctx, q, d)
 }
 
-// TrialByPort returns the trial that owns an SMTP port.
+// TrialByPort returns this plane's trial that owns an SMTP port.
 func (l *Ledger) TrialByPort(ctx context.Context, port int) (Trial, error) {
 	if port <= 0 {
 		return Trial{}, ErrNotFound
 	}
-	return l.oneTrial(ctx, qTrialByPort, port)
+	return l.oneTrial(ctx, qTrialByPort, l.plane, port)
 }
 
 func (l *Ledger) oneTrial(ctx context.Context, query string, args ...any) (Trial, error) {
-	rows, err := l.rs.query(ctx, query, args...)
+	return firstTrial(l.rs.query(ctx, query, args...))
+}
+
+// firstTrial is the first trial of a query's rows: ErrNotFound if there
+// is none.
+func firstTrial(rows *sql.Rows, err error) (Trial, error) {
 	if err != nil {
 		return Trial{}, err
 	}
@@ -323,15 +346,15 @@ func (l *Ledger) Expired(ctx context.Context, now time.Time, limit int) ([]Trial
 	return scanTrials(rows)
 }
 
-// SMTPPorts returns the SMTP ports open trials own.
+// SMTPPorts returns the SMTP ports this plane's open trials own.
 func (l *Ledger) SMTPPorts(ctx context.Context) ([]int, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT smtp_port FROM trials WHERE destroyed = 0 AND smtp_port IS NOT NULL ORDER BY smtp_port`)
+	rows, err := l.read.QueryContext(ctx, `SELECT smtp_port FROM trials WHERE destroyed = 0 AND plane = ? AND smtp_port IS NOT NULL ORDER BY smtp_port`, l.plane)
 	return scanAll(rows, err, func(r *sql.Rows, p *int) error { return r.Scan(p) })
 }
 
 // trialSelect selects open trials; a caller appends " AND …". Rows marked
 // destroyed come only from databases of schema 1, whose destroy kept them.
-const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port FROM trials WHERE destroyed = 0`
+const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane, faults FROM trials WHERE destroyed = 0`
 
 func scanTrials(rows *sql.Rows) ([]Trial, error) {
 	defer rows.Close()
@@ -340,14 +363,20 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 		var t Trial
 		var created int64
 		var expires, port sql.NullInt64
-		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port); err != nil {
+		var plane, faults sql.NullString
+		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port, &plane, &faults); err != nil {
 			return nil, err
 		}
 		t.Created = fromMillis(created)
 		if expires.Valid {
 			t.Expires = fromMillis(expires.Int64)
 		}
-		t.SMTPPort = int(port.Int64)
+		if plane.Valid {
+			// A port of no plane (a PostgreSQL database of an older build)
+			// is served by none: the trial has no port of its own.
+			t.SMTPPort = int(port.Int64)
+		}
+		t.Plane, t.Faults = plane.String, faults.String
 		out = append(out, t)
 	}
 	return out, rows.Err()
@@ -487,22 +516,4 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
-}
-
-// tx runs fn in a write transaction, committing when it returns nil. A
-// unique violation there means another plane stored the same name or
-// digest first: ErrExists, as if this transaction's own check had seen it.
-func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := l.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		if l.d.unique != nil && l.d.unique(err) {
-			return ErrExists
-		}
-		return err
-	}
-	return tx.Commit()
 }

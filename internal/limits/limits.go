@@ -40,4 +40,14 @@ const (
 	// URLs. A URL that starts within it is still read to its end (at most
 	// URLBytes further); text beyond it is shown, never linked.
 	LinkifyBytes = 256 << 10
+
+	// ConsoleSubjectScan bounds the messages one filter by subject of the
+	// operator's console reads (subjects are not indexed): it looks at the
+	// newest trials' mail first and says when it stopped.
+	ConsoleSubjectScan = 5000
 )
+
+// DisplayNameRunes bounds a sender's display name as it is kept and shown
+// (package mailmsg): a name is a few words; a longer one is cut, so that
+// it can never push the address it stands for off the line.
+const DisplayNameRunes = 128

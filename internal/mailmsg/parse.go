@@ -19,7 +19,12 @@ import (
 
 // Parsed is what readers see of a stored message.
 type Parsed struct {
-	Subject     string
+	Subject string
+	// FromName and FromAddress are the top-level From header's first
+	// address and its cleaned display name (Sender).
+	FromName, FromAddress string
+	// Label is the evaluator's label of a planted message (LabelHeader).
+	Label       string
 	Text        string // the text/plain part as sent, or text derived from HTML
 	HTML        string
 	Attachments []Attachment // attachments first, then inline parts
@@ -50,6 +55,8 @@ func Parse(raw []byte) Parsed {
 	}
 	var p Parsed
 	p.Subject = decodeHeader(h.Get("Subject"))
+	p.FromName, p.FromAddress = Sender(h.Get("From"))
+	p.Label = h.Get(LabelHeader)
 	w := walker{out: &p}
 	w.entity(h, body, "", 0)
 	if p.Text == "" && p.HTML != "" {

@@ -15,10 +15,16 @@ import (
 // limits.HeaderBytes bytes, before or after the scrub.
 var ErrHeaderTooLarge = errors.New("a header block exceeds the limit on lines or bytes")
 
+// LabelHeader carries the label of a message the evaluator planted. Only
+// the plane writes it, as one of Scrub's extra headers: Scrub removes it,
+// with every X-WebsiteBench-* header, from whatever a sender wrote.
+const LabelHeader = "X-WebsiteBench-Label"
+
 // Scrub returns raw with the headers a sender may not choose replaced
 // (BEHAVIOR.md §8.8): every X-Tags and X-WebsiteBench-* header is removed
 // from every MIME part; the top-level From, To, Cc and Bcc are removed and
-// From: <from> and To: <to joined by ", "> are appended. Everything else,
+// From: <from> and To: <to joined by ", "> are appended. From keeps the
+// display name the sender wrote (cleaned, see Sender), never its address. Everything else,
 // including the body bytes, is kept as it was. extra headers (such as a
 // store's private tag) are appended after To.
 //
@@ -30,7 +36,11 @@ var ErrHeaderTooLarge = errors.New("a header block exceeds the limit on lines or
 // stored message within the limits that Parse reads. Scrub stops with
 // ctx's error when ctx ends.
 func Scrub(ctx context.Context, raw []byte, from string, to []string, extra ...string) ([]byte, error) {
-	add := []string{"From: " + from, "To: " + strings.Join(to, ", ")}
+	name := ""
+	if v, ok := HeaderValue(raw, "From"); ok {
+		name, _ = Sender(v)
+	}
+	add := []string{"From: " + FromHeader(name, from), "To: " + strings.Join(to, ", ")}
 	add = append(add, extra...)
 	s := scrubber{ctx: ctx, eol: lineEnding(raw)}
 	s.out.Grow(len(raw) + 256)

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -31,7 +33,8 @@ func CACommand() *cli.Command {
 			{
 				Name: "issue",
 				Usage: "issue a leaf certificate for mail-writer (--tls-cert/--tls-key), minting the CA if there is none;\n" +
-					"always valid for localhost, 127.0.0.1 and ::1",
+					"always valid for localhost, 127.0.0.1 and ::1; a name outside the CA's name constraints mints a new CA\n" +
+					"for the names given (the old one then no longer verifies anything)",
 				Flags: []cli.Flag{dataFlag,
 					&cli.StringSliceFlag{Name: "name", Usage: "a further DNS name or IP address of the writer (repeatable)"},
 					&cli.StringFlag{Name: "cert", Required: true, Usage: "where to write the certificate chain (PEM, 0644)"},
@@ -61,9 +64,15 @@ func caIssue(c *cli.Context) error {
 	if err != nil {
 		dir = filepath.Join(c.String("data"), tlsca.DirName)
 	}
-	ca, err := tlsca.Ensure(dir)
+	ca, err := tlsca.Ensure(dir, c.StringSlice("name"))
+	if errors.Is(err, tlsca.ErrName) {
+		return cliapp.Usagef("--name: %v", err)
+	}
 	if err != nil {
 		return err
+	}
+	if ca.Renewed != "" {
+		fmt.Fprintf(os.Stderr, "mail-plane ca issue: minted a new CA (%s): clients must trust the new certificate (mail-plane ca export)\n", ca.Renewed)
 	}
 	return ca.WriteLeaf(c.StringSlice("name"), c.String("cert"), c.String("key"))
 }

@@ -419,6 +419,34 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 	lineFrom, lineTo := lineBounds(text, c.start, c.end, reachBefore)
 	// Before: the clause on the same line.
 	from := clauseStart(text, max(lineFrom, c.start-reachBefore), c.start)
+	if weighBefore(text, c, from) || weighAfter(text, c, lineTo) {
+		c.dropped = true
+		return
+	}
+	// The whole line: a copyright line, or an address.
+	line := text[lineFrom:lineTo]
+	if strings.ContainsRune(line, '©') || strings.Contains(strings.ToLower(line), "copyright") || strings.Contains(line, "(c) ") {
+		c.dropped = true
+		return
+	}
+	if !c.codeWord && postal(text, lineFrom, lineTo, c) {
+		c.dropped = true
+		return
+	}
+	// Alone on its line, and the line above names a code.
+	alone := strings.TrimSpace(strings.Trim(text[lineFrom:c.start], " \t:[(「【")) == "" &&
+		strings.TrimSpace(strings.Trim(text[c.end:lineTo], " \t.)]」】")) == ""
+	if strings.TrimSpace(strings.Trim(text[lineFrom:c.start], " \t:[(「【-–—•*")) == "" && lineFrom > 0 && weighAbove(text, c, lineFrom) {
+		c.dropped = true
+		return
+	}
+	weighLayout(d, c, ea, cells, alone)
+}
+
+// weighBefore scores c by the clause before it on its line, from from;
+// drop reports a mark there that makes c no code (a label, a promotion,
+// a month before a year, a place).
+func weighBefore(text string, c *cand, from int) (drop bool) {
 	before := marks(text, from, c.start)
 	// A number of four or more digits between a mark and the candidate
 	// takes the mark for itself.
@@ -465,26 +493,21 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 				continue
 			}
 			if labels {
-				c.dropped = true
-				return
+				return true
 			}
 		case clLabel, clPhone:
 			if labels {
-				c.dropped = true
-				return
+				return true
 			}
 		case clPromo:
-			c.dropped = true
-			return
+			return true
 		case clMonth:
 			if isYear(text[c.start:c.end]) && c.start-m.end <= 24 {
-				c.dropped = true
-				return
+				return true
 			}
 		case clPlace:
 			if !codeInClause && c.kind != kLetters {
-				c.dropped = true
-				return
+				return true
 			}
 		}
 	}
@@ -500,7 +523,13 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 			c.score += wEntry
 		}
 	}
-	// After: the rest of the clause on the same line.
+	return false
+}
+
+// weighAfter scores c by the rest of its clause after it, on its line
+// (ending at lineTo); drop reports a mark or unit there that makes c no
+// code.
+func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 	to := min(lineTo, c.end+reachAfter)
 	if k := strings.IndexAny(text[c.end:to], "!?;。！？"); k >= 0 {
 		to = c.end + k
@@ -528,87 +557,77 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 				c.score += wOld // "731904 has expired"
 			}
 		case clPromo:
-			c.dropped = true
-			return
+			return true
 		case clMonth:
 			if isYear(text[c.start:c.end]) && m.start-c.end <= 8 {
-				c.dropped = true
-				return
+				return true
 			}
 			if isCJKDate(text, c.end, m) {
-				c.dropped = true
-				return
+				return true
 			}
 		case clPlace:
 			if !c.codeWord && m.start-c.end <= 24 && c.kind != kLetters {
-				c.dropped = true
-				return
+				return true
 			}
 		case clLabel, clNumber:
 			if k == 0 && m.start-c.end <= 24 && !c.codeWord && !afterCode && !strings.ContainsAny(text[c.end:m.start], ",.") {
 				// "12345 is your order number" — but not "731904, valid for your account"
-				c.dropped = true
-				return
+				return true
 			}
 		}
 	}
 	if afterUnit(text, c.end, to) {
-		c.dropped = true
-		return
+		return true
 	}
-	// The whole line: a copyright line, or an address.
-	line := text[lineFrom:lineTo]
-	if strings.ContainsRune(line, '©') || strings.Contains(strings.ToLower(line), "copyright") || strings.Contains(line, "(c) ") {
-		c.dropped = true
-		return
-	}
-	if !c.codeWord && postal(text, lineFrom, lineTo, c) {
-		c.dropped = true
-		return
-	}
-	// Alone on its line, and the line above names a code.
-	alone := strings.TrimSpace(strings.Trim(text[lineFrom:c.start], " \t:[(「【")) == "" &&
-		strings.TrimSpace(strings.Trim(text[c.end:lineTo], " \t.)]」】")) == ""
-	if strings.TrimSpace(strings.Trim(text[lineFrom:c.start], " \t:[(「【-–—•*")) == "" && lineFrom > 0 {
-		above := prevLine(text, lineFrom)
-		ms := marks(text, above, lineFrom)
-		// The line above labels the candidate: as a code when it names one
-		// ("Here is the code you need to sign in to account sam:"), as
-		// something else when it ends with another label ("Order number:")
-		// or offers a discount.
-		codeK, labelK, promo := -1, -1, false
-		for k, m := range ms {
-			switch {
-			case m.cl == clCode || m.cl == clNumber && k > 0 && ms[k-1].cl == clCode && m.start-ms[k-1].end <= 2:
-				codeK = k
-			case m.cl == clLabel || m.cl == clNumber || m.cl == clPhone:
-				labelK = k
-			case m.cl == clPromo:
-				promo = true
-			}
-		}
+	return false
+}
+
+// weighAbove scores c, first on its line, by the line above it (the
+// line starts at lineFrom); drop reports a label or promotion there.
+func weighAbove(text string, c *cand, lineFrom int) (drop bool) {
+	above := prevLine(text, lineFrom)
+	ms := marks(text, above, lineFrom)
+	// The line above labels the candidate: as a code when it names one
+	// ("Here is the code you need to sign in to account sam:"), as
+	// something else when it ends with another label ("Order number:")
+	// or offers a discount.
+	codeK, labelK, promo := -1, -1, false
+	for k, m := range ms {
 		switch {
-		case promo && !c.codeWord:
-			c.dropped = true
-			return
-		case codeK >= 0 && (labelK < codeK || alnumIn(text[ms[labelK].end:lineFrom])):
-			if !c.codeWord {
-				c.codeWord = true
-				c.score += wCodeLineAbove
-			}
-		case labelK >= 0 && !c.codeWord:
-			c.dropped = true
-			return
-		}
-		if k, ok := nearest(ms, 0, func(cl class) bool { return cl == clNew || cl == clOld }); ok {
-			if ms[k].cl == clNew {
-				c.score += wNew
-			} else {
-				c.score += wOld
-			}
+		case m.cl == clCode || m.cl == clNumber && k > 0 && ms[k-1].cl == clCode && m.start-ms[k-1].end <= 2:
+			codeK = k
+		case m.cl == clLabel || m.cl == clNumber || m.cl == clPhone:
+			labelK = k
+		case m.cl == clPromo:
+			promo = true
 		}
 	}
-	// Layout.
+	switch {
+	case promo && !c.codeWord:
+		return true
+	case codeK >= 0 && (labelK < codeK || alnumIn(text[ms[labelK].end:lineFrom])):
+		if !c.codeWord {
+			c.codeWord = true
+			c.score += wCodeLineAbove
+		}
+	case labelK >= 0 && !c.codeWord:
+		return true
+	}
+	if k, ok := nearest(ms, 0, func(cl class) bool { return cl == clNew || cl == clOld }); ok {
+		if ms[k].cl == clNew {
+			c.score += wNew
+		} else {
+			c.score += wOld
+		}
+	}
+	return false
+}
+
+// weighLayout scores c by how it is set out: emphasis and table cells in
+// HTML (cells is the index of the cell reached so far), alone on its
+// line or in its cell.
+func weighLayout(d *doc, c *cand, ea *emphasisAt, cells *int, alone bool) {
+	text := d.text
 	layout := 0
 	if d.html {
 		f := ea.at(text, c.start, c.end)

@@ -75,9 +75,14 @@ func bestCodes(docs []doc) (string, []string) {
 		cs := candidates(d)
 		ea := emphasisAt{spans: d.emph}
 		cells := 0
+		ci := newCueIndex(d.text)
+		for i := range cs {
+			weigh(d, &cs[i], &ea, &cells)
+			instruct(ci, &cs[i])
+		}
+		voidBack(ci, cs)
 		for i := range cs {
 			c := &cs[i]
-			weigh(d, c, &ea, &cells)
 			if c.dropped {
 				continue
 			}

@@ -7,6 +7,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,9 +36,10 @@ type Server struct {
 	durable bool                // fsync on (make bench); tests run without
 	cred    *syscall.Credential // the postgres user's, when we are root
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	dbs int
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has exited and been waited for
+	dbs    int
 }
 
 // Start initializes and starts a PostgreSQL for t; t.Cleanup stops it and
@@ -118,14 +120,50 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
 	// The server dies with the test process, even one killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	// Its own process group: Kill ends the postmaster and its backends
+	// together, as a crash of the machine would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	return cmd
 }
 
-// start runs the server and waits until it takes connections.
+// start runs the server and waits until it takes connections. A server
+// that exits before it does (one killed a moment ago can leave its shared
+// memory held for a while) is started again, within the same bound.
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		exited, err := s.spawn()
+		if err != nil {
+			return err
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			c, err := pgx.Connect(ctx, s.dsn("postgres"))
+			cancel()
+			if err == nil {
+				c.Close(context.Background())
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pgtest: postgres did not start: %v\n%s", err, s.Log())
+			}
+			select {
+			case <-exited:
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+			break // it exited: start it again
+		}
+		s.cmd, s.exited = nil, nil
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// spawn starts postgres; exited is closed once the process has exited
+// (and been waited for).
+func (s *Server) spawn() (exited chan struct{}, err error) {
 	fsync := "off"
 	if s.durable {
 		fsync = "on"
@@ -135,28 +173,20 @@ func (s *Server) start() error {
 		"-c", "fsync="+fsync, "-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgtest: starting postgres: %w", err)
+		return nil, fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
-	s.cmd = cmd
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := pgx.Connect(ctx, s.dsn("postgres"))
-		cancel()
-		if err == nil {
-			c.Close(context.Background())
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgtest: postgres did not start: %v\n%s", err, s.Log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	exited = make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	return exited, nil
 }
 
 // Stop shuts the server down (fast shutdown: sessions are ended) and
@@ -172,9 +202,23 @@ func (s *Server) signal(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(sig)
-	s.cmd.Wait()
-	s.cmd = nil
+	pid := s.cmd.Process.Pid
+	if sig == syscall.SIGKILL {
+		// The whole group: a postmaster killed alone leaves backends that
+		// hold its shared memory for a while, and a restart then refuses
+		// to start ("pre-existing shared memory block is still in use").
+		syscall.Kill(-pid, sig)
+	} else {
+		s.cmd.Process.Signal(sig)
+	}
+	<-s.exited
+	s.cmd, s.exited = nil, nil
+	// Wait (bounded) until no process of the group is left.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(-pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+	}
 }
 
 // Restart starts a stopped (or killed) server again, on the same port

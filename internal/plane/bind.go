@@ -3,6 +3,7 @@ package plane
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -13,9 +14,10 @@ import (
 // caller is who is calling, as the server established it from the peer's
 // credentials and the grant.
 type caller struct {
-	role  rpc.Role
-	trial int64 // the grant's trial, for bindTrial
-	bind  binding
+	role    rpc.Role
+	trial   int64 // the grant's trial, for bindTrial
+	bind    binding
+	accepts []credKind // the kinds of credential its method's row accepts
 }
 
 // credKind is the kind of credential a call presents.
@@ -30,6 +32,8 @@ const (
 	credBootstrap          // GET /internal/bootstrap: the bootstrap token
 	credInbox              // the agent's inbox: the inbox token in its URL
 	credRead               // the evaluator: a namespace and its read capability
+	credDoor               // plain SMTP on a trial's door inside its network namespace: the door's key
+	credSigV4              // a provider API signed with SigV4 (SES): a proof whose access key id is the namespace (providers.go)
 )
 
 // selector is what a call presents to be bound: a credential of a kind,
@@ -39,6 +43,10 @@ type selector struct {
 	credential string
 	namespace  string
 	port       int
+	door       string // credDoor: the key of the listener's netns door
+	// proof is credSigV4's: verified, not compared, with the trial's SES
+	// secret, which the plane makes again and nobody presents.
+	proof *rpc.SigV4Proof
 }
 
 // refusal is each kind's answer when its credential opens nothing, the same
@@ -52,7 +60,13 @@ var refusal = map[credKind]*rpc.Error{
 	credBootstrap: rpc.Errorf(rpc.CodeForbidden, "the token does not open a trial's bootstrap"),
 	credInbox:     rpc.Errorf(rpc.CodeNotFound, "no such inbox"),
 	credRead:      rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace"),
+	credDoor:      rpc.Errorf(rpc.CodeUnauthorized, "no trial owns this SMTP port: authenticate"),
+	credSigV4:     rpc.Errorf(rpc.CodeUnauthorized, "the signature does not open a trial's mail API"),
 }
+
+// nothingOpens is a digest no credential opens: a missing namespace's
+// capability is compared with it, as a real one's is with its own.
+var nothingOpens = ident.Digest(ident.Capability())
 
 // target is what a call is bound to once resolved: the trial (zero for a
 // call bound to nothing or to the plane) and the namespace it acts on.
@@ -68,7 +82,8 @@ type target struct {
 // credentialNames are the trail's names of credential kinds.
 var credentialNames = map[credKind]string{
 	credWrite: "mail_api_token", credAuth: "mail_api_token", credPort: "smtp_port", credSelect: "capability_header",
-	credBootstrap: "bootstrap_token", credInbox: "inbox_token", credRead: "read_capability",
+	credBootstrap: "bootstrap_token", credInbox: "inbox_token", credRead: "read_capability", credDoor: "netns",
+	credSigV4: "sigv4_signature",
 }
 
 // resolve binds a call: it finds the trial and namespace the caller's
@@ -84,6 +99,8 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	switch c.bind {
 	case bindNothing, bindPlane:
 		return t, nil
+	case bindOperator:
+		return t, b.checkOperator(ctx, sel.credential)
 	case bindTrial, bindCredential, bindCapability:
 	default:
 		return t, rpc.Errorf(rpc.CodePermissionDenied, "no binding")
@@ -94,7 +111,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 		if t.trial.Expired(time.Now()) {
 			return t, closedRefusal(c.bind, sel.kind)
 		}
-		return t, b.reopens(&t, sel, c.bind)
+		return t, b.reopens(&t, sel, c)
 	}
 	t, err := b.lookup(ctx, c, sel, t)
 	if err == nil {
@@ -105,15 +122,15 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 
 // reopens checks a cached binding as lookup checked it: a gateway's read
 // capability against its namespace, any other credential by opens.
-func (b *Broker) reopens(t *target, sel selector, bind binding) error {
-	switch bind {
+func (b *Broker) reopens(t *target, sel selector, c caller) error {
+	switch c.bind {
 	case bindCapability:
 		if !ident.Equal(sel.credential, t.ns.ReadCapability) {
 			return refusal[credRead]
 		}
 		return nil
 	}
-	return b.opens(t, sel, bind)
+	return b.opens(t, sel, c)
 }
 
 // closedRefusal is the answer to a call bound to a closed trial.
@@ -156,7 +173,13 @@ func (b *Broker) lookup(ctx context.Context, c caller, sel selector, t target) (
 	if t.ns, err = b.namespaceOf(ctx, t.trial, sel); err != nil {
 		return t, err
 	}
-	return t, b.opens(&t, sel, c.bind)
+	err = b.opens(&t, sel, c)
+	if err != nil && sel.kind == credSelect {
+		// A wrong capability named a real namespace: it opens nothing, and
+		// its refusal goes in no trail (only the count).
+		t.ns = ledger.Namespace{}
+	}
+	return t, err
 }
 
 // findTrial finds the trial a shared surface's caller's credential opens.
@@ -178,7 +201,9 @@ func (b *Broker) findTrial(ctx context.Context, sel selector) (ledger.Trial, err
 		return b.ledger.TrialBy(ctx, ledger.ByInboxToken, d)
 	case credPort:
 		return b.ledger.TrialByPort(ctx, sel.port)
-	case credSelect:
+	case credDoor:
+		return b.ledger.TrialByDoor(ctx, sel.door)
+	case credSelect, credSigV4:
 		if !ident.ValidNamespace(sel.namespace) {
 			return ledger.Trial{}, ledger.ErrNotFound
 		}
@@ -219,40 +244,45 @@ func (b *Broker) namespaceOf(ctx context.Context, t ledger.Trial, sel selector) 
 }
 
 // opens checks in constant time that the credential sel presents opens t:
-// a shared surface's trial was found by the credential's digest, and is
-// checked again here for the credential's profile; a trial-bound grant's
-// trial must be the one a presented credential opens.
-func (b *Broker) opens(t *target, sel selector, bind binding) error {
-	tr, ns, kind := t.trial, t.ns, &t.credential
+// it must be of a kind c's row accepts; a shared surface's trial was found
+// by the credential's digest, and is checked again here for the
+// credential's profile; a trial-bound grant's trial must be the one a
+// presented credential opens.
+func (b *Broker) opens(t *target, sel selector, c caller) error {
+	tr, ns, kind, bind := t.trial, t.ns, &t.credential, c.bind
+	if !slices.Contains(c.accepts, sel.kind) {
+		return refusal[sel.kind]
+	}
 	ok := false
 	switch sel.kind {
 	case credWrite, credAuth:
-		if tr.Profile == rpc.ProfileCandidate {
-			ok = ident.Equal(sel.credential, tr.MailAPIToken) || ident.Equal(sel.credential, ns.WriteCapability)
-			if ok && !ident.Equal(sel.credential, tr.MailAPIToken) {
-				*kind = "write_capability"
-			}
-		} else {
-			*kind = "bootstrap_token"
-			ok = ident.Equal(sel.credential, tr.BootstrapToken)
+		// The trail names the secret the credential was (or, refused,
+		// the profile's first).
+		var which secret
+		which, ok = opener(sel.credential, tr, ns, keys[sel.kind][tr.Profile])
+		*kind = secretNames[which]
+		if sel.kind == credAuth && sel.port > 0 && sel.port != tr.SMTPPort {
+			// AUTH on one trial's own port opens that trial only: another
+			// trial's token there is refused as a wrong one is.
+			ok = false
 		}
 	case credPort:
 		// A trial-bound writer's plain SMTP is its trial's; a shared one's
 		// port was looked up.
 		ok = bind == bindTrial || (sel.port > 0 && sel.port == tr.SMTPPort)
+	case credDoor:
+		// The trial was looked up by the door's key (or cached under it):
+		// only a shared writer serves doors.
+		ok = bind == bindCredential && sel.door != ""
 	case credSelect:
 		if ns.Name != sel.namespace {
 			return nil // an authoring trial's fixed listener, after a rotation
 		}
-		selector := ns.ReadCapability
-		if tr.Profile == rpc.ProfileCandidate {
-			selector = ns.WriteCapability
-		}
-		ok = ident.Equal(sel.credential, selector)
-	case credBootstrap:
-		ok = ident.Equal(sel.credential, tr.BootstrapToken)
-	case credInbox:
-		ok = ident.Equal(sel.credential, tr.InboxToken)
+		_, ok = opener(sel.credential, tr, ns, keys[credSelect][tr.Profile])
+	case credBootstrap, credInbox:
+		_, ok = opener(sel.credential, tr, ns, keys[sel.kind][tr.Profile])
+	case credSigV4:
+		ok = sigV4Opens(tr, ns, sel.proof, time.Now())
 	case credRead:
 		// A trial-bound inbox names nothing but, at most, its own
 		// namespace: its grant is its trial. (A gateway's capability was
@@ -268,22 +298,60 @@ func (b *Broker) opens(t *target, sel selector, bind binding) error {
 	return nil
 }
 
+// opener is the first of secrets (of trial tr and its namespace ns) that
+// credential is, compared with every one in constant time; refused, it
+// names the first.
+func opener(credential string, tr ledger.Trial, ns ledger.Namespace, secrets []secret) (secret, bool) {
+	if len(secrets) == 0 {
+		return 0, false
+	}
+	which, ok := secrets[0], false
+	for _, s := range secrets {
+		if ident.Equal(credential, digestOf(s, tr, ns)) && !ok {
+			which, ok = s, true
+		}
+	}
+	return which, ok
+}
+
+// digestOf is secret s of trial tr and its namespace ns, as the ledger
+// keeps it.
+func digestOf(s secret, tr ledger.Trial, ns ledger.Namespace) []byte {
+	switch s {
+	case secretMailAPIToken:
+		return tr.MailAPIToken
+	case secretWriteCapability:
+		return ns.WriteCapability
+	case secretBootstrapToken:
+		return tr.BootstrapToken
+	case secretReadCapability:
+		return ns.ReadCapability
+	case secretInboxToken:
+		return tr.InboxToken
+	}
+	return nil
+}
+
 // byReadCapability opens the namespace a gateway names with its caller's
-// read capability.
+// read capability. A refusal names no real namespace, by its answer or by
+// its time: a missing namespace costs the same one store round trip and
+// one constant-time comparison (against a digest nothing opens) as a real
+// one with a wrong capability, and neither is written into a trail.
 func (b *Broker) byReadCapability(ctx context.Context, role rpc.Role, sel selector) (target, error) {
 	t := target{role: role, credential: credentialNames[credRead]}
 	if !ident.ValidNamespace(sel.namespace) {
 		return t, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
 	}
 	ns, err := b.ledger.Namespace(ctx, sel.namespace)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return t, refusal[credRead]
-	}
-	if err != nil {
+	found := err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return t, b.storeErr("namespace", err)
 	}
-	if !ident.Equal(sel.credential, ns.ReadCapability) {
-		t.ns = ns // a wrong capability for a namespace that exists: its trail records the refusal
+	digest := ns.ReadCapability
+	if !found {
+		digest = nothingOpens
+	}
+	if !ident.Equal(sel.credential, digest) || !found {
 		return t, refusal[credRead]
 	}
 	t.trial, err = b.ledger.Trial(ctx, ns.TrialID)

@@ -2,7 +2,7 @@ package plane
 
 import (
 	"context"
-	"database/sql"
+	"crypto/ed25519"
 	"errors"
 	"slices"
 	"sync"
@@ -41,6 +41,7 @@ var DefaultQuotas = Quotas{Messages: 32, Bytes: 2 << 20}
 type Broker struct {
 	ledger *ledger.Ledger
 	store  msgstore.Store
+	bodies bodies // how bodies move in and out of store (bodies.go)
 	quotas Quotas
 	log    zerolog.Logger
 	wake   notifier
@@ -59,12 +60,23 @@ type Broker struct {
 	trails     notifier
 	retention  time.Duration
 	unrecorded unrecorded
+	// signer signs an export's head; unbound counts refusals no trail
+	// holds (evidence.go).
+	signer  ed25519.PrivateKey
+	unbound unboundRefusals
+	// delays wakes the runner that shows delayed messages (faults.go).
+	delays delayed
+	// metrics counts what the plane sees of every door (metrics.go).
+	metrics *metrics
 }
 
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
-	return &Broker{ledger: l, store: s, quotas: q, log: log, wake: notifier{chans: map[string]chan struct{}{}},
-		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention}
+	m := newMetrics()
+	return &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
+		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
+		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
+		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
@@ -81,7 +93,10 @@ func (b *Broker) storeErr(op string, err error) *rpc.Error {
 
 // Health reports the store's state.
 func (b *Broker) Health(ctx context.Context, role rpc.Role) rpc.HealthResponse {
-	h := rpc.HealthResponse{Role: role, Store: "ok"}
+	h := rpc.HealthResponse{Role: role, Store: "ok", EvidencePublicKey: b.PublicKey()}
+	if role == rpc.RoleAdmin {
+		h.UnboundRefusals = b.unbound.n.Load()
+	}
 	if err := b.ping(ctx); err != nil {
 		b.log.Warn().Err(err).Msg("health: store unavailable")
 		h.Store = "unavailable"
@@ -98,14 +113,23 @@ func (b *Broker) ping(ctx context.Context) error {
 	return errors.Join(b.ledger.Ping(ctx), b.store.Ping(ctx))
 }
 
+// CheckCredential answers a credential check: its credential opened the
+// trial it was bound to, and nothing else is judged.
+func (b *Broker) CheckCredential(context.Context, target, *rpc.CredentialRequest) (rpc.Empty, error) {
+	return rpc.Empty{}, nil
+}
+
+// Refused answers the writer's refusal of a malformed request, once its
+// credential opened the trial: refusalEvent records it.
+func (b *Broker) Refused(context.Context, target, *rpc.RefusalRequest) (rpc.Empty, error) {
+	return rpc.Empty{}, nil
+}
+
 // Send decides on one message for the trial and namespace its credential
 // was bound to and, if it is accepted, stores it durably before
 // answering.
 func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.SendResponse, error) {
 	ns := t.ns
-	if req.CredentialOnly {
-		return rpc.SendResponse{Namespace: ns.Name}, nil
-	}
 	if ns.State != ledger.StateActive {
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeSealed, "the namespace no longer takes mail")
 	}
@@ -131,7 +155,8 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 		MaxMessages:    b.quotas.Messages,
 		MaxBytes:       b.quotas.Bytes,
 		Event: &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Outcome: evidence.Accepted,
-			Credential: t.credential, From: address(req.From), To: addresses(req.To)},
+			Credential: t.credential, API: req.API, From: address(req.From), To: addresses(req.To)},
+		Faults: faultCheck(t.trial, req.Via),
 	}
 	// A read-only precheck before any work on the body: a namespace that
 	// is full, sealed or replaying a key costs a message nothing to refuse.
@@ -149,25 +174,8 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 	offer.Size = len(stored)
 	env := msgstore.Envelope{From: req.From, To: req.To}
 	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
-	offer.Put = func(tx *sql.Tx, seq int64) (string, error) {
-		return b.store.Put(ctx, tx, sns, seq, env, stored)
-	}
-	if !b.store.Transactional() {
-		// An external store is written before the ledger's transaction, so
-		// that its writes run concurrently instead of one at a time inside
-		// the ledger's single writer; a second precheck, now with the
-		// size, spares it mail the byte quota refuses. A send that loses a
-		// race at the quota's edge leaves an unindexed copy in the store,
-		// which nothing reads and the trial's purge deletes.
-		e, replayed, err := b.ledger.Precheck(ctx, offer)
-		if err != nil || replayed {
-			return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
-		}
-		ref, err := b.store.Put(ctx, nil, sns, 0, env, stored)
-		if err != nil {
-			return b.sendAnswer(ns.Name, req.Via, ledger.Entry{}, false, err)
-		}
-		offer.Put = func(*sql.Tx, int64) (string, error) { return ref, nil }
+	if e, replayed, decided, err := b.bodies.stage(ctx, b, offer, sns, env, stored); decided {
+		return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
 	}
 	e, replayed, err := b.ledger.Accept(ctx, offer)
 	return b.sendAnswer(ns.Name, req.Via, e, replayed, err)
@@ -201,8 +209,11 @@ func (b *Broker) sendAnswer(ns string, via rpc.Via, e ledger.Entry, replayed boo
 		b.wake.notify(ns)
 		b.trails.notify(ns)
 	}
+	if e.Injected != nil && !e.Injected.VisibleAt.IsZero() {
+		b.delays.wake()
+	}
 	b.log.Debug().Str("namespace", ns).Int64("seq", e.Seq).Str("via", string(via)).Bool("replayed", replayed).Int("bytes", e.Size).Msg("accepted")
-	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns, Replayed: replayed}, nil
+	return rpc.SendResponse{ID: e.UUID, Seq: e.Seq, Namespace: ns, Replayed: replayed, Fault: faultAnswer(e.Injected)}, nil
 }
 
 // fixedAfterRotation reports whether a namespace-selecting SMTP listener
@@ -284,11 +295,11 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	if req.WaitMillis < 0 || req.After < 0 {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "wait_ms and after must not be negative")
 	}
-	if t.role == rpc.RoleInbox {
-		req.Recipient = "" // the inbox shows its whole namespace
+	if !views[t.role].recipient {
+		req.Recipient = "" // it sees the whole namespace
 	}
 	ns := t.ns
-	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait)
+	wait := boundedWait(req.WaitMillis)
 	if req.Recipient != "" && wait <= 0 {
 		some, known, err := b.ledger.Learned(ctx, ns.Name, req.Recipient)
 		if err != nil {
@@ -298,37 +309,28 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 			return nil, rpc.Errorf(rpc.CodeRecipientForbidden, "nothing was ever delivered to that recipient")
 		}
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		woken := b.wake.watch(ns.Name)
-		msgs, err := b.collect(ctx, t, req, latest)
-		if err != nil {
-			return nil, err
+	var msgs []rpc.Message
+	err := waitFor(ctx, &b.wake, ns.Name, wait, func() (bool, error) {
+		var err error
+		if msgs, err = b.collect(ctx, t, req, latest); err != nil {
+			return false, err
 		}
 		// A trial closed while this read ran must show nothing of it.
 		if err := b.stillOpen(ctx, t); err != nil {
-			return nil, err
+			return false, err
 		}
-		if len(msgs) > 0 || time.Until(deadline) <= 0 {
-			if len(msgs) == 0 {
-				// An empty answer must not hide an outage.
-				if err := b.store.Ping(ctx); err != nil {
-					return nil, b.storeErr("ping", err)
-				}
-			}
-			return msgs, nil
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		if ctx.Err() != nil {
-			return nil, rpc.Errorf(rpc.CodeDeadlineExceeded, "the call's deadline passed while waiting")
+		return len(msgs) > 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		// An empty answer must not hide an outage.
+		if err := b.store.Ping(ctx); err != nil {
+			return nil, b.storeErr("ping", err)
 		}
 	}
+	return msgs, nil
 }
 
 // stillOpen refuses, after the fact, a read whose trial was closed while
@@ -336,10 +338,7 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 func (b *Broker) stillOpen(ctx context.Context, t target) error {
 	ns, err := b.ledger.Namespace(ctx, t.ns.Name)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && ns.TrialID != t.ns.TrialID) {
-		if t.role == rpc.RoleInbox {
-			return refusal[credInbox]
-		}
-		return refusal[credRead]
+		return refusal[views[t.role].closed]
 	}
 	if err != nil {
 		return b.storeErr("namespace", err)
@@ -373,23 +372,12 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 		}
 		total += encodedBound(e.Size)
 	}
-	// From an external store, messages load in parallel: each is a round
-	// trip. From the embedded one they load in turn, which is as fast and
-	// keeps the plane's memory per trial low.
-	parallel := 1
-	if !b.store.Transactional() {
-		parallel = externalLoads
-		// Messages may come from the plane's cache (msgcache.go); a read
-		// still finds out that the store is down, and answers an outage.
-		if len(entries) > 0 {
-			if err := b.store.Ping(ctx); err != nil {
-				return nil, b.storeErr("ping", err)
-			}
-		}
+	if err := b.bodies.beforeLoad(ctx, b, len(entries)); err != nil {
+		return nil, err
 	}
 	out := make([]rpc.Message, len(entries))
 	errs := make([]error, len(entries))
-	sem := make(chan struct{}, parallel)
+	sem := make(chan struct{}, b.bodies.loads())
 	var wg sync.WaitGroup
 	for i, e := range entries {
 		wg.Add(1)
@@ -407,10 +395,6 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 	}
 	return out, nil
 }
-
-// externalLoads bounds the loads of one read from an external store
-// running at once.
-const externalLoads = 8
 
 // encodedBound bounds the JSON size of a message of size stored bytes: its
 // text and HTML parts together decode to at most size bytes, and each byte
@@ -437,8 +421,12 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 		m = rpc.Message{
 			ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
 			Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
-			Attachments: []rpc.Attachment{},
+			Attachments: []rpc.Attachment{}, Fault: e.Fault,
 		}
+		if mailmsg.SameAddress(p.FromAddress, e.From) {
+			m.FromName = p.FromName
+		}
+		m.Label = p.Label
 		for _, a := range p.Attachments {
 			m.Attachments = append(m.Attachments, rpc.Attachment{
 				Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},
@@ -447,8 +435,16 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 		}
 		b.messages.put(key, m)
 	}
-	if t.role == rpc.RoleInbox {
-		m.HTML = "" // the inbox shows text only: its HTML is not sent
+	v := views[t.role]
+	if !v.html {
+		m.HTML = "" // its HTML is not sent
+	}
+	if !v.faults {
+		m.Fault = "" // it is not told what went wrong on purpose
+	}
+	if !v.labels {
+		// Nor the label, which only the trail's event of this read keeps.
+		m.Planted, m.Label = m.Label, ""
 	}
 	return m, nil
 }
@@ -459,7 +455,18 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 type notifier struct {
 	mu    sync.Mutex
 	chans map[string]chan struct{}
+	// version counts notifications; a watcher of anyNamespace wakes on
+	// every one (the operator's console, console.go).
+	version atomic.Uint64
+	// last is when the last notification came (Unix nanoseconds): a
+	// woken waiter's wake-up is timed from it, and given to woke if set.
+	last atomic.Int64
+	woke func(time.Duration)
 }
+
+// anyNamespace is the key of watchers of every namespace: no namespace's
+// name is empty.
+const anyNamespace = ""
 
 func (n *notifier) watch(ns string) <-chan struct{} {
 	n.mu.Lock()
@@ -475,8 +482,12 @@ func (n *notifier) watch(ns string) <-chan struct{} {
 func (n *notifier) notify(ns string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ch, ok := n.chans[ns]; ok {
-		close(ch)
-		delete(n.chans, ns)
+	n.version.Add(1)
+	n.last.Store(time.Now().UnixNano())
+	for _, key := range []string{ns, anyNamespace} {
+		if ch, ok := n.chans[key]; ok {
+			close(ch)
+			delete(n.chans, key)
+		}
 	}
 }

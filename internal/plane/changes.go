@@ -6,10 +6,15 @@ import "github.com/websitebench/mailplane/internal/ledger"
 // database (ledger.Watch): the readers waiting on its namespace re-check,
 // and after a policy change the plane's caches forget (the ledger's
 // policy generation ends). A plane alone on its
-// database hears only its own commits, which already did this.
+// database hears only its own commits, which already did this. While the
+// plane's LISTEN connection is down (Down, until All), the ledger itself
+// keeps every cache from serving (ledger.PolicyGen).
 func (b *Broker) Changed(c ledger.Change) {
 	switch {
+	case c.Down:
+		b.log.Warn().Msg("the LISTEN connection to PostgreSQL is lost: no policy cache serves until it is back")
 	case c.All:
+		b.log.Info().Msg("the LISTEN connection to PostgreSQL is back: caches start empty")
 		b.wake.notifyAll()
 		b.trails.notifyAll()
 		b.ledger.ForgetPolicy()

@@ -30,19 +30,20 @@ func TestDecodeLinear(t *testing.T) {
 		name string
 		body func(n int) []byte
 		base int
+		reps int // capped: decode stops at a bound, so a run repeats it (times)
 	}{
 		{"large raw", func(n int) []byte {
 			return frame(strings.Repeat("Subject: s\r\n\r\nbody\r\n", n), `"u@example.com"`)
-		}, 2_500},
+		}, 2_500, 4096},
 		{"many recipients", func(n int) []byte {
 			return frame("", strings.TrimSuffix(strings.Repeat(`"u@example.com",`, n), ","))
-		}, 2_500},
+		}, 160_000, 1},
 		{"escaped strings", func(n int) []byte {
 			return []byte(`{"via":"smtp","from":"` + strings.Repeat(`\u00e9\"\\`, n) + `","to":[]}` + "\n")
-		}, 5_000},
+		}, 320_000, 1},
 		{"deep nesting", func(n int) []byte {
 			return []byte(`{"via":"smtp","to":` + strings.Repeat("[", n) + strings.Repeat("]", n) + "}\n")
-		}, 1_000},
+		}, 1_000, 512},
 		{"unknown keys", func(n int) []byte {
 			var b strings.Builder
 			b.WriteString(`{"via":"smtp"`)
@@ -50,21 +51,21 @@ func TestDecodeLinear(t *testing.T) {
 				fmt.Fprintf(&b, `,"k%d":[1,2,3]`, i)
 			}
 			return []byte(b.String() + "}\n")
-		}, 2_500},
+		}, 40_000, 1},
 		{"trailing data", func(n int) []byte {
 			return []byte(`{"via":"smtp"}` + strings.Repeat(`{"via":"smtp"}`, n) + "\n")
-		}, 20_000},
+		}, 20_000, 4096},
 		{"no newline", func(n int) []byte {
 			return []byte(`{"via":"smtp","from":"` + strings.Repeat("a", 16*n) + `"}`)
-		}, 20_000},
+		}, 20_000, 4096},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			complexity.Linear(t, "decode/"+c.name, func(n int) func() {
 				body := c.body(n)
-				return func() {
+				return complexity.Repeat(c.reps, func() {
 					var req rpc.SendRequest
-					decode(body, &req)
-				}
+					decode(frameSend, body, &req)
+				})
 			}, c.base)
 		})
 	}
@@ -120,13 +121,14 @@ func TestSendLinear(t *testing.T) {
 		raw  func(n int) string
 		code string // the refusal every size gets
 		base int
+		reps int // capped: refused at a bound, so a run repeats the send (times)
 	}{
-		{"folded header", func(n int) string { return "X: a\r\n" + strings.Repeat(" \r\n", n) + "\r\nbody" }, rpc.CodeMessageTooLarge, 5_000},
-		{"many header fields", func(n int) string { return strings.Repeat("X-A: b\r\n", n) + "\r\nbody" }, rpc.CodeMessageTooLarge, 10_000},
-		{"long body", func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("line of text\r\n", n) }, rpc.CodeMailboxCapacity, 2_500},
+		{"folded header", func(n int) string { return "X: a\r\n" + strings.Repeat(" \r\n", n) + "\r\nbody" }, rpc.CodeMessageTooLarge, 80_000, 16},
+		{"many header fields", func(n int) string { return strings.Repeat("X-A: b\r\n", n) + "\r\nbody" }, rpc.CodeMessageTooLarge, 10_000, 16},
+		{"long body", func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("line of text\r\n", n) }, rpc.CodeMailboxCapacity, 2_500, 48},
 		{"many parts", func(n int) string {
 			return "Content-Type: multipart/mixed; boundary=b\r\n\r\n" + strings.Repeat("--b\r\nX-Tags: t\r\n\r\nhi\r\n", n) + "--b--\r\n"
-		}, rpc.CodeMailboxCapacity, 500},
+		}, rpc.CodeMailboxCapacity, 500, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			grant = into[c.code]
@@ -135,7 +137,7 @@ func TestSendLinear(t *testing.T) {
 				if _, code := send(raw); code != c.code {
 					t.Fatalf("n=%d: refused with %q, want %q", n, code, c.code)
 				}
-				return func() { send(raw) }
+				return complexity.Repeat(c.reps, func() { send(raw) })
 			}, c.base)
 		})
 	}

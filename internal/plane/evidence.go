@@ -1,11 +1,14 @@
 package plane
 
 import (
+	"cmp"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -22,15 +25,17 @@ import (
 // accepted send is recorded by the ledger in the send's own savepoint
 // (Offer.Event), so a send is never answered before its event is durable
 // and a send not accepted leaves no accepted event. A call refused before
-// any namespace is known (a credential that opens nothing) has no trail
-// to go in and is only logged.
+// any namespace is known (a credential that opens nothing: an unknown
+// token, a wrong capability for a real namespace) has no trail to go in:
+// it is counted (unboundRefusals), never written into the trail of the
+// namespace it named, so that a stranger cannot use up a trial's budget.
 //
 // SMTP sessions the writer refuses before any message (over its
 // connection cap) are reported by the writer itself (rpc.MethodReport, a
 // row bound like send: to the trial that owns the listener's port); on the
 // shared SMTP port no trial is known, and they are only counted in the
 // writer's log. Requests the writer refuses as malformed are recorded from
-// the credential check it makes first (SendRequest.WriterRefusal).
+// the credential check it makes first (rpc.MethodRefusal).
 
 // evidencer makes the event of one call from its request and answer; nil
 // means nothing to record here.
@@ -50,6 +55,38 @@ const (
 func (b *Broker) SetEvidence(budget int64, retention time.Duration) {
 	b.ledger.SetEventBudget(budget)
 	b.retention = retention
+}
+
+// SetSigner sets the key that signs an export's head.
+func (b *Broker) SetSigner(key ed25519.PrivateKey) { b.signer = key }
+
+// PublicKey is the public half of the signing key, as bundles carry it
+// (empty without one).
+func (b *Broker) PublicKey() string {
+	if b.signer == nil {
+		return ""
+	}
+	return evidence.PublicKeyString(b.signer.Public().(ed25519.PublicKey))
+}
+
+// unboundRefusals counts calls refused before any trail was known, and
+// the reaper logs how many came since it last did: enough for an
+// operator to see probing, at no cost to any trial.
+type unboundRefusals struct {
+	n      atomic.Int64
+	logged int64 // the reaper's only
+}
+
+func (u *unboundRefusals) add() { u.n.Add(1) }
+
+func (b *Broker) logUnbound() {
+	n := b.unbound.n.Load()
+	if n == b.unbound.logged {
+		return
+	}
+	b.log.Warn().Int64("refused", n-b.unbound.logged).Int64("since_start", n).
+		Msg("calls refused whose credential opens no trial (counted here, in no trail)")
+	b.unbound.logged = n
 }
 
 // record appends e to t's trail and wakes the trail's readers. A failure
@@ -126,20 +163,33 @@ func outcome(e *evidence.Event, err error) *evidence.Event {
 	return e
 }
 
-// sendEvent records a send that the ledger did not: refused, failed,
-// replayed, or refused by the writer for its form.
-func sendEvent(t target, req *rpc.SendRequest, resp rpc.SendResponse, err error) *evidence.Event {
-	e := &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Credential: t.credential}
-	if req.CredentialOnly {
-		if err == nil {
-			if !stableCode(req.WriterRefusal) {
-				return nil
-			}
-			e.Outcome, e.Code = evidence.Refused, req.WriterRefusal
-			return e
-		}
-		return outcome(e, err)
+// credentialEvent records a credential check that failed, as the send
+// it stands for; one that opened the trial is not the send's answer yet.
+func credentialEvent(t target, req *rpc.CredentialRequest, _ rpc.Empty, err error) *evidence.Event {
+	if err == nil {
+		return nil
 	}
+	return outcome(&evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Credential: t.credential, API: req.API}, err)
+}
+
+// refusalEvent records the writer's refusal of a malformed request, as a
+// refused send with the writer's code (if it is one), once its credential
+// opened the trial; else as credentialEvent.
+func refusalEvent(t target, req *rpc.RefusalRequest, resp rpc.Empty, err error) *evidence.Event {
+	if err != nil {
+		return credentialEvent(t, &req.CredentialRequest, resp, err)
+	}
+	if !stableCode(req.Code) {
+		return nil
+	}
+	return &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Credential: t.credential, API: req.API,
+		Outcome: evidence.Refused, Code: req.Code}
+}
+
+// sendEvent records a send that the ledger did not: refused, failed or
+// replayed.
+func sendEvent(t target, req *rpc.SendRequest, resp rpc.SendResponse, err error) *evidence.Event {
+	e := &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Credential: t.credential, API: req.API}
 	if err == nil && !resp.Replayed {
 		return nil // the ledger recorded it with the message
 	}
@@ -161,10 +211,13 @@ func bootstrapEvent(t target, _ *rpc.BootstrapRequest, _ rpc.BootstrapResponse, 
 // not_found.
 func readEvent(action string) func(target, *rpc.ReadRequest, []int64, error) *evidence.Event {
 	return func(t target, req *rpc.ReadRequest, ids []int64, err error) *evidence.Event {
-		e := &evidence.Event{Door: evidence.DoorGateway, Action: action, Credential: t.credential,
+		e := &evidence.Event{Door: views[t.role].door, Action: action, Credential: t.credential,
 			Recipient: address(req.Recipient), MessageIDs: ids}
-		if t.role == rpc.RoleInbox {
-			e.Door = evidence.DoorInbox
+		if views[t.role].agent {
+			e.Door = agentDoor(req)
+			if action == rpc.MethodGet {
+				e.Action = evidence.ActionOpen // the agent opened a message
+			}
 		}
 		if req.WaitMillis > 0 {
 			e.Action = evidence.ActionWait
@@ -192,7 +245,9 @@ var (
 		if err != nil && req.ID > 0 {
 			return readEvent(rpc.MethodGet)(t, req, []int64{req.ID}, err)
 		}
-		return readEvent(rpc.MethodGet)(t, req, messageID(m), err)
+		e := readEvent(rpc.MethodGet)(t, req, messageID(m), err)
+		e.Label = cmp.Or(m.Label, m.Planted)
+		return e
 	}
 )
 
@@ -271,38 +326,25 @@ func (b *Broker) Events(ctx context.Context, t target, req *rpc.EventsRequest) (
 	if req.WaitMillis < 0 || req.After < 0 || req.Limit < 0 {
 		return rpc.EventsResponse{}, rpc.Errorf(rpc.CodeBadRequest, "wait_ms, after and limit must not be negative")
 	}
-	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait)
-	deadline := time.Now().Add(wait)
-	for {
-		woken := b.trails.watch(t.ns.Name)
-		page, err := b.eventPage(ctx, t.ns.Name, req.After, req.Limit)
-		if err != nil {
-			return page, err
+	var page rpc.EventsResponse
+	err := waitFor(ctx, &b.trails, t.ns.Name, boundedWait(req.WaitMillis), func() (bool, error) {
+		var err error
+		if page, err = b.eventPage(ctx, t.ns.Name, req.After, req.Limit); err != nil {
+			return false, err
 		}
 		if err := b.stillOpen(ctx, t); err != nil {
-			return rpc.EventsResponse{}, err
+			return false, err
 		}
-		if len(page.Events) > 0 || time.Until(deadline) <= 0 {
-			return page, nil
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		if ctx.Err() != nil {
-			return rpc.EventsResponse{}, rpc.Errorf(rpc.CodeDeadlineExceeded, "the call's deadline passed while waiting")
-		}
+		return len(page.Events) > 0, nil
+	})
+	if err != nil {
+		return rpc.EventsResponse{}, err
 	}
+	return page, nil
 }
 
 func (b *Broker) eventPage(ctx context.Context, ns string, after int64, limit int) (rpc.EventsResponse, error) {
-	if limit <= 0 || limit > rpc.MaxEventPage {
-		limit = rpc.MaxEventPage
-	}
-	lines, err := b.ledger.Events(ctx, ns, after, limit)
+	lines, err := b.ledger.Events(ctx, ns, after, pageLimit(limit))
 	if err != nil {
 		return rpc.EventsResponse{}, b.storeErr("events", err)
 	}
@@ -311,6 +353,14 @@ func (b *Broker) eventPage(ctx context.Context, ns string, after int64, limit in
 		out.Events = append(out.Events, json.RawMessage(l))
 	}
 	return out, nil
+}
+
+// pageLimit is the events a page holds for a request's limit.
+func pageLimit(limit int) int {
+	if limit <= 0 || limit > rpc.MaxEventPage {
+		return rpc.MaxEventPage
+	}
+	return limit
 }
 
 // Export answers a page of any trail the plane keeps, its trial open or
@@ -334,8 +384,45 @@ func (b *Broker) Export(ctx context.Context, req *rpc.EventsRequest) (rpc.Events
 		b.trails.notify(req.Namespace)
 	}
 	page, err := b.eventPage(ctx, req.Namespace, req.After, req.Limit)
+	if err != nil {
+		return page, err
+	}
 	page.Closed = closed
+	if len(page.Events) < pageLimit(req.Limit) {
+		// The last page: closed was read before it, so a closed trail's
+		// page holds its close.
+		page.Head, err = b.signHead(ctx, req.Namespace, req.After, page.Events, closed)
+	}
 	return page, err
+}
+
+// signHead signs the head of a trail that ends with the last event of
+// page or, for an empty last page, with the event at seq after. The plane
+// signs only a line that verifies.
+func (b *Broker) signHead(ctx context.Context, ns string, after int64, page []json.RawMessage, closed bool) (json.RawMessage, error) {
+	if b.signer == nil {
+		return nil, nil
+	}
+	if len(page) == 0 && after > 0 {
+		p, err := b.eventPage(ctx, ns, after-1, 1)
+		if err != nil {
+			return nil, err
+		}
+		page = p.Events
+	}
+	if len(page) == 0 {
+		return nil, nil
+	}
+	e, err := evidence.Parse(page[len(page)-1])
+	if err != nil {
+		return nil, b.storeErr("head", err)
+	}
+	line, err := evidence.SignHead(evidence.Head{Namespace: ns, Seq: e.Seq, Hash: e.Hash, Closed: closed,
+		Time: evidence.Stamp(time.Now())}, b.signer)
+	if err != nil {
+		return nil, b.storeErr("head", err)
+	}
+	return line, nil
 }
 
 // Report records SMTP sessions the writer refused on the trial's listener.

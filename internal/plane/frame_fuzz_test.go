@@ -41,7 +41,7 @@ func FuzzRPCFrame(f *testing.F) {
 		call("list", "{INBOX}", `{"namespace":"{BNS}"}`),
 		call("get", "{GATEWAY}", `{"namespace":"{NS}","capability":"{CAP}","id":1}`),
 		call("latest", "{GATEWAY}", `{"namespace":"{NS}","capability":"{CAP}","wait_ms":1}`),
-		call("trial.destroy", "{WRITER}", `{"namespace":"{BNS}"}`),
+		call("trial.close", "{WRITER}", `{"namespace":"{BNS}"}`),
 		call("health", "", `{}`),
 		"POST /v1/send HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer {WRITER}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n",
 		"POST /v1/send HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer {WRITER}\r\nContent-Length: 99999999\r\n\r\n",

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -19,6 +20,9 @@ import (
 // FuzzRPC feeds arbitrary frames to the plane's handler under every
 // grant: it never panics, always answers JSON with a known code, and a
 // refused call leaves the namespace as it was.
+// fuzzCallBound bounds one call of FuzzRPC.
+const fuzzCallBound = time.Second
+
 func FuzzRPC(f *testing.F) {
 	ctx := context.Background()
 	l, err := ledger.Open(ctx, f.TempDir())
@@ -41,7 +45,8 @@ func FuzzRPC(f *testing.F) {
 	admin := adminG.Grant
 	gatewayG, _ := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
 	gateway := gatewayG.Grant
-	grants := []string{"", id.WriterGrant, id.InboxGrant, gateway, admin, "mpg_x"}
+	consoleG, _ := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleConsole})
+	grants := []string{"", id.WriterGrant, id.InboxGrant, gateway, admin, "mpg_x", consoleG.Grant}
 
 	f.Add("send", []byte(`{"via":"smtp","from":"no-reply@candidate.websitebench.local","to":["a@b.c"]}`+"\nSubject: x\r\n\r\ny"), uint8(1))
 	f.Add("list", []byte(`{"namespace":"`+id.Namespace+`","capability":"`+id.ReadCapability+`"}`), uint8(3))
@@ -50,6 +55,12 @@ func FuzzRPC(f *testing.F) {
 	f.Add("latest", []byte(`{"wait_ms":-5}`), uint8(3))
 	f.Add("bootstrap", []byte(`{"token":"\u0000"}`), uint8(1))
 	f.Add("../v1/send", []byte(`[]`), uint8(0))
+	op := `"admin_grant":"` + admin + `"`
+	f.Add("console.trials", []byte(`{`+op+`,"namespace":"%_","recipient":"A@B.C","subject":"x","offset":3,"limit":2}`), uint8(6))
+	f.Add("console.trial", []byte(`{`+op+`,"namespace":"`+id.Namespace+`","message_id":1}`), uint8(6))
+	f.Add("console.wait", []byte(`{`+op+`,"namespace":"`+id.Namespace+`","version":7}`), uint8(6))
+	f.Add("metrics", []byte(`{`+op+`}`), uint8(6))
+	f.Add("console.trials", []byte(`{"admin_grant":"`+gateway+`"}`), uint8(6))
 	known := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 422: true, 503: true, 504: true}
 
 	f.Fuzz(func(t *testing.T, method string, body []byte, grant uint8) {
@@ -57,7 +68,12 @@ func FuzzRPC(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "http://plane/", bytes.NewReader(body))
 		req.URL.Path = "/v1/" + method
 		req.Header.Set("Authorization", "Bearer "+grants[int(grant)%len(grants)])
-		req = req.WithContext(context.WithValue(req.Context(), credKey{}, peercred.Cred{}))
+		// A wait the fuzzer asks for (list, latest, events, console.wait)
+		// ends with the call's context, as when its caller goes away: an
+		// input must not hold a worker for the longest wait.
+		callCtx, cancel := context.WithTimeout(req.Context(), fuzzCallBound)
+		defer cancel()
+		req = req.WithContext(context.WithValue(callCtx, credKey{}, peercred.Cred{}))
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
 		if !known[rec.Code] {

@@ -42,7 +42,7 @@ type cached struct {
 
 // weight is what a message is counted as against messageCacheBytes.
 func weight(m *rpc.Message) int {
-	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.EnvelopeFrom)
+	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.EnvelopeFrom) + len(m.FromName)
 	for _, r := range m.Recipients {
 		n += len(r)
 	}

@@ -62,10 +62,11 @@ type bindKey struct {
 	digest    [sha256.Size]byte
 	namespace string
 	port      int
+	door      string
 }
 
 func keyOf(c caller, sel selector) bindKey {
-	k := bindKey{bind: c.bind, trial: c.trial, kind: sel.kind, namespace: sel.namespace, port: sel.port}
+	k := bindKey{bind: c.bind, trial: c.trial, kind: sel.kind, namespace: sel.namespace, port: sel.port, door: sel.door}
 	if sel.credential != "" {
 		k.digest = sha256.Sum256([]byte(sel.credential))
 	}

@@ -2,10 +2,12 @@ package plane
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -34,6 +36,7 @@ const (
 
 type portPool struct {
 	mu    sync.Mutex
+	doors doorQueue // doors.go
 	spare []int
 	// released are closed trials' ports, answered to every ports.sync
 	// until one acknowledges having closed them (Closed), so that no
@@ -111,9 +114,11 @@ func (p *portPool) release(port int) {
 }
 
 // SyncPorts is one turn of the supervisor's loop: it takes the ports the
-// supervisor added and those it closed, and answers, as soon as there is
-// any, its next work: how many ports to bind, which to close, and on its
-// first call (Restore) which ports open trials already own.
+// supervisor added and those it closed, moves the trials whose ports it
+// could not bind again (Unbound) to ports it added, and answers, as soon
+// as there is any, its next work: how many ports to bind, which to close,
+// and on its first call (Restore) which ports this plane's open trials
+// already own.
 func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.PortsSyncResponse, error) {
 	var resp rpc.PortsSyncResponse
 	if req.Restore {
@@ -122,12 +127,25 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 			return resp, b.storeErr("ports", err)
 		}
 		resp.Assigned = ports
+		if resp.Doors, err = b.restoreDoors(ctx); err != nil {
+			return resp, b.storeErr("doors", err)
+		}
+	}
+	owned, err := b.ownedOf(ctx, req.Add)
+	if err != nil {
+		return resp, err
 	}
 	p := &b.ports
 	p.mu.Lock()
-	p.syncing++
 	p.released = slices.DeleteFunc(p.released, func(port int) bool { return slices.Contains(req.Closed, port) })
+	defer b.logDoors(p.syncDoors(req))
 	for _, port := range req.Add {
+		if slices.Contains(owned, port) {
+			// Never a spare: it is an open trial's (the unique index would
+			// refuse the trial that took it anyway).
+			b.log.Warn().Int("port", port).Msg("ports.sync: an open trial owns this port; not kept as a spare")
+			continue
+		}
 		if port > 0 && port < 1<<16 && !slices.Contains(p.spare, port) {
 			p.spare = append(p.spare, port)
 		}
@@ -135,10 +153,18 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 	if len(req.Add) > 0 {
 		p.signal()
 	}
+	p.mu.Unlock()
+	// Moves write to the ledger, outside the pool's lock, and are done
+	// before the answer: the supervisor reports ready only after it.
+	if err := b.moveUnbound(ctx, req.Unbound); err != nil {
+		return resp, err
+	}
+	p.mu.Lock()
+	p.syncing++
 	deadline := time.Now().Add(min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait))
 	for {
 		resp.Want = max(0, spareTarget-len(p.spare))
-		if resp.Want > 0 || len(p.released) > 0 || resp.Assigned != nil || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if resp.Want > 0 || len(p.released) > 0 || resp.Assigned != nil || p.doorWork() || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		ch := p.changed
@@ -153,9 +179,67 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 		p.mu.Lock()
 	}
 	resp.Release = slices.Clone(p.released)
+	p.answerDoors(&resp)
 	resp.Want = max(0, spareTarget-len(p.spare))
 	p.syncing--
 	p.lastSeen = time.Now()
 	p.mu.Unlock()
 	return resp, nil
+}
+
+// ownedOf returns the ports of ports that an open trial of this plane
+// owns.
+func (b *Broker) ownedOf(ctx context.Context, ports []int) ([]int, error) {
+	var owned []int
+	for _, port := range ports {
+		_, err := b.ledger.TrialByPort(ctx, port)
+		switch {
+		case err == nil:
+			owned = append(owned, port)
+		case !errors.Is(err, ledger.ErrNotFound):
+			return nil, b.storeErr("ports", err)
+		}
+	}
+	return owned, nil
+}
+
+// moveUnbound moves each trial whose port the supervisor could not bind
+// again (another process holds it) to a spare port: the trial is never
+// advertised on a port that its writer does not serve. A port that no
+// open trial of this plane owns any more is skipped.
+func (b *Broker) moveUnbound(ctx context.Context, unbound []int) error {
+	for _, from := range unbound {
+		to, ok := b.ports.pop()
+		if !ok {
+			b.log.Error().Int("port", from).Msg("a trial's SMTP port is taken and no spare port is bound to move it to")
+			return rpc.Errorf(rpc.CodeStoreUnavailable, "SMTP port %d is taken and no spare port is ready to move its trial to", from)
+		}
+		t, err := b.ledger.MovePort(ctx, from, to)
+		if errors.Is(err, ledger.ErrNotFound) {
+			b.ports.giveBack(to)
+			continue
+		}
+		if err != nil {
+			b.ports.giveBack(to)
+			return b.storeErr("move port", err)
+		}
+		b.trails.notify(t.Namespace)
+		b.log.Warn().Str("namespace", t.Namespace).Int("old_port", from).Int("new_port", to).
+			Msg("a trial's SMTP port is taken by another process: the trial moved to a new port")
+	}
+	return nil
+}
+
+// pop takes a spare port without waiting.
+func (p *portPool) pop() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.spare)
+	if n == 0 {
+		return 0, false
+	}
+	port := p.spare[n-1]
+	p.spare = p.spare[:n-1]
+	p.signal()
+	return port, true
 }

@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -125,11 +127,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	method, code := s.serve(w, r)
 	ev := s.log.Debug()
-	if code != "" {
+	switch code {
+	case "":
+	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied, rpc.CodeUnknownMethod:
+		ev = s.log.Warn()
+	case rpc.CodeInternal, rpc.CodeStoreUnavailable:
+		ev = s.log.Error()
+	default:
 		ev = s.log.Info()
-		if code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied || code == rpc.CodeUnknownMethod {
-			ev = s.log.Warn()
-		}
 	}
 	cred, _ := r.Context().Value(credKey{}).(peercred.Cred)
 	ev.Str("method", method).Str("code", code).Uint32("uid", cred.UID).Uint32("gid", cred.GID).
@@ -138,8 +143,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code string) {
 	fail := func(status int, e *rpc.Error) (string, string) {
-		writeJSON(w, status, e)
-		return method, e.Code
+		return method, writeJSON(w, status, e, e.Code)
 	}
 	version, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if version != rpc.Version {
@@ -178,7 +182,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok {
 		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", p, method))
 	}
-	ctx, cancel := s.callContext(r, method)
+	ctx, cancel := s.callContext(r, m.waits)
 	defer cancel()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rpc.MaxRequestBytes))
 	if err != nil {
@@ -188,16 +192,44 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		}
 		return fail(http.StatusBadRequest, rpc.Errorf(rpc.CodeBadRequest, "incomplete request"))
 	}
-	result, err := m.call(s.broker, ctx, caller{role: p.role, trial: grant.TrialID, bind: bind}, body)
-	if err != nil {
-		var e *rpc.Error
-		if !errors.As(err, &e) {
-			e = s.broker.storeErr(method, err)
-		}
+	result, e := s.call(m, ctx, method, caller{role: p.role, trial: grant.TrialID, bind: bind, accepts: m.accepts}, body)
+	if e != nil {
 		return fail(statusOf(e.Code), e)
 	}
-	writeJSON(w, http.StatusOK, result)
-	return method, ""
+	return method, writeJSON(w, http.StatusOK, result, "")
+}
+
+// errInternal is the answer to a handler's bug: fixed, naming nothing of
+// the call; what went wrong goes to the log.
+var errInternal = rpc.Errorf(rpc.CodeInternal, "the plane failed to answer this call")
+
+// call runs m's handler. Its refusals and outages are *rpc.Error already
+// (the broker turns every store failure into one, by storeErr); any other
+// error, and a panic, is a bug in the plane: answered 500, never as an
+// outage nor as a refusal, and logged without the call's body.
+func (s *Server) call(m method, ctx context.Context, method string, c caller, body []byte) (result any, rerr *rpc.Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			// A runtime error's text is the code's (an index, a nil map),
+			// never the request's; any other panic value is named by type.
+			what := fmt.Sprintf("%T", v)
+			if re, ok := v.(runtime.Error); ok {
+				what = re.Error()
+			}
+			s.log.Error().Str("method", method).Str("panic", what).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			result, rerr = nil, errInternal
+		}
+	}()
+	result, err := m.call(s.broker, ctx, c, m.framing, body)
+	if err == nil {
+		return result, nil
+	}
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return nil, e
+	}
+	s.log.Error().Str("method", method).Err(err).Msg("handler failed")
+	return nil, errInternal
 }
 
 // grant returns the valid grant the request presents; an error means the
@@ -226,9 +258,9 @@ func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
 // callContext bounds a call by the caller's deadline header, by callLimit,
 // and for a waiting read by its wait on top. A call runs to its end even
 // if its caller half-closes the connection (HTTP/1.0 clients do, after a
-// whole request); only a waiting call (a read, the supervisor's
-// ports.sync) stops when its caller goes away.
-func (s *Server) callContext(r *http.Request, method string) (context.Context, context.CancelFunc) {
+// whole request); only a waiting call (its row's waits: a read, the
+// supervisor's ports.sync) stops when its caller goes away.
+func (s *Server) callContext(r *http.Request, waits bool) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(callLimit + rpc.MaxWait)
 	if h := r.Header.Get(rpc.DeadlineHeader); h != "" {
 		if t, err := time.Parse(time.RFC3339Nano, h); err == nil && t.Before(deadline) {
@@ -236,16 +268,27 @@ func (s *Server) callContext(r *http.Request, method string) (context.Context, c
 		}
 	}
 	parent := context.WithoutCancel(r.Context())
-	if method == rpc.MethodList || method == rpc.MethodLatest || method == rpc.MethodEvents || method == rpc.MethodPortsSync {
+	if waits {
 		parent = r.Context()
 	}
 	return context.WithDeadline(parent, deadline)
 }
 
-// decode reads a call's request: JSON, or for a send its frame
-// (rpc.SendRequest.Frame).
-func decode(body []byte, v any) error {
-	if s, ok := v.(*rpc.SendRequest); ok {
+// errFraming is a row whose framing its request type cannot take: a bug
+// in the table, answered 500 (Server.call).
+var errFraming = errors.New("the row's framing does not fit its request")
+
+// decode reads a call's request as its row frames it: JSON, or a send's
+// frame (rpc.SendRequest.Frame).
+func decode(f framing, body []byte, v any) error {
+	switch f {
+	case frameJSON:
+		return decodeJSON(body, v)
+	case frameSend:
+		s, ok := v.(*rpc.SendRequest)
+		if !ok {
+			return errFraming
+		}
 		head, raw, ok := rpc.SplitSendFrame(body)
 		if !ok {
 			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
@@ -256,7 +299,7 @@ func decode(body []byte, v any) error {
 		s.Raw = raw
 		return nil
 	}
-	return decodeJSON(body, v)
+	return errFraming
 }
 
 func decodeJSON(body []byte, v any) error {
@@ -281,6 +324,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case rpc.CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
+	case rpc.CodeInternal:
+		return http.StatusInternalServerError
 	case rpc.CodeDeadlineExceeded:
 		return http.StatusGatewayTimeout
 	case rpc.CodeBadRequest:
@@ -290,20 +335,23 @@ func statusOf(code string) int {
 	return http.StatusUnprocessableEntity
 }
 
-// writeJSON answers v. HTML is not escaped: the surfaces decode the answer
-// as JSON, never embed it in a page, and escaping <, > and & in a message
-// body made it six times larger on the wire.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers v, and returns code, the answer's error code, or
+// rpc.CodeInternal if v does not encode (a bug: ServeHTTP logs it). HTML
+// is not escaped: the surfaces decode the answer as JSON, never embed it
+// in a page, and escaping <, > and & in a message body made it six times
+// larger on the wire.
+func writeJSON(w http.ResponseWriter, status int, v any, code string) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
+		status, code = http.StatusInternalServerError, rpc.CodeInternal
 		buf.Reset()
-		buf.WriteString(`{"code":"bad_request","message":"unencodable answer"}`)
+		enc.Encode(rpc.Error{Code: code, Message: "the plane could not encode its answer"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+	return code
 }

@@ -3,7 +3,7 @@ package plane
 import (
 	"cmp"
 	"context"
-	"database/sql"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -11,7 +11,6 @@ import (
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
-	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -23,15 +22,16 @@ var profiles = []string{rpc.ProfileCandidate, rpc.ProfileSidecar, rpc.ProfileAut
 // out), and returns the identity once. Its writer and inbox grants bind
 // one surface process each to it (strict mode).
 func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (rpc.Identity, error) {
-	id, _, err := b.createTrial(ctx, req, 0)
+	id, _, err := b.createTrial(ctx, req, 0, nil)
 	return id, err
 }
 
 // createTrial mints and stores a trial; ttl > 0 gives it an expiry, and on
 // a supervised stack it takes an SMTP port of its own from the pool (of
 // any profile: the port alone selects the trial on a plain SMTP client's
-// connection).
-func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration) (rpc.Identity, ledger.Trial, error) {
+// connection). A trial with doors in its network namespace (door) takes
+// no port: its doors are its own.
+func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration, door *ledger.NetnsDoor) (rpc.Identity, ledger.Trial, error) {
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
 	}
@@ -56,6 +56,10 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if req.BootstrapToken != "" && len(req.BootstrapToken) < 32 {
 		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeBadRequest, "a bootstrap token must be at least 32 characters")
 	}
+	schedule, err := parseFaults(req.Faults)
+	if err != nil {
+		return rpc.Identity{}, ledger.Trial{}, err
+	}
 	id := rpc.Identity{
 		Namespace:       req.Namespace,
 		Profile:         req.Profile,
@@ -72,21 +76,31 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 		MailAPIToken:   ident.Digest(id.MailAPIToken),
 		BootstrapToken: ident.Digest(id.BootstrapToken),
 		InboxToken:     ident.Digest(id.InboxToken),
+		Created:        time.Now(),
+		Faults:         schedule,
 	}
 	if ttl > 0 {
-		t.Expires = time.Now().Add(ttl)
+		t.Expires = t.Created.Add(ttl) // from the same instant, so that ttl_ms reads back exactly
 	}
-	port, err := b.ports.take(ctx)
-	if err != nil {
-		return rpc.Identity{}, ledger.Trial{}, err
+	t.Door = door
+	if door == nil {
+		port, err := b.ports.take(ctx)
+		if err != nil {
+			return rpc.Identity{}, ledger.Trial{}, err
+		}
+		t.SMTPPort = port
 	}
-	t.SMTPPort = port
 	ns := newNamespace(id.Profile, id.Namespace, id.ReadCapability, id.WriteCapability, senders)
 	grants := []ledger.Grant{
 		{Digest: ident.Digest(id.WriterGrant), Role: string(rpc.RoleWriter)},
 		{Digest: ident.Digest(id.InboxGrant), Role: string(rpc.RoleInbox)},
 	}
 	err = b.ledger.CreateTrial(ctx, t, ns, grants)
+	if errors.Is(err, ledger.ErrPortTaken) {
+		// An open trial owns it: it is never handed out again (nor back).
+		b.log.Error().Int("port", t.SMTPPort).Msg("a spare SMTP port is an open trial's; dropped")
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeStoreUnavailable, "no SMTP port is ready for a new trial")
+	}
 	if err != nil {
 		b.ports.giveBack(t.SMTPPort)
 	}
@@ -103,7 +117,11 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if t.SMTPPort > 0 {
 		ev = ev.Int("smtp_port", t.SMTPPort)
 	}
+	if door != nil {
+		ev = ev.Str("netns", door.Netns)
+	}
 	ev.Msg("trial created")
+	b.metrics.opened.Inc()
 	return id, *t, nil
 }
 
@@ -132,9 +150,24 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 	if req.TTLMillis < 0 {
 		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "ttl_ms must not be negative")
 	}
-	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile}, time.Duration(req.TTLMillis)*time.Millisecond)
+	var door *ledger.NetnsDoor
+	if req.Netns != "" {
+		d, err := b.ports.openDoors(ctx, req.Netns)
+		if err != nil {
+			return rpc.Bundle{}, err
+		}
+		door = ledgerDoor(d)
+	}
+	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults}, time.Duration(req.TTLMillis)*time.Millisecond, door)
 	if err != nil {
+		if door != nil {
+			b.ports.closeDoors(0, door.Key)
+		}
 		return rpc.Bundle{}, err
+	}
+	if door != nil {
+		b.ports.doorsOpened(t.ID, door.Key)
+		return b.doorBundle(id, door), nil
 	}
 	return b.bundle(id, t.SMTPPort), nil
 }
@@ -147,8 +180,9 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 	}
 	return rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken),
+		CandidateEnvironment: wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
+		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,
 		ReadCapability:       id.ReadCapability,
 		SMTPPort:             smtpPort,
@@ -156,6 +190,8 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 		CAFile:               a.CAFile,
 		SMTPTLSPort:          a.SMTPTLSPort,
 		WriterHTTPSURL:       a.WriterHTTPSURL,
+		EvidencePublicKey:    b.PublicKey(),
+		Providers:            providers(a.WriterURL, id),
 	}
 }
 
@@ -247,14 +283,8 @@ func (b *Broker) CloseTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Emp
 
 // closeTrial deletes trial id whole; how says why, for the log.
 func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
-	external := !b.store.Transactional()
-	purge := func(tx *sql.Tx, ns ledger.Namespace) error {
-		return b.store.Purge(ctx, tx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag})
-	}
-	if external {
-		purge = nil
-	}
-	t, nss, err := b.ledger.CloseTrial(ctx, id, closeAction(how), external, purge)
+	purge := b.bodies.purge(ctx, b)
+	t, nss, err := b.ledger.CloseTrial(ctx, id, closeAction(how), purge == nil, purge)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return rpc.Errorf(rpc.CodeNotFound, "no such trial")
 	}
@@ -262,35 +292,15 @@ func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
 		return b.storeErr("close", err)
 	}
 	b.ports.release(t.SMTPPort)
+	b.ports.closeDoors(t.ID, "")
 	for _, ns := range nss {
 		b.wake.notify(ns.Name) // its readers wake to find it gone
 		b.trails.notify(ns.Name)
 	}
 	b.log.Info().Str("namespace", t.Namespace).Str("how", how).Msg("trial " + how)
-	if external {
-		b.purgeQueued(ctx)
-	}
+	b.metrics.closed.WithLabelValues(how).Inc()
+	b.bodies.purgeQueued(ctx, b)
 	return nil
-}
-
-// purgeQueued asks an external store to delete what closed trials left in
-// it; what fails stays queued for the next round.
-func (b *Broker) purgeQueued(ctx context.Context) {
-	nss, err := b.ledger.Purges(ctx)
-	if err != nil {
-		b.log.Warn().Err(err).Msg("purge queue unreadable")
-		return
-	}
-	for _, ns := range nss {
-		if err := b.store.Purge(ctx, nil, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}); err != nil {
-			b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("purge failed; will retry")
-			return
-		}
-		if err := b.ledger.Purged(ctx, ns.Tag); err != nil {
-			b.log.Warn().Err(err).Msg("purge not recorded; will retry")
-			return
-		}
-	}
 }
 
 // reapEvery is how often the plane closes expired trials and retries
@@ -300,6 +310,7 @@ const reapEvery = 500 * time.Millisecond
 
 // Run closes expired trials and retries queued purges until ctx ends.
 func (b *Broker) Run(ctx context.Context) {
+	go b.runDelays(ctx)
 	tick := time.NewTicker(reapEvery)
 	defer tick.Stop()
 	for {
@@ -319,11 +330,10 @@ func (b *Broker) Run(ctx context.Context) {
 				b.log.Warn().Err(err).Str("namespace", t.Namespace).Msg("closing an expired trial failed; will retry")
 			}
 		}
-		if !b.store.Transactional() {
-			b.purgeQueued(ctx)
-		}
+		b.bodies.purgeQueued(ctx, b)
 		b.flushUnrecorded(ctx)
 		b.reapTrails(ctx)
+		b.logUnbound()
 	}
 }
 
@@ -340,22 +350,9 @@ func (b *Broker) ListTrials(ctx context.Context, req *rpc.TrialListRequest) (rpc
 	}
 	out := rpc.TrialListResponse{Trials: []rpc.TrialInfo{}}
 	for _, t := range ts {
-		nss, err := b.ledger.Namespaces(ctx, t.ID)
+		info, err := b.infoOf(ctx, t)
 		if err != nil {
-			return out, b.storeErr("namespaces", err)
-		}
-		info := rpc.TrialInfo{Namespace: t.Namespace, Profile: t.Profile, State: ledger.StateActive, Created: t.Created,
-			Namespaces: []string{}, SMTPPort: t.SMTPPort}
-		if !t.Expires.IsZero() {
-			info.Expires = &t.Expires
-		}
-		for _, ns := range nss {
-			info.Namespaces = append(info.Namespaces, ns.Name)
-			info.Messages += ns.MessageCount
-			info.Bytes += ns.ByteCount
-			if ns.Name == t.Namespace {
-				info.State = ns.State
-			}
+			return out, err
 		}
 		out.Trials = append(out.Trials, info)
 	}
@@ -363,6 +360,49 @@ func (b *Broker) ListTrials(ctx context.Context, req *rpc.TrialListRequest) (rpc
 		out.Next = ts[len(ts)-1].ID
 	}
 	return out, nil
+}
+
+// InfoTrial describes the open trial a namespace (current or sealed)
+// belongs to, without its secrets: what a harness reads to learn, say,
+// that the trial's SMTP port moved.
+func (b *Broker) InfoTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.TrialInfo, error) {
+	if !ident.ValidNamespace(req.Namespace) {
+		return rpc.TrialInfo{}, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
+	}
+	t, _, err := b.trialOf(ctx, req.Namespace)
+	if err != nil {
+		return rpc.TrialInfo{}, err
+	}
+	return b.infoOf(ctx, t)
+}
+
+// infoOf describes trial t with its namespaces' counts.
+func (b *Broker) infoOf(ctx context.Context, t ledger.Trial) (rpc.TrialInfo, error) {
+	nss, err := b.ledger.Namespaces(ctx, t.ID)
+	if err != nil {
+		return rpc.TrialInfo{}, b.storeErr("namespaces", err)
+	}
+	info := rpc.TrialInfo{Namespace: t.Namespace, Profile: t.Profile, State: ledger.StateActive, Created: t.Created,
+		Namespaces: []string{}, SMTPPort: t.SMTPPort, AgeMillis: time.Since(t.Created).Milliseconds(), Plane: t.Plane}
+	if !t.Expires.IsZero() {
+		info.Expires = &t.Expires
+		info.TTLMillis = t.Expires.Sub(t.Created).Milliseconds()
+	}
+	if t.Faults != "" {
+		info.Faults = json.RawMessage(t.Faults)
+	}
+	if info.FaultsInjected, err = b.ledger.FaultsInjected(ctx, t.ID); err != nil {
+		return rpc.TrialInfo{}, b.storeErr("faults", err)
+	}
+	for _, ns := range nss {
+		info.Namespaces = append(info.Namespaces, ns.Name)
+		info.Messages += ns.MessageCount
+		info.Bytes += ns.ByteCount
+		if ns.Name == t.Namespace {
+			info.State = ns.State
+		}
+	}
+	return info, nil
 }
 
 // CreateGrant mints a grant bound to no trial: a gateway's or an admin's,

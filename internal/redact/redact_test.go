@@ -97,3 +97,13 @@ func FuzzWriterJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestMinted(t *testing.T) {
+	grant := "mpg_" + strings.Repeat("ab", 32)
+	in := "code: 123456 grant " + grant + " cap " + strings.Repeat("0f", 32) + " inbox " + strings.Repeat("A", 43) + " path " + strings.Repeat("b", 50)
+	got := Minted(in)
+	want := "code: 123456 grant " + Marker + " cap " + Marker + " inbox " + Marker + " path " + strings.Repeat("b", 50)
+	if got != want {
+		t.Fatalf("Minted = %q, want %q", got, want)
+	}
+}

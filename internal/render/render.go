@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/otp/urls"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -34,8 +35,10 @@ const CSS = "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9
 
 // ContentSecurityPolicy goes with every page: nothing may load or run
 // except the inline stylesheet above, named by its hash; no form may post,
-// no frame may embed the page, and no <base> may redirect its links.
-var ContentSecurityPolicy = "default-src 'none'; style-src '" + styleHash() + "'; " +
+// no frame may embed the page, and no <base> may redirect its links. The
+// one connection a page may make is a link's ping to its own origin
+// (AgentMessage), which browsers check against connect-src.
+var ContentSecurityPolicy = "default-src 'none'; style-src '" + styleHash() + "'; connect-src 'self'; " +
 	"img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 func styleHash() string {
@@ -99,7 +102,7 @@ func Inbox(msgs []rpc.Message, base string) []byte {
 		b.WriteString(`">`)
 		b.WriteString(Escape(m.Subject))
 		b.WriteString("</a></h2><p class=meta>From ")
-		b.WriteString(Escape(m.EnvelopeFrom))
+		b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
 		b.WriteString(" · To ")
 		b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
 		b.WriteString(" · Message ")
@@ -113,33 +116,76 @@ func Inbox(msgs []rpc.Message, base string) []byte {
 }
 
 // Message shows one message; base is the inbox page's path.
-func Message(m rpc.Message, base string) []byte {
+func Message(m rpc.Message, base string) []byte { return message(m, base, false) }
+
+// AgentMessage is the agent's message page: Message, where each link of
+// the body also names, in its ping attribute, the inbox route that
+// records a click on it (HTML's hyperlink auditing: the browser posts to
+// it when the link is followed). The href stays the sender's.
+func AgentMessage(m rpc.Message, base string) []byte { return message(m, base, true) }
+
+// PingPath is the route a click on link i (from 0, in Links' order) of
+// message id is recorded at, under base, the inbox page's path.
+func PingPath(base string, id int64, i int) string {
+	return base + "/messages/" + strconv.FormatInt(id, 10) + "/ping/" + strconv.Itoa(i)
+}
+
+func message(m rpc.Message, base string, ping bool) []byte {
 	var b strings.Builder
 	b.WriteString("<article class=msg><h2>")
 	b.WriteString(Escape(m.Subject))
 	b.WriteString("</h2><p class=meta>From ")
-	b.WriteString(Escape(m.EnvelopeFrom))
+	b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
 	b.WriteString(" · To ")
 	b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
 	b.WriteString("</p><pre id=message-body>")
-	b.WriteString(Body(m.Text))
+	if ping {
+		b.WriteString(body(m.Text, func(i int) string { return PingPath(base, m.ID, i) }))
+	} else {
+		b.WriteString(body(m.Text, nil))
+	}
 	b.WriteString(`</pre></article><p><a href="`)
 	b.WriteString(Escape(base))
 	b.WriteString(`" id=inbox-back>Back to inbox</a></p>`)
 	return Document(TitleMessage, b.String())
 }
 
+// Link is one link of a message as the inbox shows it: its text and the
+// URL it leads to (for a text body, the URL is its own text).
+type Link struct {
+	Text string `json:"text"`
+	URL  string `json:"url"`
+}
+
+// Links are the links of a message's text, in the order Body makes them.
+func Links(text string) []Link {
+	spans := urls.Spans(text)
+	out := make([]Link, 0, len(spans))
+	for _, s := range spans {
+		u := text[s.Start:s.End]
+		out = append(out, Link{Text: u, URL: u})
+	}
+	return out
+}
+
 // Body is a message's text as HTML: escaped, with each http(s) URL a link
 // that sends no referrer and gives the opened page no handle on this one.
-func Body(text string) string {
+func Body(text string) string { return body(text, nil) }
+
+// body is Body, with link i pinging ping(i) when ping is set.
+func body(text string, ping func(i int) string) string {
 	var b strings.Builder
 	b.Grow(len(text) + len(text)/8)
 	pos := 0
-	for _, s := range urls.Spans(text) {
+	for i, s := range urls.Spans(text) {
 		b.WriteString(Escape(text[pos:s.Start]))
 		u := Escape(text[s.Start:s.End])
 		b.WriteString(`<a href="`)
 		b.WriteString(u)
+		if ping != nil {
+			b.WriteString(`" ping="`)
+			b.WriteString(Escape(ping(i)))
+		}
 		b.WriteString(`" rel="noreferrer noopener">`)
 		b.WriteString(u)
 		b.WriteString("</a>")

@@ -17,6 +17,22 @@ func page(title, body string) string {
 		title + `</h1></header><main>` + body + `</main></html>`
 }
 
+// The sender shows with its display name, and a name that could pass for
+// an address after the real address.
+func TestSenderShown(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"Équipe Acme", "From Équipe Acme &lt;x@y.example&gt; ·"},
+		{"support@acme.example", "From x@y.example (name: &quot;support@acme.example&quot;) ·"},
+	} {
+		m := rpc.Message{ID: 1, Subject: "s", EnvelopeFrom: "x@y.example", FromName: c.name, Recipients: []string{"a@example.com"}}
+		for _, p := range [][]byte{Inbox([]rpc.Message{m}, "/b"), Message(m, "/b")} {
+			if !strings.Contains(string(p), c.want) {
+				t.Errorf("%q: page lacks %q:\n%s", c.name, c.want, p)
+			}
+		}
+	}
+}
+
 func TestPagesAreTheReferences(t *testing.T) {
 	msgs := []rpc.Message{
 		{ID: 1, Subject: "Welcome", EnvelopeFrom: "no-reply@candidate.websitebench.local", Recipients: []string{"a@example.com"}},

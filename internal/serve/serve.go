@@ -4,6 +4,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/credfiles"
+	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/logging"
@@ -35,18 +38,19 @@ import (
 
 // StoreFlags choose and size the message store; up passes them through.
 func StoreFlags() []cli.Flag {
+	d := DefaultStore()
 	return []cli.Flag{
-		&cli.StringFlag{Name: "store", Value: "sqlite", Usage: "where the ledger and the mail live: sqlite (embedded, in --data), mailpit (mail in Mailpit, the ledger in --data) or postgres (both in PostgreSQL, which several planes may share)"},
+		&cli.StringFlag{Name: "store", Value: d.Kind, Usage: "where the ledger and the mail live: sqlite (embedded, in --data), mailpit (mail in Mailpit, the ledger in --data) or postgres (both in PostgreSQL, which several planes may share)"},
 		&cli.StringFlag{Name: "dsn-file", Usage: "with --store postgres: a file holding the database's DSN (libpq key=value or postgres:// URL), e.g. from systemd's LoadCredential (default: $" + DSNEnv + ")"},
 		&cli.StringFlag{Name: "mailpit-socket", Usage: "with --store mailpit: HTTP socket (http.sock) of a running Mailpit (default: $" + mailpit.SocketEnv + "; if neither, the plane starts its own Mailpit)"},
 		&cli.StringFlag{Name: "mailpit-smtp-socket", Usage: "SMTP socket of that Mailpit (default: smtp.sock beside --mailpit-socket)"},
-		&cli.StringFlag{Name: "mailpit-runtime", Value: mailpit.RuntimeBinary, Usage: "how the plane runs its own Mailpit: binary or docker"},
+		&cli.StringFlag{Name: "mailpit-runtime", Value: d.MailpitRuntime, Usage: "how the plane runs its own Mailpit: binary or docker"},
 		&cli.StringFlag{Name: "mailpit-binary", Usage: "mailpit executable for --mailpit-runtime binary (default: mailpit on PATH)", EnvVars: []string{"MAILPLANE_MAILPIT"}},
-		&cli.StringFlag{Name: "mailpit-image", Value: mailpit.DefaultImage, Usage: "image for --mailpit-runtime docker"},
-		&cli.Int64Flag{Name: "quota-messages", Value: plane.DefaultQuotas.Messages, Usage: "messages per namespace (0: unlimited)"},
-		&cli.Int64Flag{Name: "quota-bytes", Value: plane.DefaultQuotas.Bytes, Usage: "stored bytes per namespace (0: unlimited)"},
-		&cli.Int64Flag{Name: "event-budget", Value: ledger.DefaultEventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
-		&cli.DurationFlag{Name: "evidence-retention", Value: plane.DefaultRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
+		&cli.StringFlag{Name: "mailpit-image", Value: d.MailpitImage, Usage: "image for --mailpit-runtime docker"},
+		&cli.Int64Flag{Name: "quota-messages", Value: d.QuotaMessages, Usage: "messages per namespace (0: unlimited)"},
+		&cli.Int64Flag{Name: "quota-bytes", Value: d.QuotaBytes, Usage: "stored bytes per namespace (0: unlimited)"},
+		&cli.Int64Flag{Name: "event-budget", Value: d.EventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
+		&cli.DurationFlag{Name: "evidence-retention", Value: d.EvidenceRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
 
@@ -56,6 +60,7 @@ const DSNEnv = "MAILPLANE_DSN"
 
 // Command is mail-plane serve: the broker's composition root.
 func Command() *cli.Command {
+	d := Defaults()
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the broker on its Unix socket",
@@ -63,13 +68,13 @@ func Command() *cli.Command {
 			"(SO_PEERCRED) and each call by a grant. On first start it writes admin.grant and gateway.grant\n" +
 			"(mode 0600) into --grants-dir.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "Unix socket to listen on (its directory is created 0750)", EnvVars: []string{"MAILPLANE_SOCKET"}},
-			&cli.StringFlag{Name: "socket-mode", Value: "0660", Usage: "file mode of the socket"},
-			&cli.StringFlag{Name: "data", Value: cliapp.DefaultData, Usage: "directory of the database (created 0700)", EnvVars: []string{"MAILPLANE_DATA"}},
+			&cli.StringFlag{Name: "socket", Value: d.Socket, Usage: "Unix socket to listen on (its directory is created 0750)", EnvVars: []string{"MAILPLANE_SOCKET"}},
+			&cli.StringFlag{Name: "socket-mode", Value: d.SocketMode, Usage: "file mode of the socket"},
+			&cli.StringFlag{Name: "data", Value: d.Data, Usage: "directory of the database (created 0700)", EnvVars: []string{"MAILPLANE_DATA"}},
 			&cli.StringFlag{Name: "grants-dir", Usage: "where admin.grant and gateway.grant are kept (default: --data)"},
 			&cli.StringSliceFlag{Name: "allow-uid", Usage: "ROLE=UID[,UID...]: only these uids may use ROLE's grants (repeatable)"},
 			&cli.StringSliceFlag{Name: "allow-gid", Usage: "ROLE=GID[,GID...]: only these gids may use ROLE's grants (repeatable)"},
-			&cli.DurationFlag{Name: "rpc-read-timeout", Value: plane.DefaultReadTimeout, Usage: "how long a caller may take to send one request"},
+			&cli.DurationFlag{Name: "rpc-read-timeout", Value: d.RPCReadTimeout, Usage: "how long a caller may take to send one request"},
 			&cli.StringFlag{Name: "advertise-writer", Usage: "URL of the shared mail-writer's HTTP door, as candidates reach it (enables trial.open)"},
 			&cli.StringFlag{Name: "advertise-inbox", Usage: "URL of the shared mail-inbox, as agents reach it"},
 			&cli.StringFlag{Name: "advertise-gateway", Usage: "URL of mail-gateway, as evaluators reach it"},
@@ -87,127 +92,168 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cliapp.UsageError{Err: err}
 	}
-	mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
+	return Run(ConfigFromFlags(c), log)
+}
+
+// Run runs the plane cfg describes until SIGINT or SIGTERM.
+func Run(cfg Config, log zerolog.Logger) error {
+	mode, err := strconv.ParseUint(cfg.SocketMode, 8, 32)
 	if err != nil || mode > 0o777 {
-		return cliapp.Usagef("--socket-mode %q: want an octal file mode such as 0660", c.String("socket-mode"))
+		return cliapp.Usagef("--socket-mode %q: want an octal file mode such as 0660", cfg.SocketMode)
 	}
 	peers := peercred.Policy{}
-	if err := peers.ParseAllow(c.StringSlice("allow-uid"), false, rpc.RoleNames); err != nil {
+	if err := peers.ParseAllow(cfg.AllowUID, false, rpc.RoleNames); err != nil {
 		return cliapp.Usagef("--allow-uid: %v", err)
 	}
-	if err := peers.ParseAllow(c.StringSlice("allow-gid"), true, rpc.RoleNames); err != nil {
+	if err := peers.ParseAllow(cfg.AllowGID, true, rpc.RoleNames); err != nil {
 		return cliapp.Usagef("--allow-gid: %v", err)
 	}
-	quotas := plane.Quotas{Messages: c.Int64("quota-messages"), Bytes: c.Int64("quota-bytes")}
+	st := cfg.Store
+	quotas := plane.Quotas{Messages: st.QuotaMessages, Bytes: st.QuotaBytes}
 	if quotas.Messages < 0 || quotas.Bytes < 0 {
 		return cliapp.Usagef("quotas must not be negative")
 	}
-	if c.Int64("event-budget") < 0 || c.Duration("evidence-retention") <= 0 {
+	if st.EventBudget < 0 || st.EvidenceRetention <= 0 {
 		return cliapp.Usagef("--event-budget must not be negative, --evidence-retention must be positive")
+	}
+	adv, err := advertise(cfg.Advertise)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	data := c.String("data")
-	l, err := openLedger(ctx, c)
+	l, err := openLedger(ctx, st, cfg.Data)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	store, err := openStore(ctx, c, l, log)
+	id, err := planeID(cfg.Data)
+	if err != nil {
+		return err
+	}
+	if err := l.SetPlane(ctx, id); err != nil {
+		return err
+	}
+	store, err := openStore(ctx, st, cfg.Data, l, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	broker := plane.NewBroker(l, store, quotas, log)
-	broker.SetEvidence(c.Int64("event-budget"), c.Duration("evidence-retention"))
-	adv, err := advertise(c)
-	if err != nil {
+	broker.SetEvidence(st.EventBudget, st.EvidenceRetention)
+	if err := setSigner(broker, cfg.Data); err != nil {
 		return err
 	}
 	broker.SetAdvertise(adv)
-	grants := c.String("grants-dir")
-	if grants == "" {
-		grants = data
-	}
-	// The gateway's and admin's grants, and the shared writer's and
-	// inbox's: surfaces that serve every trial.
-	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway, rpc.RoleWriter, rpc.RoleInbox} {
+	grants := cmp.Or(cfg.GrantsDir, cfg.Data)
+	// The gateway's, admin's and console's grants, and the shared
+	// writer's and inbox's: surfaces that serve every trial.
+	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway, rpc.RoleWriter, rpc.RoleInbox, rpc.RoleConsole} {
 		if err := ensureGrantFile(ctx, broker, filepath.Join(grants, string(role)+".grant"), role); err != nil {
 			return err
 		}
 	}
-	ln, err := plane.Listen(c.String("socket"), os.FileMode(mode))
+	ln, err := plane.Listen(cfg.Socket, os.FileMode(mode))
 	if err != nil {
 		return cliapp.Usagef("%v", err)
 	}
-	srv := plane.NewServer(broker, peers, c.Duration("rpc-read-timeout"), log).HTTPServer()
+	srv := plane.NewServer(broker, peers, cfg.RPCReadTimeout, log).HTTPServer()
 	go broker.Run(ctx)
 	go l.Watch(ctx, broker.Changed)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("socket", c.String("socket")).Str("store", c.String("store")).Str("data", data).
+	log.Info().Str("socket", cfg.Socket).Str("store", st.Kind).Str("data", cfg.Data).Str("plane", id).
 		Int64("quota_messages", quotas.Messages).Int64("quota_bytes", quotas.Bytes).Msg("plane listening")
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	log.Info().Msg("shutting down")
-	// Whatever hangs (a store that does not answer), the process ends.
-	time.AfterFunc(15*time.Second, func() {
-		log.Error().Msg("shutdown took longer than 15s; exiting")
-		os.Exit(1)
-	})
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		srv.Close()
-	}
-	os.Remove(c.String("socket"))
+	shutdown(srv, cfg.Socket, log)
 	return nil
 }
 
-// advertise reads the --advertise-* flags: all or none.
-func advertise(c *cli.Context) (plane.Advertise, error) {
+// Shutdown bounds: the RPC server's drain (open long-polls end at once,
+// as the broker's Run ends with the context; a call still running after
+// drainTimeout is cut), and the whole of a stop, whatever hangs (a store
+// that does not answer).
+const (
+	drainTimeout = 5 * time.Second
+	exitTimeout  = 15 * time.Second
+)
+
+// shutdown drains the RPC server within drainTimeout and removes the
+// socket; past exitTimeout the process exits whatever still runs.
+func shutdown(srv *http.Server, socket string, log zerolog.Logger) {
+	log.Info().Msg("shutting down")
+	time.AfterFunc(exitTimeout, func() {
+		log.Error().Msg("shutdown took longer than " + exitTimeout.String() + "; exiting")
+		os.Exit(1)
+	})
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn().Err(err).Msg("RPC calls still running after " + drainTimeout.String() + "; closing them")
+		srv.Close()
+	}
+	os.Remove(socket)
+}
+
+// setSigner gives the broker the key it signs trails with, kept in the
+// data directory (minted 0600 at first start; it never leaves it).
+func setSigner(b *plane.Broker, data string) error {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	key, err := evidence.EnsureKey(filepath.Join(data, evidence.KeyFile))
+	if err != nil {
+		return fmt.Errorf("evidence key: %w", err)
+	}
+	b.SetSigner(key)
+	return nil
+}
+
+// advertise checks the --advertise-* flags: all four URLs or none.
+func advertise(c AdvertiseConfig) (plane.Advertise, error) {
 	var a plane.Advertise
-	names := []string{"advertise-writer", "advertise-inbox", "advertise-gateway", "advertise-smtp"}
+	urls := []struct{ name, v string }{{"advertise-writer", c.Writer}, {"advertise-inbox", c.Inbox}, {"advertise-gateway", c.Gateway}}
 	set := 0
-	for _, n := range names {
-		if c.String(n) != "" {
+	for _, v := range []string{c.Writer, c.Inbox, c.Gateway, c.SMTP} {
+		if v != "" {
 			set++
 		}
 	}
 	if set == 0 {
 		return a, nil
 	}
-	if set != len(names) {
+	if set != 4 {
 		return a, cliapp.Usagef("--advertise-writer, --advertise-inbox, --advertise-gateway and --advertise-smtp go together")
 	}
-	for _, n := range names[:3] {
-		u, err := url.Parse(c.String(n))
+	for _, n := range urls {
+		u, err := url.Parse(n.v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return a, cliapp.Usagef("--%s %q: want an origin such as http://127.0.0.1:8030", n, c.String(n))
+			return a, cliapp.Usagef("--%s %q: want an origin such as http://127.0.0.1:8030", n.name, n.v)
 		}
 	}
-	host, port, err := net.SplitHostPort(c.String("advertise-smtp"))
+	host, port, err := net.SplitHostPort(c.SMTP)
 	p, perr := strconv.Atoi(port)
 	if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
-		return a, cliapp.Usagef("--advertise-smtp %q: want HOST:PORT", c.String("advertise-smtp"))
+		return a, cliapp.Usagef("--advertise-smtp %q: want HOST:PORT", c.SMTP)
 	}
-	trim := func(n string) string { return strings.TrimSuffix(c.String(n), "/") }
-	return plane.Advertise{WriterURL: trim("advertise-writer"), InboxURL: trim("advertise-inbox"), GatewayURL: trim("advertise-gateway"),
-		SMTPHost: host, SMTPPort: p, CAFile: c.String("advertise-ca-file"), SMTPTLSPort: c.Int("advertise-smtp-tls-port"),
-		WriterHTTPSURL: trim("advertise-writer-https")}, nil
+	trim := func(v string) string { return strings.TrimSuffix(v, "/") }
+	return plane.Advertise{WriterURL: trim(c.Writer), InboxURL: trim(c.Inbox), GatewayURL: trim(c.Gateway),
+		SMTPHost: host, SMTPPort: p, CAFile: c.CAFile, SMTPTLSPort: c.SMTPTLSPort,
+		WriterHTTPSURL: trim(c.WriterHTTPS)}, nil
 }
 
 // openLedger opens the ledger the flags ask for: in --data, or with
 // --store postgres in the database the DSN names.
-func openLedger(ctx context.Context, c *cli.Context) (*ledger.Ledger, error) {
-	if c.String("store") != "postgres" {
-		return ledger.Open(ctx, c.String("data"))
+func openLedger(ctx context.Context, c StoreConfig, data string) (*ledger.Ledger, error) {
+	if c.Kind != "postgres" {
+		return ledger.Open(ctx, data)
 	}
-	dsn, err := readDSN(c.String("dsn-file"))
+	dsn, err := readDSN(c.DSNFile)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +286,8 @@ func readDSN(file string) (string, error) {
 }
 
 // openStore opens the message store the flags ask for.
-func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
-	switch c.String("store") {
+func openStore(ctx context.Context, c StoreConfig, data string, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
+	switch c.Kind {
 	case "sqlite":
 		w, r := l.Handles()
 		return msgstore.NewSQLite(ctx, w, r)
@@ -252,22 +298,22 @@ func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolo
 		// The flag, else the reference's variable (blank counts as unset);
 		// with neither, the plane runs a private Mailpit whose database
 		// lives in --data, so its mail outlives the process.
-		socket := strings.TrimSpace(c.String("mailpit-socket"))
+		socket := strings.TrimSpace(c.MailpitSocket)
 		if socket == "" {
 			socket = strings.TrimSpace(os.Getenv(mailpit.SocketEnv))
 		}
-		how := c.String("mailpit-runtime")
+		how := c.MailpitRuntime
 		if how != mailpit.RuntimeBinary && how != mailpit.RuntimeDocker {
 			return nil, cliapp.Usagef("--mailpit-runtime %q: want binary or docker", how)
 		}
 		s, err := mailpit.Open(ctx, mailpit.Options{
 			HTTPSocket: socket,
-			SMTPSocket: c.String("mailpit-smtp-socket"),
+			SMTPSocket: c.MailpitSMTPSocket,
 			Ephemeral: mailpit.EphemeralConfig{
 				Runtime: how,
-				Binary:  c.String("mailpit-binary"),
-				Image:   c.String("mailpit-image"),
-				DataDir: filepath.Join(c.String("data"), "mailpit"),
+				Binary:  c.MailpitBinary,
+				Image:   c.MailpitImage,
+				DataDir: filepath.Join(data, "mailpit"),
 			},
 			Log: log,
 		})
@@ -279,7 +325,7 @@ func openStore(ctx context.Context, c *cli.Context, l *ledger.Ledger, log zerolo
 		}
 		return s, nil
 	}
-	return nil, cliapp.Usagef("--store %q: want sqlite, mailpit or postgres", c.String("store"))
+	return nil, cliapp.Usagef("--store %q: want sqlite, mailpit or postgres", c.Kind)
 }
 
 // ensureGrantFile keeps a grant for role in path: minted and written (0600)
@@ -302,3 +348,39 @@ func ensureGrantFile(ctx context.Context, b *plane.Broker, path string, role rpc
 	}
 	return credfiles.WriteSecret(path, g)
 }
+
+// PlaneIDFile, in the plane's data directory, holds its identity: minted
+// at first start, kept for ever after. On a PostgreSQL database several
+// planes share, it tells whose trial an SMTP port is (ledger.SetPlane).
+const PlaneIDFile = "plane.id"
+
+// planeID reads the plane's identity from dir, minting it on first start.
+func planeID(dir string) (string, error) {
+	path := filepath.Join(dir, PlaneIDFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", err
+		}
+		id := "plane-" + ident.Hex(8)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteString(id + "\n")
+		if err := errors.Join(err, f.Sync(), f.Close()); err != nil {
+			return "", err
+		}
+		return id, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(b))
+	if !planeIDSyntax.MatchString(id) {
+		return "", fmt.Errorf("%s: not a plane identity (want plane- and 16 hex digits)", path)
+	}
+	return id, nil
+}
+
+var planeIDSyntax = regexp.MustCompile(`^plane-[0-9a-f]{16}$`)

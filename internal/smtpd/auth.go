@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -15,11 +16,15 @@ import (
 // SMTP AUTH (RFC 4954), PLAIN and LOGIN, as Resend's SMTP service takes it:
 // any user name, and the password is the trial's mail-API token (whatever
 // POST /emails takes as a Bearer). The writer does not judge the password:
-// it asks the plane (a CredentialOnly send, rpc.ViaSMTPAuth), so a wrong
+// it asks the plane (rpc.MethodCredentialCheck, rpc.ViaSMTPAuth), so a wrong
 // one is 535 at AUTH and nothing the client sends afterwards is stored
 // under it. Each message of an authenticated session is then offered with
 // rpc.ViaSMTPAuth and that password. A client that never authenticates
-// keeps the listener's behaviour (fixed or select).
+// keeps the listener's behaviour (fixed or select), unless the listener
+// requires AUTH (Config.RequireAuth): then MAIL is 530, the same reply
+// on every such listener. On a trial's own port (Config.TrialPort) the
+// password must open that port's trial. A session gets MaxAuthFailures
+// attempts, and failures slow down the listener's refusals (authfail.go).
 //
 // AUTH is offered on a TLS connection (after STARTTLS, or on the implicit
 // TLS listener), and on a plain one only when the client reached the
@@ -117,18 +122,16 @@ func (s *session) checkAuthState() error {
 func (s *session) authenticate(password string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
 	defer cancel()
-	_, err := s.srv.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaSMTPAuth, Credential: password, CredentialOnly: true})
+	err := s.srv.plane.CheckCredential(ctx, &rpc.CredentialRequest{Via: rpc.ViaSMTPAuth, Credential: password, Port: s.authPort()})
 	switch code := rpc.CodeOf(err); {
 	case err == nil:
 		s.password, s.authFailed = password, false
 		return nil
 	case code == rpc.CodeUnauthorized:
-		s.authFailed = true
-		return smtp.ErrAuthFailed
+		return s.authFailure()
 	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		s.srv.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
-		s.authFailed = true
-		return smtp.ErrAuthFailed
+		return s.authFailure()
 	case rpc.IsOutage(err):
 		s.srv.log.Warn().Str("code", code).Msg("smtp auth: plane unavailable")
 		return errAuthUnavailable
@@ -136,6 +139,32 @@ func (s *session) authenticate(password string) error {
 		s.srv.log.Error().Err(err).Msg("smtp auth: unexpected answer from the plane")
 		return errAuthUnavailable
 	}
+}
+
+// authFailure answers a refused AUTH, after the listener's delay
+// (authfail.go): 535, or 421 and the end of the session at its last
+// allowed failure. Past the refusal, MAIL is refused until an AUTH
+// succeeds.
+func (s *session) authFailure() error {
+	s.authFailed = true
+	s.failures++
+	time.Sleep(min(s.srv.failures.fail(time.Now()), s.srv.cfg.authFailureDelay()))
+	if s.failures >= MaxAuthFailures {
+		s.conn.closeAfterReply()
+		return errAuthLockout
+	}
+	return smtp.ErrAuthFailed
+}
+
+// authPort is the port an AUTH password must open on a trial's own
+// listener (Config.TrialPort): the plane refuses another trial's token
+// there as it refuses a wrong one. Elsewhere it is 0: the token alone
+// selects the trial.
+func (s *session) authPort() int {
+	if s.srv.cfg.TrialPort {
+		return s.port
+	}
+	return 0
 }
 
 // loginServer is the LOGIN mechanism (draft-murchison-sasl-login), which

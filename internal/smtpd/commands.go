@@ -38,6 +38,7 @@ type commandConn struct {
 	max       int
 	replies   int  // only the session's goroutine writes
 	encrypted bool // STARTTLS succeeded
+	closing   bool // close once the next reply is written
 	over      atomic.Bool
 }
 
@@ -51,6 +52,13 @@ func (c *commandConn) Write(b []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Write(b)
+	if c.closing {
+		// The reply that ends the session (a 421) is out, in clear or
+		// as one TLS record.
+		c.over.Store(true)
+		c.Conn.Close()
+		return n, err
+	}
 	if err != nil || c.max <= 0 {
 		return n, err
 	}
@@ -70,6 +78,14 @@ func (c *commandConn) Write(b []byte) (int, error) {
 		c.Conn.Close()
 	}
 	return n, err
+}
+
+// closeAfterReply ends the session once the reply being prepared is
+// written. Only the session's goroutine calls it.
+func (c *commandConn) closeAfterReply() {
+	if c != nil {
+		c.closing = true
+	}
 }
 
 // exhausted reports whether the session is past its command limit.

@@ -25,6 +25,8 @@ func (acceptAll) Send(context.Context, *rpc.SendRequest) (rpc.SendResponse, erro
 	return rpc.SendResponse{ID: "id", Seq: 1}, nil
 }
 
+func (acceptAll) CheckCredential(context.Context, *rpc.CredentialRequest) error { return nil }
+
 // The listener handles a session in time linear in what the client sends:
 // many commands, many recipients, long command lines, long DATA of many
 // lines, dot-stuffing, and headers folded many times (which a selecting
@@ -35,7 +37,7 @@ func (acceptAll) Send(context.Context, *rpc.SendRequest) (rpc.SendResponse, erro
 // are lifted so that the work grows with n instead of stopping at them.
 func TestSessionLinear(t *testing.T) {
 	ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-	srv := smtpd.New(smtpd.Config{Mode: smtpd.Select, MaxRecipients: 1 << 30, MaxCommands: 1 << 30}, acceptAll{}, zerolog.Nop())
+	srv := smtpd.New(smtpd.Config{Mode: smtpd.Select, MaxMessageBytes: 1 << 30, MaxRecipients: 1 << 30, MaxCommands: 1 << 30}, acceptAll{}, zerolog.Nop())
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	addr := ln
@@ -55,21 +57,21 @@ func TestSessionLinear(t *testing.T) {
 	}{
 		{"folded header in DATA", message(func(n int) string {
 			return "X-WebsiteBench-Namespace: ns\r\nX: a\r\n" + strings.Repeat(" \r\n", n) + "\r\nbody\r\n"
-		}), 20_000},
-		{"many header fields in DATA", message(func(n int) string { return strings.Repeat("X-A: b\r\n", n) + "\r\nbody\r\n" }), 10_000},
-		{"many short lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("a\r\n", n) }), 20_000},
-		{"dot-stuffed lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("..x\r\n", n) }), 20_000},
-		{"long lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat(strings.Repeat("x", 8000)+"\r\n", n) }), 8},
+		}), 320_000},
+		{"many header fields in DATA", message(func(n int) string { return strings.Repeat("X-A: b\r\n", n) + "\r\nbody\r\n" }), 160_000},
+		{"many short lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("a\r\n", n) }), 320_000},
+		{"dot-stuffed lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("..x\r\n", n) }), 320_000},
+		{"long lines in DATA", message(func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat(strings.Repeat("x", 8000)+"\r\n", n) }), 128},
 		{"many recipients", func(n int) (string, int) {
 			return hello + strings.Repeat("RCPT TO:<u@example.com>\r\n", n) + data + "Subject: s\r\n\r\nb\r\n" + end, 1
-		}, 500},
-		{"many commands", func(n int) (string, int) { return hello + strings.Repeat("NOOP\r\n", n) + "QUIT\r\n", 0 }, 500},
+		}, 4000},
+		{"many commands", func(n int) (string, int) { return hello + strings.Repeat("NOOP\r\n", n) + "QUIT\r\n", 0 }, 8000},
 		{"long commands", func(n int) (string, int) {
 			return hello + strings.Repeat("NOOP "+strings.Repeat("x", 4000)+"\r\n", n) + "QUIT\r\n", 0
-		}, 50},
+		}, 400},
 		{"many messages", func(n int) (string, int) {
 			return "EHLO client.example\r\n" + strings.Repeat("MAIL FROM:<"+rpc.CandidateSender+">\r\nRCPT TO:<u@example.com>\r\nDATA\r\nSubject: s\r\n\r\nb\r\n.\r\n", n) + "QUIT\r\n", n
-		}, 100},
+		}, 800},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			complexity.Linear(t, "smtpd/"+c.name, func(n int) func() {

@@ -1,33 +1,37 @@
 package smtpd_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/writer/writertest"
-	"github.com/websitebench/mailplane/pkg/rpc"
+	"github.com/websitebench/mailplane/pkg/mailclient"
 )
 
-// TestFrameworks: the mail settings of the frameworks in README.md's
-// "Configure your framework" table, as a site would write them, against a
-// TLS writer, each trusting the exported CA through SSL_CERT_FILE (the
-// variable up's bundle suggests): Django's SMTP backend with EMAIL_USE_TLS
-// and with EMAIL_USE_SSL, Rails' smtp_settings (ActionMailer delivers
-// through the mail gem, tested here directly) with enable_starttls_auto
-// and with tls, and Laravel's mailer (Symfony Mailer) with smtp:// and
-// smtps:// DSNs. Each message is read back. A framework whose runtime is
-// not installed (make deps installs them) is skipped loudly, and fails
-// under CI.
+// TestFrameworks: the mail settings of the frameworks in docs/candidate.md's
+// "Configure your framework" table, as a site would write them, read from
+// the candidate's environment of a trial on an `up` stack: host, port,
+// WEBSITEBENCH_SMTP_USERNAME and WEBSITEBENCH_SMTP_PASSWORD, against the
+// trial's own port (which requires AUTH), each trusting the exported CA
+// through SSL_CERT_FILE (the variable up's bundle suggests): Django's SMTP
+// backend with EMAIL_USE_TLS and with EMAIL_USE_SSL (on the implicit-TLS
+// port), Rails' smtp_settings (ActionMailer delivers through the mail gem,
+// tested here directly) with enable_starttls_auto and with tls, and
+// Laravel's mailer (Symfony Mailer) with smtp:// and smtps:// DSNs. Each
+// message is read back. A framework whose runtime is not installed (make
+// deps installs them) is skipped loudly, and fails under CI.
 func TestFrameworks(t *testing.T) {
-	p := itest.StartPlane(t, "--quota-messages", "0", "--quota-bytes", "0")
-	id := p.Trial(t, rpc.ProfileCandidate)
-	w := writertest.StartTLS(t, p, id, "fixed", "127.0.0.1")
-	env := append(os.Environ(), "SSL_CERT_FILE="+w.CAFile)
-	tok := id.MailAPIToken
+	s := itest.StartUp(t, "--trials", "1", "--quota-messages", "0")
+	b := s.Bundle.Trials[0]
+	env := append(os.Environ(), "SSL_CERT_FILE="+b.CAFile)
+	for k, v := range b.CandidateEnvironment {
+		env = append(env, k+"="+v)
+	}
 	want := map[string]string{}
 
 	have := func(name string, check ...string) bool {
@@ -46,19 +50,21 @@ func TestFrameworks(t *testing.T) {
 			subject, settings string
 			port              int
 		}{
-			{"django tls", "EMAIL_USE_TLS=True", w.SMTPPort},
-			{"django ssl", "EMAIL_USE_SSL=True", w.SMTPTLSPort},
+			{"django tls", "EMAIL_USE_TLS=True", b.SMTPPort},
+			{"django ssl", "EMAIL_USE_SSL=True", b.SMTPTLSPort},
 		} {
 			py := fmt.Sprintf(`
-import django
+import os, django
 from django.conf import settings
+env = os.environ
 settings.configure(EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
-    EMAIL_HOST="localhost", EMAIL_PORT=%d, %s, EMAIL_TIMEOUT=10,
-    EMAIL_HOST_USER="resend", EMAIL_HOST_PASSWORD=%q, DEFAULT_FROM_EMAIL=%q)
+    EMAIL_HOST=env["WEBSITEBENCH_SMTP_HOST"], EMAIL_PORT=%d, %s, EMAIL_TIMEOUT=10,
+    EMAIL_HOST_USER=env["WEBSITEBENCH_SMTP_USERNAME"], EMAIL_HOST_PASSWORD=env["WEBSITEBENCH_SMTP_PASSWORD"],
+    DEFAULT_FROM_EMAIL=env["WEBSITEBENCH_SMTP_FROM"])
 django.setup()
 from django.core.mail import send_mail
 assert send_mail(%q, "Your code is 515151.", None, ["dj@example.com"], fail_silently=False) == 1
-`, c.port, c.settings, tok, sender, c.subject)
+`, c.port, c.settings, c.subject)
 			cmd := exec.Command("/usr/bin/python3", "-c", py)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -74,22 +80,22 @@ assert send_mail(%q, "Your code is 515151.", None, ["dj@example.com"], fail_sile
 			subject, settings string
 			port              int
 		}{
-			{"rails starttls", "enable_starttls_auto: true", w.SMTPPort},
-			{"rails tls", "tls: true", w.SMTPTLSPort},
+			{"rails starttls", "enable_starttls_auto: true", b.SMTPPort},
+			{"rails tls", "tls: true", b.SMTPTLSPort},
 		} {
 			rb := fmt.Sprintf(`
 require "mail"
 m = Mail.new do
-  from %q
+  from ENV.fetch("WEBSITEBENCH_SMTP_FROM")
   to "rb@example.com"
   subject %q
   body "Your code is 626262."
 end
-m.delivery_method :smtp, address: "localhost", port: %d, domain: "site.example",
-  user_name: "resend", password: %q, authentication: :plain, %s,
-  openssl_verify_mode: "peer", open_timeout: 10, read_timeout: 10
+m.delivery_method :smtp, address: ENV.fetch("WEBSITEBENCH_SMTP_HOST"), port: %d, domain: "site.example",
+  user_name: ENV.fetch("WEBSITEBENCH_SMTP_USERNAME"), password: ENV.fetch("WEBSITEBENCH_SMTP_PASSWORD"),
+  authentication: :plain, %s, openssl_verify_mode: "peer", open_timeout: 10, read_timeout: 10
 m.deliver!
-`, sender, c.subject, c.port, tok, c.settings)
+`, c.subject, c.port, c.settings)
 			cmd := exec.Command("ruby", "-e", rb)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -101,9 +107,12 @@ m.deliver!
 	}
 
 	if have("PHP's Symfony Mailer (Laravel's mailer)", "php", "-r", `require "/usr/share/php/Symfony/Component/Mailer/autoload.php";`) {
-		for _, c := range []struct{ subject, dsn string }{
-			{"laravel tls", fmt.Sprintf("smtp://resend:%s@localhost:%d", tok, w.SMTPPort)},
-			{"laravel ssl", fmt.Sprintf("smtps://resend:%s@localhost:%d", tok, w.SMTPTLSPort)},
+		for _, c := range []struct {
+			subject, scheme string
+			port            int
+		}{
+			{"laravel tls", "smtp", b.SMTPPort},
+			{"laravel ssl", "smtps", b.SMTPTLSPort},
 		} {
 			php := fmt.Sprintf(`
 require "/usr/share/php/Symfony/Component/Mailer/autoload.php";
@@ -111,9 +120,11 @@ require "/usr/share/php/Symfony/Component/Mime/autoload.php";
 use Symfony\Component\Mailer\Transport;
 use Symfony\Component\Mailer\Mailer;
 use Symfony\Component\Mime\Email;
-$mailer = new Mailer(Transport::fromDsn(%q));
-$mailer->send((new Email())->from(%q)->to("php@example.com")->subject(%q)->text("Your code is 737373."));
-`, c.dsn, sender, c.subject)
+$dsn = sprintf("%s://%%s:%%s@%%s:%d", rawurlencode(getenv("WEBSITEBENCH_SMTP_USERNAME")),
+    rawurlencode(getenv("WEBSITEBENCH_SMTP_PASSWORD")), getenv("WEBSITEBENCH_SMTP_HOST"));
+$mailer = new Mailer(Transport::fromDsn($dsn));
+$mailer->send((new Email())->from(getenv("WEBSITEBENCH_SMTP_FROM"))->to("php@example.com")->subject(%q)->text("Your code is 737373."));
+`, c.scheme, c.port, c.subject)
 			cmd := exec.Command("php", "-r", php)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -125,7 +136,13 @@ $mailer->send((new Email())->from(%q)->to("php@example.com")->subject(%q)->text(
 	}
 
 	got := map[string]string{}
-	for _, m := range writertest.Messages(t, p, id) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, err := mailclient.New(b.APIURL, b.Namespace, b.ReadCapability).List(ctx, mailclient.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
 		got[m.Subject] = strings.TrimRight(m.Text, "\r\n")
 	}
 	for subject, text := range want {

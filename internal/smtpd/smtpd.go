@@ -30,11 +30,14 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -70,9 +73,11 @@ const (
 	CapabilityHeader = "X-WebsiteBench-Capability"
 )
 
-// Sender is the one plane call the listener makes; *rpc.Client is one.
+// Sender is the plane calls the listener makes (a message, an AUTH's
+// credential); *rpc.Client is one.
 type Sender interface {
 	Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error)
+	CheckCredential(ctx context.Context, req *rpc.CredentialRequest) error
 }
 
 // Config of one listener. Zero limits take the defaults.
@@ -92,6 +97,34 @@ type Config struct {
 	// of a writer whose trials have ports of their own, where nothing but
 	// AUTH can say which trial a message is for.
 	RequireAuth bool
+	// TrialPort marks a trial's own port on a shared writer: an AUTH
+	// password must open the trial that owns the port (the plane checks
+	// rpc.SendRequest.Port with rpc.ViaSMTPAuth), so another trial's
+	// token is refused there like a wrong one.
+	TrialPort bool
+	// AuthFailureDelay bounds how long a refused AUTH waits as failures
+	// on the listener mount (authfail.go): 0 is limits.AuthFailureMaxDelay,
+	// negative is no wait (the lockout after MaxAuthFailures stays).
+	AuthFailureDelay time.Duration
+	// Shares bound the messages each trial has in flight to the plane
+	// (limits.TrialSends), shared by every listener of a writer; nil: a
+	// listener's own.
+	Shares *connlimit.Shares
+	// Door is the key of the trial's doors inside its network namespace
+	// that this listener is one of (rpc.NetnsDoor): its plain messages
+	// name the door, not the port, which other namespaces repeat.
+	Door string
+}
+
+// authFailureDelay is AuthFailureDelay with its default.
+func (c *Config) authFailureDelay() time.Duration {
+	switch {
+	case c.AuthFailureDelay < 0:
+		return 0
+	case c.AuthFailureDelay == 0:
+		return limits.AuthFailureMaxDelay
+	}
+	return min(c.AuthFailureDelay, limits.AuthFailureMaxDelay)
 }
 
 // Server is one SMTP listener.
@@ -100,6 +133,12 @@ type Server struct {
 	plane Sender
 	log   zerolog.Logger
 	smtp  *smtp.Server
+	// failures are the listener's recent failed AUTHs (authfail.go).
+	failures authFailures
+	// closing ends the holds of faults (faults.go) when the listener
+	// closes or shuts down.
+	closing     chan struct{}
+	closingOnce sync.Once
 }
 
 // New returns a listener that offers messages to plane.
@@ -116,7 +155,10 @@ func New(cfg Config, plane Sender, log zerolog.Logger) *Server {
 	if cfg.MaxCommands <= 0 {
 		cfg.MaxCommands = DefaultMaxCommands
 	}
-	s := &Server{cfg: cfg, plane: plane, log: log}
+	if cfg.Shares == nil {
+		cfg.Shares = connlimit.NewShares(limits.TrialSends)
+	}
+	s := &Server{cfg: cfg, plane: plane, log: log, closing: make(chan struct{})}
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Domain = Domain
 	// go-smtp counts this limit exclusively: a body of exactly
@@ -155,10 +197,16 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting and waits for open sessions, until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.smtp.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closingOnce.Do(func() { close(s.closing) })
+	return s.smtp.Shutdown(ctx)
+}
 
 // Close closes the listener and every open session at once.
-func (s *Server) Close() error { return s.smtp.Close() }
+func (s *Server) Close() error {
+	s.closingOnce.Do(func() { close(s.closing) })
+	return s.smtp.Close()
+}
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	cc, _ := innerConn(c.Conn()).(*commandConn)
@@ -181,6 +229,7 @@ var (
 	errLocal             = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Local error in processing"}
 	errIncomplete        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Message incomplete; nothing delivered"}
 	errCommandLimit      = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Command limit exceeded"}
+	errTrialBusy         = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "Too many messages of this trial in flight; try again later"}
 )
 
 // refusal turns a plane error into the reply for a DATA that was not
@@ -231,6 +280,7 @@ type session struct {
 	// authFailed is set by a refused one (auth.go).
 	password   string
 	authFailed bool
+	failures   int // refused AUTHs in this session
 }
 
 func (s *session) Reset()        { s.from, s.to = "", nil }
@@ -274,10 +324,10 @@ func (s *session) Data(r io.Reader) error {
 		// none of them may deliver.
 		return errCommandLimit
 	}
-	req := &rpc.SendRequest{Via: rpc.ViaSMTP, Port: s.port, From: s.from, To: s.to, Raw: raw}
+	req := &rpc.SendRequest{Via: rpc.ViaSMTP, Port: s.port, Door: s.srv.cfg.Door, From: s.from, To: s.to, Raw: raw}
 	switch {
 	case s.password != "":
-		req.Via, req.Credential = rpc.ViaSMTPAuth, s.password
+		req.Via, req.Credential, req.Port = rpc.ViaSMTPAuth, s.password, s.authPort()
 	case s.srv.cfg.Mode == Select:
 		req.Via = rpc.ViaSMTPSelect
 		req.Namespace, _ = mailmsg.HeaderValue(raw, NamespaceHeader)
@@ -286,16 +336,38 @@ func (s *session) Data(r io.Reader) error {
 	if fail := idempotency(req); fail != nil {
 		return fail
 	}
+	release, ok := s.srv.cfg.Shares.Take(shareKey(req))
+	if !ok {
+		return errTrialBusy
+	}
+	defer release()
+	// A send in flight is never closed to make room under a
+	// connlimit.Pool; a session waiting for its client may be.
+	connlimit.MarkBusy(s.conn.Conn, true)
+	defer connlimit.MarkBusy(s.conn.Conn, false)
 	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
 	defer cancel()
 	resp, err := s.srv.plane.Send(ctx, req)
 	if err != nil {
 		return s.srv.refusal(err)
 	}
+	if reply := s.fault(resp.Fault); reply != nil { // faults.go
+		return reply
+	}
 	s.srv.log.Debug().Str("namespace", resp.Namespace).Int64("seq", resp.Seq).Int("bytes", len(raw)).Msg("smtp: accepted")
 	// go-smtp writes any *SMTPError Data returns as the reply; a 250 is
 	// the only way to name the id, as Postfix's "queued as" does.
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: "OK: queued as " + resp.ID}
+}
+
+// shareKey names the trial a send is for, as far as the writer can tell
+// before the plane decides: the credential it presents, or the port (a
+// trial's own) when it presents none.
+func shareKey(req *rpc.SendRequest) string {
+	if req.Credential != "" {
+		return "credential:" + req.Namespace + "\x00" + req.Credential
+	}
+	return "port:" + strconv.Itoa(req.Port)
 }
 
 // errorLog sends go-smtp's internal error lines (a client that vanished,

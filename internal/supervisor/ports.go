@@ -16,11 +16,13 @@ import (
 // each to the shared writer over ctl (the writer never binds), and tells
 // the plane which are ready (ports.sync); it closes a closed trial's port
 // when the plane says so, and on its first turn binds again the ports
-// that trials opened before a restart still own.
+// that trials opened before a restart still own, reporting those it
+// cannot bind (Unbound) so that the plane moves their trials.
 type portKeeper struct {
 	admin *rpc.Client
 	ctl   *net.UnixConn
 	host  string
+	tls   bool // the writer has TLS: a netns door has implicit-TLS SMTP too
 	log   zerolog.Logger
 	ready chan struct{} // closed once the plane holds the first spare ports
 }
@@ -50,9 +52,11 @@ func (k *portKeeper) run(ctx context.Context) {
 		req = &rpc.PortsSyncRequest{}
 		for _, port := range resp.Assigned {
 			if _, err := k.pass(port); err != nil {
-				// The trial keeps its port number; its clients reach it again
-				// only once the port is free. AUTH on the shared port works.
-				k.log.Error().Err(err).Int("port", port).Msg("cannot bind a trial's SMTP port again")
+				// Another process may hold it: the trial must not stay
+				// advertised there. The plane moves it to one of the ports
+				// bound below, in the next call, before up reports ready.
+				k.log.Warn().Err(err).Int("port", port).Msg("cannot bind a trial's SMTP port again: the trial moves to a new port")
+				req.Unbound = append(req.Unbound, port)
 			}
 		}
 		for _, port := range resp.Release {
@@ -62,6 +66,7 @@ func (k *portKeeper) run(ctx context.Context) {
 			}
 			req.Closed = append(req.Closed, port)
 		}
+		k.doors(resp, req)
 		for range resp.Want {
 			port, err := k.pass(0)
 			if err != nil {

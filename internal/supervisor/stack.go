@@ -36,6 +36,8 @@ type stack struct {
 	log          zerolog.Logger
 	children     []*surface
 	exited       chan *surface // each child, when it exits
+	plane        *surface      // stopped after the surfaces that call it
+	stopBound    time.Duration // how long a child has after SIGTERM
 	removeData   bool
 }
 
@@ -53,7 +55,7 @@ type surface struct {
 // newStack prepares a stack whose data lives in data, or in a new
 // temporary directory (removed by close) when data is empty.
 func newStack(c *cli.Context, data string, log zerolog.Logger) (*stack, error) {
-	s := &stack{log: log, exited: make(chan *surface, 8),
+	s := &stack{log: log, exited: make(chan *surface, 8), stopBound: stopTimeout,
 		logArgs: []string{"--log-level", c.String("log-level"), "--log-format", c.String("log-format")}}
 	var err error
 	if data == "" {
@@ -72,7 +74,7 @@ func newStack(c *cli.Context, data string, log zerolog.Logger) (*stack, error) {
 // close stops every child, surfaces first and the plane last, and removes
 // a temporary data directory.
 func (s *stack) close() {
-	stopAll(s.children, s.log)
+	s.stopAll()
 	if s.removeData {
 		os.RemoveAll(s.data)
 	}
@@ -86,14 +88,25 @@ func (s *stack) grantFile(role rpc.Role) string {
 	return filepath.Join(s.data, "plane", string(role)+".grant")
 }
 
-// startPlane runs mail-plane serve with extra flags and waits until it
-// answers; it returns a client with the plane's admin grant.
-func (s *stack) startPlane(ctx context.Context, deadline time.Time, extra ...string) (*rpc.Client, error) {
-	args := append(append([]string{}, s.logArgs...), "serve", "--socket", s.socket, "--data", filepath.Join(s.data, "plane"))
-	p := &surface{name: "mail-plane", args: append(args, extra...)}
+// planeConfig is the configuration of the stack's plane: serve's
+// defaults, on the stack's socket and in its data directory.
+func (s *stack) planeConfig() serve.Config {
+	cfg := serve.Defaults()
+	cfg.Socket = s.socket
+	cfg.Data = filepath.Join(s.data, "plane")
+	return cfg
+}
+
+// startPlane runs mail-plane serve as cfg says (cfg.Args, the one place
+// its flags come from) and waits until it answers; it returns a client
+// with the plane's admin grant.
+func (s *stack) startPlane(ctx context.Context, deadline time.Time, cfg serve.Config) (*rpc.Client, error) {
+	args := append(append([]string{}, s.logArgs...), "serve")
+	p := &surface{name: "mail-plane", args: append(args, cfg.Args()...)}
 	if err := s.start(p); err != nil {
 		return nil, err
 	}
+	s.plane = p
 	return waitPlane(ctx, s.exited, s.socket, s.grantFile(rpc.RoleAdmin), deadline)
 }
 
@@ -150,7 +163,7 @@ func binary(name string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", cliapp.Usagef("%s not found next to mail-plane or on PATH (make build puts all four in bin/)", name)
+		return "", cliapp.Usagef("%s not found next to mail-plane or on PATH (make build puts all five in bin/)", name)
 	}
 	return p, nil
 }
@@ -162,6 +175,11 @@ func (st *stack) start(s *surface) error {
 	if err != nil {
 		return err
 	}
+	return st.run(s, path)
+}
+
+// run starts the program at path as child s.
+func (st *stack) run(s *surface, path string) error {
 	s.cmd = exec.Command(path, s.args...)
 	s.cmd.Stdout = os.Stderr // children's output is log, never the bundle
 	s.cmd.Stderr = os.Stderr
@@ -214,21 +232,61 @@ func childEnv(name string) []string {
 	return env
 }
 
-// stopAll sends SIGTERM to every child still running, surfaces first and
-// the plane last, and SIGKILL to any that outlives 5 s.
-func stopAll(children []*surface, log zerolog.Logger) {
-	for i := len(children) - 1; i >= 0; i-- {
-		s := children[i]
-		if s.done == nil {
+// stopTimeout is how long a child has to stop after SIGTERM before it is
+// killed. The surfaces stop together, then the plane: a stack's stop takes
+// at most twice this (and a harness such as the Python client's Stack
+// waits 15 s before it kills everything itself).
+const stopTimeout = 5 * time.Second
+
+// stopAll stops every child still running: the surfaces first, together,
+// then the plane they call.
+func (s *stack) stopAll() {
+	var surfaces []*surface
+	for _, c := range s.children {
+		if c != s.plane {
+			surfaces = append(surfaces, c)
+		}
+	}
+	stopChildren(surfaces, s.stopBound, s.log)
+	if s.plane != nil {
+		stopChildren([]*surface{s.plane}, s.stopBound, s.log)
+	}
+}
+
+// stopChildren sends SIGTERM to each child still running and waits for
+// them all, at most bound; a child still running then is named in the log
+// and killed with its process group (SIGKILL). No wait is unbounded: a
+// child that does not go even then (stuck in the kernel) is logged and
+// left behind.
+func stopChildren(children []*surface, bound time.Duration, log zerolog.Logger) {
+	for _, c := range children {
+		if c.done != nil {
+			c.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(bound)
+	for _, c := range children {
+		if c.done == nil {
 			continue
 		}
-		s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-s.done:
-		case <-time.After(5 * time.Second):
-			log.Warn().Str("child", s.name).Msg("did not stop in 5s; killing")
-			s.cmd.Process.Kill()
-			<-s.done
+		case <-c.done:
+			continue
+		case <-time.After(time.Until(deadline)):
+		}
+		select {
+		case <-c.done: // it stopped while another was being killed
+			continue
+		default:
+		}
+		pid := c.cmd.Process.Pid
+		log.Warn().Str("child", c.name).Int("pid", pid).Dur("after", bound).Msg("did not stop after SIGTERM; killing it")
+		syscall.Kill(-pid, syscall.SIGKILL) // its group: what it started itself
+		c.cmd.Process.Kill()
+		select {
+		case <-c.done:
+		case <-time.After(time.Second):
+			log.Error().Str("child", c.name).Int("pid", pid).Msg("still running after SIGKILL; leaving it")
 		}
 	}
 }

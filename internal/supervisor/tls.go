@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/tlsca"
+	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // upTLSFlags are mail-plane up's TLS settings.
@@ -32,6 +35,7 @@ type writerTLS struct {
 }
 
 func (w *writerTLS) smtpTLSPort() int { return w.lns[0].Addr().(*net.TCPAddr).Port }
+func (w *writerTLS) httpsPort() int   { return w.lns[1].Addr().(*net.TCPAddr).Port }
 func (w *writerTLS) httpsURL() string { return "https://" + w.lns[1].Addr().String() }
 
 func (w *writerTLS) close() {
@@ -40,19 +44,31 @@ func (w *writerTLS) close() {
 	}
 }
 
-// prepareWriterTLS mints the CA (once per data directory), issues the
-// writer's leaf for host and --tls-name, and opens the TLS listeners.
-func (s *stack) prepareWriterTLS(c *cli.Context, host string) (*writerTLS, error) {
-	ca, err := tlsca.Ensure(filepath.Join(s.data, "plane", tlsca.DirName))
+// prepareWriterTLS mints the CA (once per data directory, again when
+// host or a --tls-name is outside its name constraints or it nears
+// expiry), issues the writer's leaf for them, and opens the TLS listeners.
+func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*writerTLS, error) {
+	names := append([]string{host}, c.StringSlice("tls-name")...)
+	if host != rpc.NetnsDoorHost { // the address of trials' doors inside their network namespaces
+		names = append(names, rpc.NetnsDoorHost)
+	}
+	ca, err := tlsca.Ensure(filepath.Join(s.data, "plane", tlsca.DirName), names)
+	if errors.Is(err, tlsca.ErrName) {
+		return nil, cliapp.Usagef("--bind-host or --tls-name: %v", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("local CA: %w", err)
+	}
+	if ca.Renewed != "" {
+		s.log.Warn().Str("why", ca.Renewed).Strs("names", names).
+			Msg("local CA minted anew for these names: candidates must trust the new ca_file")
 	}
 	dir := filepath.Join(s.data, "writer-tls")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := ca.WriteLeaf(append([]string{host}, c.StringSlice("tls-name")...), cert, key); err != nil {
+	if err := ca.WriteLeaf(names, cert, key); err != nil {
 		return nil, fmt.Errorf("writer certificate: %w", err)
 	}
 	w := &writerTLS{caFile: filepath.Join(s.data, "ca.pem")}
@@ -62,7 +78,10 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string) (*writerTLS, error
 	if err := os.Chmod(w.caFile, 0o644); err != nil { // whatever the umask: candidates read it
 		return nil, err
 	}
-	for _, port := range []int{c.Int("smtp-tls-port"), c.Int("writer-https-port")} {
+	// Flags, else the last start's ports (bundles kept from it name them),
+	// else any.
+	for i, flag := range []string{"smtp-tls-port", "writer-https-port"} {
+		port := cmp.Or(c.Int(flag), prev[i])
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			w.close()

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,9 +29,9 @@ type upBundle struct {
 	ReadCap     string            `json:"read_capability"`
 }
 
-func startUp(t *testing.T, data string) (*itest.Proc, upBundle) {
+func startUp(t *testing.T, data string, args ...string) (*itest.Proc, upBundle) {
 	t.Helper()
-	cmd := exec.Command(itest.Bin(t, "mail-plane"), "up", "--json", "--data", data)
+	cmd := exec.Command(itest.Bin(t, "mail-plane"), append([]string{"up", "--json", "--data", data}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,9 @@ func startUp(t *testing.T, data string) (*itest.Proc, upBundle) {
 // ca_file and the implicit-TLS port as smtp_tls_port; `ca export` prints
 // the same certificate; a candidate that trusts only that certificate
 // sends by SMTP_SSL with AUTH and by HTTPS; `ca issue` on the same data
-// keeps the CA.
+// keeps the CA for a name it permits and mints a new one for another; a
+// restart with a --tls-name outside the CA's constraints serves a leaf of
+// a new CA, in the same ca_file.
 func TestUpTLS(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	up, b := startUp(t, data)
@@ -123,24 +126,76 @@ with smtplib.SMTP_SSL("127.0.0.1", %d, timeout=10, context=ctx) as s:
 	if code := up.Stop(t); code != 0 {
 		t.Fatalf("up exited %d", code)
 	}
-	// The CA outlives the stack: issuing another leaf on the same data
-	// uses it, and the new leaf verifies against the exported certificate.
+	// The CA outlives the stack: issuing another leaf on the same data for
+	// a name it was minted for uses it, and the new leaf verifies against
+	// the exported certificate.
 	dir := t.TempDir()
 	cert, leafKey := filepath.Join(dir, "w.pem"), filepath.Join(dir, "w.key")
-	if out, err := exec.Command(itest.Bin(t, "mail-plane"), "ca", "issue", "--data", data, "--name", "mail.test",
-		"--cert", cert, "--key", leafKey).CombinedOutput(); err != nil {
-		t.Fatalf("ca issue: %v\n%s", err, out)
+	issue := func(name string) string {
+		out, err := exec.Command(itest.Bin(t, "mail-plane"), "ca", "issue", "--data", data, "--name", name,
+			"--cert", cert, "--key", leafKey).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ca issue: %v\n%s", err, out)
+		}
+		return string(out)
 	}
+	issue("localhost")
 	again, _ := exec.Command(itest.Bin(t, "mail-plane"), "ca", "export", "--data", data).Output()
 	if string(again) != string(caPEM) {
-		t.Fatal("ca issue minted another CA")
+		t.Fatal("ca issue for localhost minted another CA")
 	}
-	pair, err := tls.LoadX509KeyPair(cert, leafKey)
-	if err != nil {
-		t.Fatal(err)
+	leafFor := func() *x509.Certificate {
+		pair, err := tls.LoadX509KeyPair(cert, leafKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+		return leaf
 	}
-	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "mail.test"}); err != nil {
+	if _, err := leafFor().Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"}); err != nil {
 		t.Fatalf("issued leaf: %v", err)
+	}
+	// A name outside the CA's constraints mints a new CA: the old one
+	// (which candidates were told to trust) does not verify the new leaf.
+	if out := issue("mail.test"); !strings.Contains(out, "minted a new CA") {
+		t.Errorf("ca issue for mail.test: %q; want a note that a new CA was minted", out)
+	}
+	renewed, _ := exec.Command(itest.Bin(t, "mail-plane"), "ca", "export", "--data", data).Output()
+	if string(renewed) == string(caPEM) {
+		t.Fatal("ca issue for mail.test kept the CA constrained to other names")
+	}
+	if _, err := leafFor().Verify(x509.VerifyOptions{Roots: roots, DNSName: "mail.test"}); err == nil {
+		t.Fatal("the old CA verifies a leaf of the new one")
+	}
+	newRoots := x509.NewCertPool()
+	newRoots.AppendCertsFromPEM(renewed)
+	if _, err := leafFor().Verify(x509.VerifyOptions{Roots: newRoots, DNSName: "mail.test"}); err != nil {
+		t.Fatalf("leaf of the new CA: %v", err)
+	}
+
+	// The same HTTPS port: a restart hands back the bundles of trials
+	// still open as they were.
+	_, httpsPort, _ := net.SplitHostPort(strings.TrimPrefix(b.HTTPSURL, "https://"))
+	up, b2 := startUp(t, data, "--tls-name", "other.test", "--writer-https-port", httpsPort)
+	if !up.WaitOutput("local CA minted anew", 5*time.Second) {
+		t.Error("the restart did not log that it minted a new CA")
+	}
+	current, err := os.ReadFile(b2.CAFile)
+	if err != nil || b2.CAFile != b.CAFile || string(current) == string(renewed) {
+		t.Fatalf("ca_file %s after a restart for other.test: %v (changed: %v)", b2.CAFile, err, string(current) != string(renewed))
+	}
+	for _, c := range []struct {
+		roots []byte
+		ok    bool
+	}{{current, true}, {caPEM, false}, {renewed, false}} {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(c.roots)
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(b2.HTTPSURL, "https://"), &tls.Config{RootCAs: pool, ServerName: "other.test"})
+		if err == nil {
+			conn.Close()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("HTTPS as other.test trusting %s CA: %v", map[bool]string{true: "the new", false: "an old"}[c.ok], err)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
 
 	_ "modernc.org/sqlite" // reads the plane's database to count what it keeps
@@ -42,10 +43,11 @@ func (e episode) postWith(t testing.TB, token, body string) int {
 	return do(t, req).code
 }
 
-// smtpTo sends one message with net/smtp to port, without AUTH, as a
-// candidate configured with the bundle would.
+// smtpTo sends one message with net/smtp to port, with AUTH as the
+// bundle's WEBSITEBENCH_SMTP_USERNAME/PASSWORD say, as a candidate
+// configured with the bundle would.
 func smtpTo(b rpc.Bundle, port int, subject string) error {
-	return itest.SendSMTP(b, port, "", "Subject: "+subject+"\r\n\r\nhello\r\n")
+	return itest.SendSMTP(b, port, b.CandidateEnvironment[wbenv.SMTPPassword], "Subject: "+subject+"\r\n\r\nhello\r\n")
 }
 
 // subjects lists the evaluator's view of the trial, with the capability.
@@ -74,7 +76,7 @@ func (e episode) inbox(t testing.TB, url string) (int, string) {
 
 // TestManyTrialsOneStack opens 1,000 trials on one `up` stack: the number
 // of processes does not change; 20 sampled trials each send by HTTP and by
-// plain SMTP on their own port and read back exactly their own mail
+// SMTP on their own port (AUTH with the bundle's credential) and read back exactly their own mail
 // through the gateway and the shared inbox, and by SMTP AUTH with their
 // mail-API token on the shared port; every credential of one is refused
 // on another.
@@ -145,7 +147,7 @@ func TestManyTrialsOneStack(t *testing.T) {
 	}
 	// Plain SMTP on the shared port names no trial: refused at MAIL, before
 	// any data is sent, never stored.
-	if err := smtpTo(sample[0].b, s.Bundle.SharedSMTPPort, "nobody's"); err == nil || !strings.Contains(err.Error(), "530") {
+	if err := itest.SendSMTP(sample[0].b, s.Bundle.SharedSMTPPort, "", "Subject: nobody's\r\n\r\nhello\r\n"); err == nil || !strings.Contains(err.Error(), "530") {
 		t.Fatalf("plain SMTP on the shared port: %v, want 530", err)
 	}
 	c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(s.Bundle.SharedSMTPPort))
@@ -395,6 +397,19 @@ func TestUpRestart(t *testing.T) {
 	if again.Bundle.Namespace != first.Bundle.Namespace || again.Bundle.WriterURL != first.Bundle.WriterURL ||
 		again.Bundle.APIURL != first.Bundle.APIURL || again.Bundle.SharedSMTPPort != first.Bundle.SharedSMTPPort {
 		t.Fatalf("after a restart: %+v\nbefore: %+v", again.Bundle, first.Bundle)
+	}
+	// The TLS doors the kept bundles name are the ones served again: a
+	// bundle never advertises a port the stack no longer holds.
+	if again.Bundle.SMTPTLSPort != first.Bundle.SMTPTLSPort || again.Bundle.WriterHTTPSURL != first.Bundle.WriterHTTPSURL {
+		t.Fatalf("TLS doors after a restart: %d %s, before: %d %s", again.Bundle.SMTPTLSPort, again.Bundle.WriterHTTPSURL,
+			first.Bundle.SMTPTLSPort, first.Bundle.WriterHTTPSURL)
+	}
+	for _, addr := range []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(again.Bundle.SMTPTLSPort)), strings.TrimPrefix(again.Bundle.WriterHTTPSURL, "https://")} {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("the bundle's TLS door %s after a restart: %v", addr, err)
+		}
+		c.Close()
 	}
 	all, err := again.Admin(t).AllTrials(ctx)
 	if err != nil || len(all) != 2 {

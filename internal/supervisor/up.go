@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
@@ -13,14 +14,17 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/fdpass"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/internal/wbenv"
@@ -31,12 +35,15 @@ import (
 func UpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "up",
-		Usage: "run the plane and three surfaces shared by every trial on this machine, with one trial open",
+		Usage: "run the plane, three surfaces shared by every trial and the operator's console on this machine, with one trial open",
 		Description: "Starts mail-plane serve and one mail-writer, one mail-inbox and one mail-gateway as separate child\n" +
 			"processes (found next to this binary, else on PATH). The surfaces serve every trial of the plane:\n" +
 			"the credential a caller presents selects its trial, and the plane decides. Each candidate trial\n" +
 			"gets an SMTP port of its own, which this process binds and hands to the writer (the writer never\n" +
-			"binds); AUTH with the trial's mail-API token selects the trial on the shared SMTP port too.\n" +
+			"binds); a client authenticates there with the trial's mail-API token (--smtp-plain-ports: not),\n" +
+			"and AUTH with that token selects the trial on the shared SMTP port too.\n" +
+			"It also starts mail-console, the operator's read-only console, on 127.0.0.1 only (console_url; its\n" +
+			"pages need the admin grant).\n" +
 			"It opens --trials trials (default 1) and prints what each party needs; more are opened on the\n" +
 			"running stack with `mail-plane trial open` or the admin RPC trial.open (admin_grant_file).\n" +
 			"With --json it prints exactly one JSON line once every surface is healthy.\n" +
@@ -49,13 +56,28 @@ func UpCommand() *cli.Command {
 			&cli.IntFlag{Name: "smtp-port", Usage: "shared SMTP port, for AUTH (0: as --writer-port)"},
 			&cli.IntFlag{Name: "inbox-port", Usage: "agent inbox port (0: as --writer-port)"},
 			&cli.IntFlag{Name: "gateway-port", Usage: "evaluator API port (0: as --writer-port)"},
+			&cli.IntFlag{Name: "console-port", Usage: "the operator's console port, on 127.0.0.1 whatever --bind-host (0: any free port, or the last start's with --data)"},
 			&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials to open at start (0: none; with --data, trials still open from the last start count)"},
 			&cli.DurationFlag{Name: "ttl", Usage: "TTL of the trials opened at start (0: none)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line when everything is healthy"},
+			&cli.DurationFlag{Name: "auth-failure-delay", Value: limits.AuthFailureMaxDelay, Usage: "the longest the writer makes a refused SMTP AUTH wait as failures on a listener mount (0: no wait; a session still ends at its third failure)"},
+			&cli.BoolFlag{Name: "smtp-plain-ports", Usage: "per-trial SMTP ports take plain SMTP without AUTH (a machine with one tenant only: any local process can then write into any trial)"},
 			&cli.DurationFlag{Name: "start-timeout", Value: 20 * time.Second, Usage: "how long to wait for everything to be healthy"},
 		}, append(serve.StoreFlags(), upTLSFlags()...)...),
 		Action: up,
 	}
+}
+
+// authArgs are the writer's flags for up's --auth-failure-delay and
+// --smtp-plain-ports, the opt-out of AUTH on trial ports for a machine
+// with one tenant.
+func authArgs(c *cli.Context, log zerolog.Logger) []string {
+	args := []string{"--auth-failure-delay", c.Duration("auth-failure-delay").String()}
+	if !c.Bool("smtp-plain-ports") {
+		return args
+	}
+	log.Warn().Msg("--smtp-plain-ports: trial SMTP ports take mail without AUTH; any local process can write into any trial")
+	return append(args, "--smtp-plain-ports")
 }
 
 // upState is what up keeps in its data directory between starts: the
@@ -63,11 +85,16 @@ func UpCommand() *cli.Command {
 // (0600, in the operator's 0700 directory), so that a restart prints the
 // same bundle for a trial that is still open.
 type upState struct {
-	Ports  [4]int       `json:"ports"` // writer, SMTP, inbox, gateway
-	Trials []rpc.Bundle `json:"trials"`
+	Ports [4]int `json:"ports"` // writer, SMTP, inbox, gateway
+	// TLSPorts are the writer's SMTP with implicit TLS and HTTPS: kept
+	// bundles name them, so a restart binds them again or fails.
+	TLSPorts [2]int       `json:"tls_ports"`
+	Trials   []rpc.Bundle `json:"trials"`
+	// ConsolePort is the operator's console's, on 127.0.0.1.
+	ConsolePort int `json:"console_port,omitempty"`
 }
 
-func up(c *cli.Context) (err error) {
+func up(c *cli.Context) error {
 	log, err := logging.FromFlags(c, "mail-plane up")
 	if err != nil {
 		return cliapp.UsageError{Err: err}
@@ -83,78 +110,44 @@ func up(c *cli.Context) (err error) {
 	}
 	defer st.close()
 	statePath := filepath.Join(st.data, "up.json")
-	var prev upState
-	if b, err := os.ReadFile(statePath); err == nil {
-		if err := json.Unmarshal(b, &prev); err != nil {
-			return fmt.Errorf("%s: %v", statePath, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	prev, err := readState(statePath)
+	if err != nil {
 		return err
 	}
-
 	// The shared surfaces' listeners, bound first so that the plane can
 	// advertise them: flags, else the last start's ports, else any.
 	host := c.String("bind-host")
-	var lns [4]net.Listener
-	var ports [4]int
-	for i, flag := range []string{"writer-port", "smtp-port", "inbox-port", "gateway-port"} {
-		port := cmp.Or(c.Int(flag), prev.Ports[i])
-		if lns[i], err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
-			return cliapp.Usagef("listen on %s port %d: %v", host, port, err)
-		}
-		defer lns[i].Close()
-		ports[i] = lns[i].Addr().(*net.TCPAddr).Port
+	lns, err := listenShared(c, host, prev.Ports)
+	if err != nil {
+		return err
 	}
-	adv := advertiseHost(host)
-	url := func(port int) string { return "http://" + net.JoinHostPort(adv, strconv.Itoa(port)) }
-	wtls, err := st.prepareWriterTLS(c, host)
+	defer closeListeners(lns[:])
+	// The operator's console listens on loopback whatever --bind-host: a
+	// candidate's or an agent's network (a container's, a netns door's)
+	// never leads to it.
+	cln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cmp.Or(c.Int("console-port"), prev.ConsolePort))))
+	if err != nil {
+		return cliapp.Usagef("listen on 127.0.0.1 for the console: %v", err)
+	}
+	defer cln.Close()
+	wtls, err := st.prepareWriterTLS(c, host, prev.TLSPorts)
 	if err != nil {
 		return err
 	}
 	defer wtls.close()
-
-	planeArgs := []string{"--store", c.String("store"),
-		"--quota-messages", strconv.FormatInt(c.Int64("quota-messages"), 10),
-		"--quota-bytes", strconv.FormatInt(c.Int64("quota-bytes"), 10),
-		"--event-budget", strconv.FormatInt(c.Int64("event-budget"), 10),
-		"--evidence-retention", c.Duration("evidence-retention").String(),
-		"--advertise-writer", url(ports[0]), "--advertise-smtp", net.JoinHostPort(adv, strconv.Itoa(ports[1])),
-		"--advertise-inbox", url(ports[2]), "--advertise-gateway", url(ports[3]),
-		"--advertise-ca-file", wtls.caFile, "--advertise-smtp-tls-port", strconv.Itoa(wtls.smtpTLSPort()),
-		"--advertise-writer-https", wtls.httpsURL()}
-	if c.String("store") == "postgres" && c.String("dsn-file") != "" {
-		planeArgs = append(planeArgs, "--dsn-file", c.String("dsn-file"))
-	}
-	if c.String("store") == "mailpit" {
-		for _, f := range []string{"mailpit-socket", "mailpit-smtp-socket", "mailpit-runtime", "mailpit-binary", "mailpit-image"} {
-			if v := c.String(f); v != "" {
-				planeArgs = append(planeArgs, "--"+f, v)
-			}
-		}
-	}
+	sh := shared{host: host, ports: portsOf(lns), wtls: wtls, consolePort: cln.Addr().(*net.TCPAddr).Port}
 	deadline := time.Now().Add(c.Duration("start-timeout"))
-	admin, err := st.startPlane(ctx, deadline, planeArgs...)
+	admin, err := st.startPlane(ctx, deadline, sh.planeConfig(st, serve.StoreFromFlags(c)))
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
-
-	ctl, writerEnd, err := fdpass.Pair()
+	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, authArgs(c, log))
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
-	surfaces := []*surface{
-		// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
-		{name: "mail-writer", lns: append(lns[0:2:2], wtls.lns...), files: []*os.File{writerEnd}, args: append(st.surfaceArgs(st.grantFile(rpc.RoleWriter),
-			"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--port-control", "7"), wtls.args...)},
-		{name: "mail-inbox", lns: lns[2:3], args: st.surfaceArgs(st.grantFile(rpc.RoleInbox), "--listen", "fd:3")},
-		{name: "mail-gateway", lns: lns[3:4], args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")},
-	}
-	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
-		return err
-	}
-	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, log: log, ready: make(chan struct{})}
+	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, log: log, ready: make(chan struct{})}
 	go keeper.run(ctx)
 	select {
 	case <-keeper.ready:
@@ -163,36 +156,9 @@ func up(c *cli.Context) (err error) {
 	case <-time.After(time.Until(deadline)):
 		return errors.New("the per-trial SMTP ports were not ready in time")
 	}
-
-	state := upState{Ports: ports}
-	var fresh []string
-	state.Trials, fresh, err = openTrials(ctx, admin, prev.Trials, c.Int("trials"), c.Duration("ttl"))
-	defer func() {
-		// A start that fails leaves nothing half-made: the trials it opened
-		// are closed again.
-		if err != nil {
-			for _, ns := range fresh {
-				admin.TrialClose(context.WithoutCancel(ctx), ns)
-			}
-		}
-	}()
+	out, err := sh.openAll(ctx, st, admin, prev.Trials, c, statePath)
 	if err != nil {
 		return err
-	}
-	for _, b := range state.Trials {
-		if err := wbenv.Check(b.CandidateEnvironment, st.socket, b.ReadCapability); err != nil {
-			return err
-		}
-	}
-	if err := writeState(statePath, state); err != nil {
-		return err
-	}
-	out := rpc.StackBundle{
-		Trials: state.Trials, PlaneSocket: st.socket, DataDir: st.data, AdminGrantFile: st.grantFile(rpc.RoleAdmin),
-		WriterURL: url(ports[0]), SharedSMTPPort: ports[1], InboxBaseURL: url(ports[2]), APIURL: url(ports[3]),
-	}
-	if len(state.Trials) > 0 {
-		out.Bundle = &state.Trials[0]
 	}
 	if c.Bool("json") {
 		if err := cliapp.PrintJSON(out); err != nil {
@@ -201,13 +167,158 @@ func up(c *cli.Context) (err error) {
 	} else {
 		printSummary(out)
 	}
-	log.Info().Int("trials", len(state.Trials)).Msg("mailplane is up")
+	log.Info().Int("trials", len(out.Trials)).Msg("mailplane is up")
 	return st.wait(ctx)
 }
 
-// openTrials keeps the bundles of prev whose trials are still open and
-// opens more, up to n in all; fresh names those it opened.
-func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration) (out []rpc.Bundle, fresh []string, err error) {
+// readState reads up's state file, if the data directory has one.
+func readState(path string) (upState, error) {
+	var prev upState
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return prev, nil
+	}
+	if err != nil {
+		return prev, err
+	}
+	if err := json.Unmarshal(b, &prev); err != nil {
+		return prev, fmt.Errorf("%s: %v", path, err)
+	}
+	return prev, nil
+}
+
+// listenShared binds the shared surfaces' ports (writer, SMTP, inbox,
+// gateway): the flags', else the last start's, else any.
+func listenShared(c *cli.Context, host string, prev [4]int) ([4]net.Listener, error) {
+	var lns [4]net.Listener
+	for i, flag := range []string{"writer-port", "smtp-port", "inbox-port", "gateway-port"} {
+		port := cmp.Or(c.Int(flag), prev[i])
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			closeListeners(lns[:i])
+			return lns, cliapp.Usagef("listen on %s port %d: %v", host, port, err)
+		}
+		lns[i] = ln
+	}
+	return lns, nil
+}
+
+func closeListeners(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+}
+
+func portsOf(lns [4]net.Listener) (ports [4]int) {
+	for i, ln := range lns {
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
+// shared is where up's shared surfaces listen, as the plane advertises it.
+type shared struct {
+	host  string
+	ports [4]int // writer, SMTP, inbox, gateway
+	wtls  *writerTLS
+	// consolePort is the operator's console's, on 127.0.0.1.
+	consolePort int
+}
+
+// url is the advertised origin of a shared surface's port.
+func (sh shared) url(port int) string {
+	return "http://" + net.JoinHostPort(advertiseHost(sh.host), strconv.Itoa(port))
+}
+
+// planeConfig is the plane child's configuration: the stack's socket and
+// data, up's store flags, and the shared surfaces it advertises.
+func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
+	cfg := st.planeConfig()
+	cfg.Store = store
+	cfg.Advertise = serve.AdvertiseConfig{Writer: sh.url(sh.ports[0]),
+		SMTP:  net.JoinHostPort(advertiseHost(sh.host), strconv.Itoa(sh.ports[1])),
+		Inbox: sh.url(sh.ports[2]), Gateway: sh.url(sh.ports[3]),
+		CAFile: sh.wtls.caFile, SMTPTLSPort: sh.wtls.smtpTLSPort(), WriterHTTPS: sh.wtls.httpsURL()}
+	return cfg
+}
+
+// startShared starts the shared writer, inbox and gateway on their
+// listeners; it returns up's end of the writer's port control.
+func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth []string) (*net.UnixConn, error) {
+	ctl, writerEnd, err := fdpass.Pair()
+	if err != nil {
+		return nil, err
+	}
+	writerArgs := st.surfaceArgs(st.grantFile(rpc.RoleWriter),
+		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--port-control", "7",
+		// Fair shares (limits): one connection cap for all its doors,
+		// sized to the process, and short waits for a credential.
+		"--max-connections", "0", "--idle-timeout", limits.SharedIdle.String())
+	surfaces := []*surface{
+		// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
+		{name: "mail-writer", lns: append(lns[0:2:2], wtls.lns...), files: []*os.File{writerEnd}, args: append(writerArgs, append(wtls.args, auth...)...)},
+		{name: "mail-inbox", lns: lns[2:3], args: st.surfaceArgs(st.grantFile(rpc.RoleInbox), "--listen", "fd:3")},
+		{name: "mail-gateway", lns: lns[3:4], args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")},
+		{name: "mail-console", lns: []net.Listener{console}, args: st.surfaceArgs(st.grantFile(rpc.RoleConsole), "--listen", "fd:3")},
+	}
+	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
+		ctl.Close()
+		return nil, err
+	}
+	return ctl, nil
+}
+
+// openAll keeps the trials of the last start that are still open, opens
+// more up to --trials, records them in up's state file and returns the
+// stack's bundle. A start that fails leaves nothing half-made: the trials
+// it opened are closed again.
+func (sh shared) openAll(ctx context.Context, st *stack, admin *rpc.Client, prev []rpc.Bundle, c *cli.Context, statePath string) (out rpc.StackBundle, err error) {
+	state := upState{Ports: sh.ports, TLSPorts: [2]int{sh.wtls.smtpTLSPort(), sh.wtls.httpsPort()}, ConsolePort: sh.consolePort}
+	var fresh []string
+	defer func() {
+		if err != nil {
+			for _, ns := range fresh {
+				admin.TrialClose(context.WithoutCancel(ctx), ns)
+			}
+		}
+	}()
+	if state.Trials, fresh, err = openTrials(ctx, admin, prev, c.Int("trials"), c.Duration("ttl"), sh.ports[1]); err != nil {
+		return out, err
+	}
+	for _, b := range state.Trials {
+		if err := wbenv.Check(b.CandidateEnvironment, st.socket, b.ReadCapability); err != nil {
+			return out, err
+		}
+	}
+	key, err := evidenceKey(ctx, admin)
+	if err != nil {
+		return out, err
+	}
+	for i := range state.Trials { // bundles kept by a start that did not have them
+		state.Trials[i].EvidencePublicKey = key
+		if t := &state.Trials[i]; t.InboxMCPURL == "" {
+			t.InboxMCPURL = strings.Replace(t.InboxURL, "/inbox/", "/mcp/", 1)
+		}
+	}
+	if err := writeState(statePath, state); err != nil {
+		return out, err
+	}
+	out = rpc.StackBundle{
+		Trials: state.Trials, PlaneSocket: st.socket, DataDir: st.data, AdminGrantFile: st.grantFile(rpc.RoleAdmin),
+		WriterURL: sh.url(sh.ports[0]), SharedSMTPPort: sh.ports[1], InboxBaseURL: sh.url(sh.ports[2]), APIURL: sh.url(sh.ports[3]),
+		ConsoleURL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(sh.consolePort)),
+	}
+	out.EvidencePublicKey = key
+	if len(state.Trials) > 0 {
+		out.Bundle = &state.Trials[0]
+	}
+	return out, nil
+}
+
+// openTrials keeps the bundles of prev whose trials are still open, with
+// the SMTP port each owns now (else the shared one), and opens more, up to
+// n in all; fresh names those it opened.
+func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration, shared int) (out []rpc.Bundle, fresh []string, err error) {
 	out = []rpc.Bundle{} // "trials": [] with none, never null
 	if len(prev) > 0 {
 		open, err := admin.AllTrials(ctx)
@@ -215,8 +326,8 @@ func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int
 			return nil, nil, err
 		}
 		for _, b := range prev {
-			if slices.ContainsFunc(open, func(t rpc.TrialInfo) bool { return t.Namespace == b.Namespace }) {
-				out = append(out, b)
+			if i := slices.IndexFunc(open, func(t rpc.TrialInfo) bool { return t.Namespace == b.Namespace }); i >= 0 {
+				out = append(out, withPort(b, cmp.Or(open[i].SMTPPort, shared)))
 			}
 		}
 	}
@@ -229,6 +340,31 @@ func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int
 		fresh = append(fresh, b.Namespace)
 	}
 	return out, fresh, nil
+}
+
+// evidenceKey is the public key the plane signs trails with, for the
+// bundle: mail-plane evidence verify --key.
+func evidenceKey(ctx context.Context, admin *rpc.Client) (string, error) {
+	h, err := admin.Health(ctx)
+	if err != nil {
+		return "", err
+	}
+	if h.EvidencePublicKey == "" {
+		return "", errors.New("the plane names no evidence key")
+	}
+	return h.EvidencePublicKey, nil
+}
+
+// withPort is bundle b with the SMTP port its trial owns now: the plane
+// moves a trial whose port another process took while up was stopped.
+func withPort(b rpc.Bundle, port int) rpc.Bundle {
+	if port == b.SMTPPort {
+		return b
+	}
+	b.SMTPPort = port
+	b.CandidateEnvironment = maps.Clone(b.CandidateEnvironment)
+	b.CandidateEnvironment[wbenv.SMTPPort] = strconv.Itoa(port)
+	return b
 }
 
 // writeState replaces up's state file (0600) whole: a crash leaves the old
@@ -259,6 +395,7 @@ func printSummary(b rpc.StackBundle) {
 	if b.Bundle != nil {
 		fmt.Printf("mailplane is up: namespace %s\n\n", b.Namespace)
 		fmt.Printf("agent       inbox            %s\n", b.InboxURL)
+		fmt.Printf("            inbox (MCP)      %s\n", b.InboxMCPURL)
 		fmt.Printf("evaluator   API              %s\n", b.APIURL)
 		fmt.Printf("            read capability  %s\n", b.ReadCapability)
 		fmt.Printf("candidate   environment:\n")
@@ -269,6 +406,10 @@ func printSummary(b rpc.StackBundle) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			fmt.Printf("              %s=%s\n", k, b.CandidateEnvironment[k])
+		}
+		if p := b.Providers; p != nil {
+			fmt.Printf("            provider APIs (docs/providers.md): sendgrid, postmark, mailgun at %s with the mail-API token;\n", p.SendGrid.BaseURL)
+			fmt.Printf("              ses at %s, access key id %s, secret %s (--json: providers)\n", p.SES.Endpoint, p.SES.AccessKeyID, p.SES.SecretAccessKey)
 		}
 		if len(b.Trials) > 1 {
 			fmt.Printf("(%d trials open; --json prints them all)\n", len(b.Trials))
@@ -282,6 +423,8 @@ func printSummary(b rpc.StackBundle) {
 	}
 	fmt.Printf("operator    plane socket     %s\n            admin grant      %s\n            data             %s\n",
 		b.PlaneSocket, b.AdminGrantFile, b.DataDir)
+	fmt.Printf("            evidence key     %s (mail-plane evidence verify --key)\n", b.EvidencePublicKey)
+	fmt.Printf("            console          %s (sign in with the admin grant)\n", b.ConsoleURL)
 	fmt.Printf("            open a trial     mail-plane trial open --socket %s --grant-file %s\n\nCtrl-C stops everything.\n",
 		b.PlaneSocket, b.AdminGrantFile)
 }

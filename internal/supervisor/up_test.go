@@ -42,7 +42,10 @@ func TestUpEndToEnd(t *testing.T) {
 	if b.Namespace == "" || b.InboxURL == "" || b.APIURL == "" || len(b.ReadCapability) != 64 || b.PlaneSocket == "" {
 		t.Fatalf("bundle incomplete: %s", line)
 	}
-	if len(b.Env) != 8 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender {
+	// The reference's 8 variables, and the SMTP credential a host trial's
+	// port requires.
+	if len(b.Env) != 10 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender || b.Env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" ||
+		b.Env["WEBSITEBENCH_SMTP_PASSWORD"] != b.Env["WEBSITEBENCH_MAIL_API_TOKEN"] {
 		t.Fatalf("candidate environment: %v", b.Env)
 	}
 	for k, v := range b.Env {

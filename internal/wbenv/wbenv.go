@@ -25,6 +25,17 @@ const (
 	MailboxBootstrapToken = "WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"
 )
 
+// The SMTP credential of a trial on a shared stack's host ports, where a
+// client authenticates (Resend's convention: user "resend", the mail-API
+// token as the password). Not in the reference's ABI, whose SMTP port is
+// the trial's alone.
+const (
+	SMTPUsername = "WEBSITEBENCH_SMTP_USERNAME"
+	SMTPPassword = "WEBSITEBENCH_SMTP_PASSWORD"
+	// SMTPUser is the user name handed out; any name is accepted.
+	SMTPUser = "resend"
+)
+
 // An authoring capture's further variables (BEHAVIOR.md §9.2).
 const (
 	MailboxURL        = "WEBSITEBENCH_MAILBOX_URL"
@@ -47,7 +58,8 @@ const Prefix = "WEBSITEBENCH_"
 
 // candidateNames is the complete mail ABI a candidate may be handed.
 // Nothing outside it reaches a candidate.
-var candidateNames = []string{MailAPIURL, MailAPIToken, MailFrom, SMTPHost, SMTPPort, SMTPFrom, MailboxBootstrapURL, MailboxBootstrapToken}
+var candidateNames = []string{MailAPIURL, MailAPIToken, MailFrom, SMTPHost, SMTPPort, SMTPFrom, MailboxBootstrapURL, MailboxBootstrapToken,
+	SMTPUsername, SMTPPassword}
 
 // Candidate is the §9.1 environment of a candidate trial whose writer
 // serves HTTP at writerURL (scheme, host and port) and SMTP on smtpPort
@@ -63,6 +75,14 @@ func Candidate(writerURL, smtpHost string, smtpPort int, mailAPIToken, bootstrap
 		MailboxBootstrapURL:   writerURL + "/internal/bootstrap",
 		MailboxBootstrapToken: bootstrapToken,
 	}
+}
+
+// WithSMTPAuth adds to a candidate's environment the SMTP credential a
+// host trial's port requires: the mail-API token as the password.
+func WithSMTPAuth(env map[string]string) map[string]string {
+	env[SMTPUsername] = SMTPUser
+	env[SMTPPassword] = env[MailAPIToken]
+	return env
 }
 
 // LocalURL is the URL of a port on 127.0.0.1: the reference's URLs always

@@ -61,3 +61,20 @@ func TestAuthoring(t *testing.T) {
 		t.Fatalf("got %v", env)
 	}
 }
+
+// TestWithSMTPAuth: a host trial's environment names the SMTP credential
+// its port requires (user "resend", the mail-API token), and the leak
+// check accepts it.
+func TestWithSMTPAuth(t *testing.T) {
+	env := WithSMTPAuth(Candidate(LocalURL(8030), "127.0.0.1", 2525, "api", "boot"))
+	if len(env) != 10 || env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" || env["WEBSITEBENCH_SMTP_PASSWORD"] != "api" {
+		t.Fatalf("got %v", env)
+	}
+	if err := Check(env, "/run/mailplane/plane.sock", "readcap"); err != nil {
+		t.Fatalf("the SMTP credential refused: %v", err)
+	}
+	env["WEBSITEBENCH_SMTP_PASSWORD"] = "readcap"
+	if err := Check(env, "/run/mailplane/plane.sock", "readcap"); err == nil {
+		t.Fatal("a read capability as the SMTP password passed the leak check")
+	}
+}

@@ -26,6 +26,7 @@ var (
 	errCapacity       = &apierr.Error{Status: http.StatusTooManyRequests, Code: "mailbox_capacity", Name: "daily_quota_exceeded", Message: "The mailbox quota is exhausted."}
 	errSealed         = &apierr.Error{Status: http.StatusForbidden, Code: "mailbox_sealed", Name: "validation_error", Message: "This mailbox no longer accepts mail."}
 	errUnavailable    = apierr.Unavailable
+	errTrialBusy      = apierr.TrialBusy
 	errInternal       = &apierr.Error{Status: http.StatusInternalServerError, Code: "internal_error", Name: "internal_server_error", Message: "Unexpected error."}
 )
 

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/websitebench/mailplane/internal/apierr"
+	"github.com/websitebench/mailplane/internal/sendapi"
 )
 
 // Resend's attachments, stored as MIME parts of the composed message, so
@@ -129,7 +130,7 @@ func parseAttachment(obj map[string]any) (attachment, *apierr.Error) {
 func attachmentContent(v any) ([]byte, bool) {
 	switch t := v.(type) {
 	case string:
-		return decodeBase64(t)
+		return sendapi.DecodeBase64(t)
 	case []any:
 		out := make([]byte, len(t))
 		for i, x := range t {
@@ -140,24 +141,6 @@ func attachmentContent(v any) ([]byte, bool) {
 			out[i] = byte(f)
 		}
 		return out, true
-	}
-	return nil, false
-}
-
-// decodeBase64 accepts what base64 encoders write: the standard alphabet,
-// with or without padding, wrapped at any width.
-func decodeBase64(s string) ([]byte, bool) {
-	clean := strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return -1
-		}
-		return r
-	}, s)
-	if b, err := base64.StdEncoding.Strict().DecodeString(clean); err == nil {
-		return b, true
-	}
-	if b, err := base64.RawStdEncoding.Strict().DecodeString(clean); err == nil {
-		return b, true
 	}
 	return nil, false
 }

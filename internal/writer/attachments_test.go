@@ -123,15 +123,15 @@ func (p *blockingPlane) Bootstrap(context.Context, string) (rpc.BootstrapRespons
 	return rpc.BootstrapResponse{}, nil
 }
 func (p *blockingPlane) Send(_ context.Context, req *rpc.SendRequest) (rpc.SendResponse, error) {
-	if !req.CredentialOnly {
-		p.mu.Lock()
-		p.sends++
-		p.mu.Unlock()
-		p.entered <- struct{}{}
-		<-p.release
-	}
+	p.mu.Lock()
+	p.sends++
+	p.mu.Unlock()
+	p.entered <- struct{}{}
+	<-p.release
 	return rpc.SendResponse{ID: "id-1", Seq: 1, Namespace: "trial-x"}, nil
 }
+func (p *blockingPlane) CheckCredential(context.Context, *rpc.CredentialRequest) error { return nil }
+func (p *blockingPlane) Refused(context.Context, *rpc.RefusalRequest) error            { return nil }
 
 // TestConcurrentIdempotentRequests: while the first request with a key is
 // still being answered, another with the same key (on the same route and

@@ -128,6 +128,12 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			errs = append(errs, batchError{Index: i, Message: h.refusal(err).Message})
 			continue
 		}
+		// A fault's refusal or timeout is the whole batch's answer, as a
+		// real rate limit or outage would be; the emails before it stay
+		// sent.
+		if answerFault(w, r, resp.Fault) {
+			return
+		}
 		data = append(data, batchID{ID: resp.ID})
 	}
 	h.log.Debug().Int("emails", len(emails)).Int("accepted", len(data)).Int("errors", len(errs)).Bool("permissive", permissive).Msg("http: batch")

@@ -44,7 +44,7 @@ func compose(e *email, now time.Time) []byte {
 		b.WriteString(value)
 		b.WriteString("\r\n")
 	}
-	hdr("From", e.From)
+	hdr("From", mailmsg.FromHeader(e.FromName, e.From))
 	hdr("To", strings.Join(e.To, ", "))
 	hdr("Subject", encodeSubject(e.Subject))
 	hdr("Date", now.Format(time.RFC1123Z))

@@ -38,16 +38,19 @@ var fields = []string{"from", "to", "subject", "text", "html", "cc", "bcc", "rep
 
 // email is a validated POST /emails body.
 type email struct {
-	From    string   // the envelope sender: a bare address
-	To      []string // bare addresses, as given (with display names removed)
-	Cc      []string
-	Bcc     []string
-	ReplyTo []string // as given, display names kept
-	Subject string
-	Text    *string
-	HTML    *string
-	Tags    []tag
-	Headers []header // sorted by name
+	From string // the envelope sender: a bare address
+	// FromName is the display name of "Name <addr>" in from, kept in the
+	// stored From (mailmsg.Sender cleans it).
+	FromName string
+	To       []string // bare addresses, as given (with display names removed)
+	Cc       []string
+	Bcc      []string
+	ReplyTo  []string // as given, display names kept
+	Subject  string
+	Text     *string
+	HTML     *string
+	Tags     []tag
+	Headers  []header // sorted by name
 	// Attachments are in the order given (attachments.go).
 	Attachments []attachment `json:",omitempty"`
 }
@@ -127,7 +130,7 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	if !isStr {
 		return nil, errMessage
 	}
-	if e.From, valid = bareAddress(from); !valid {
+	if e.From, e.FromName, valid = sender(from); !valid {
 		return nil, errMessage
 	}
 	if e.To, valid = addressList(obj["to"], true); !valid {
@@ -179,6 +182,15 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 		return nil, errScheduled
 	}
 	return e, nil
+}
+
+// sender is from's bare address, with its display name as the plane
+// keeps it (mailmsg.Sender).
+func sender(from string) (addr, name string, ok bool) {
+	if addr, ok = bareAddress(from); ok {
+		name, _ = mailmsg.Sender(from)
+	}
+	return addr, name, ok
 }
 
 // bareAddress accepts "a@example.com" or Resend's "Name <a@example.com>"

@@ -525,7 +525,7 @@ func TestSealedAndDestroyed(t *testing.T) {
 	if a := postJSON(t, w.URL, id.MailAPIToken, "{", nil); a.status != 400 || a.code() != "invalid_json" {
 		t.Fatalf("sealed, bad body: %d %s", a.status, a.raw)
 	}
-	if err := p.Admin.TrialDestroy(ctx, id.Namespace); err != nil {
+	if err := p.Admin.TrialClose(ctx, id.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	if a := postJSON(t, w.URL, id.MailAPIToken, bodyOf(valid()), nil); a.status != 401 {
@@ -628,7 +628,8 @@ func TestCommandLine(t *testing.T) {
 		"no listen":     base,
 		"no grant":      append([]string{"--plane-socket", p.Socket, "--grant-file", "/nonexistent/writer.grant"}, listen()...),
 		"bad listen":    append(append([]string{}, base...), "--http-listen", "fd:1", "--smtp-listen", "127.0.0.1:0"),
-		"zero limit":    append(append(append([]string{}, base...), listen()...), "--max-connections", "0"),
+		"zero limit":    append(append(append([]string{}, base...), listen()...), "--idle-timeout", "0s"),
+		"negative cap":  append(append(append([]string{}, base...), listen()...), "--max-connections", "-1"),
 		"unknown flag":  append(append(append([]string{}, base...), listen()...), "--nope"),
 		"bad log level": append(append([]string{"--log-level", "loud"}, base...), listen()...),
 	} {

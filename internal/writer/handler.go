@@ -1,6 +1,10 @@
-// Package writer is mail-writer's HTTP side: Resend-style POST /emails,
-// GET /internal/bootstrap and GET /healthz (BEHAVIOR.md §4.4, §5), and the
-// command line that runs it with the SMTP listener of package smtpd.
+// Package writer is mail-writer's mail APIs: Resend-style POST /emails and
+// POST /emails/batch, GET /internal/bootstrap and GET /healthz (BEHAVIOR.md
+// §4.4, §5), and the send APIs of SendGrid, Postmark, Mailgun and SES
+// (providers.go: package sendapi's parsers, matched by pattern, since
+// Mailgun's path holds a domain; each is judged and composed as POST
+// /emails is). SMTP is package smtpd's; the process around both
+// (listeners, TLS, per-trial ports, reports) is package writerproc's.
 //
 // The writer decides nothing about who may send what. It checks that a
 // request is well formed, in the reference's order, composes the message,
@@ -39,6 +43,8 @@ import (
 type Plane interface {
 	Health(ctx context.Context) (rpc.HealthResponse, error)
 	Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error)
+	CheckCredential(ctx context.Context, req *rpc.CredentialRequest) error
+	Refused(ctx context.Context, req *rpc.RefusalRequest) error
 	Bootstrap(ctx context.Context, token string) (rpc.BootstrapResponse, error)
 }
 
@@ -70,6 +76,9 @@ type Handler struct {
 	// running are the idempotency keys of requests still being answered
 	// (idempotency.go).
 	running inflight
+	// shares bound the requests in flight per credential: one trial's
+	// flood is refused 429 while the others are served.
+	shares *connlimit.Shares
 }
 
 // NewHandler returns the API over plane.
@@ -83,16 +92,27 @@ func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 	if cfg.Idle <= 0 {
 		cfg.Idle = connlimit.DefaultIdle
 	}
-	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now}
+	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now, shares: connlimit.NewShares(limits.TrialRequests)}
 }
 
-// routes names the methods each path answers (for 405's Allow). GET /emails
-// is the reference's 404, not a 405.
-var allow = map[string]string{
-	"/emails":             http.MethodPost,
-	"/emails/batch":       http.MethodPost,
-	"/healthz":            http.MethodGet,
-	"/internal/bootstrap": http.MethodGet,
+// route is one endpoint of the mail APIs: the method it answers and what
+// serves it.
+type route struct {
+	method string
+	serve  func(*Handler, http.ResponseWriter, *http.Request)
+}
+
+// routes are the writer's endpoints by raw path. A send API registers here:
+// its handler reads the provider's request, checks it in that provider's
+// order, and offers the message to the plane with the credential its
+// client presented, as emails does. Another method on a known path is 405
+// with the route's method in Allow; a path not here, or GET /emails (the
+// reference's), is 404.
+var routes = map[string]route{
+	"/emails":             {http.MethodPost, (*Handler).emails},
+	"/emails/batch":       {http.MethodPost, (*Handler).batch}, // batch.go
+	"/healthz":            {http.MethodGet, (*Handler).health},
+	"/internal/bootstrap": {http.MethodGet, (*Handler).bootstrap},
 }
 
 // ServeHTTP routes on the raw path, as the reference does: /email%73 is
@@ -100,27 +120,33 @@ var allow = map[string]string{
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	h.closeIfOld(w, r)
-	path := r.URL.EscapedPath()
-	switch r.Method {
-	case http.MethodGet:
-		switch path {
-		case "/healthz":
-			h.health(w, r)
-		case "/internal/bootstrap":
-			h.bootstrap(w, r)
-		default:
-			writeError(w, errNotFound)
-		}
-	case http.MethodPost:
-		if path == "/emails/batch" {
-			h.batch(w, r) // batch.go
+	if api := sendAPI(r.URL.EscapedPath()); api != nil {
+		// A provider API's route (providers.go): it answers every method
+		// in the provider's shape and takes its own fair share, by the
+		// credential it reads.
+		h.provider(w, r, api)
+		return
+	}
+	if cred, ok := bearer(r); ok {
+		release, ok := h.shares.Take(cred)
+		if !ok {
+			writeError(w, errTrialBusy)
 			return
 		}
-		h.emails(w, r)
+		defer release()
+	}
+	rt, known := routes[r.URL.EscapedPath()]
+	switch r.Method {
+	case http.MethodGet, http.MethodPost:
+		if !known || rt.method != r.Method {
+			writeError(w, errNotFound)
+			return
+		}
+		rt.serve(h, w, r)
 	default:
-		methods, ok := allow[path]
-		if !ok {
-			methods = "GET, POST"
+		methods := "GET, POST"
+		if known {
+			methods = rt.method
 		}
 		w.Header().Set("Allow", methods)
 		writeError(w, errMethod)
@@ -192,15 +218,23 @@ func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errUnavailable)
 			return
 		}
+		if rpc.CodeOf(err) == rpc.CodeInternal {
+			h.log.Error().Msg("bootstrap: the plane failed to answer")
+			writeError(w, errInternal)
+			return
+		}
 		h.log.Info().Str("code", rpc.CodeOf(err)).Msg("bootstrap refused")
 		writeError(w, errForbidden)
 		return
 	}
-	port := h.cfg.SMTPPort
+	host, port := h.cfg.SMTPHost, h.cfg.SMTPPort
 	if br.SMTPPort != 0 {
 		port = br.SMTPPort // the trial's own, on a shared writer
 	}
-	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: h.cfg.SMTPHost, SMTPPort: port})
+	if d, ok := r.Context().Value(doorSMTPKey{}).(doorSMTP); ok {
+		host, port = d.host, d.port // the trial's door inside its namespace (WithDoorSMTP)
+	}
+	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: host, SMTPPort: port})
 }
 
 // idResponse is POST /emails' answer, Resend's shape.
@@ -214,7 +248,7 @@ type idResponse struct {
 // wrong credential must answer 401 whatever else is wrong with the
 // request, and nobody without a credential learns how the rest is judged.
 func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
-	if r.URL.EscapedPath() != "/emails" || r.URL.RawQuery != "" {
+	if r.URL.RawQuery != "" {
 		writeError(w, errNotFound)
 		return
 	}
@@ -246,6 +280,9 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		writeError(w, h.refusal(err))
+		return
+	}
+	if answerFault(w, r, resp.Fault) { // faults.go
 		return
 	}
 	h.log.Debug().Str("namespace", resp.Namespace).Int64("seq", resp.Seq).Bool("replayed", resp.Replayed).Msg("http: accepted")
@@ -315,17 +352,22 @@ func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error
 	defer cancel()
 	// The plane records fail's code in the trial's trail if cred opens it
 	// (a permissive batch asks with no fail of its own).
-	refused := ""
+	check := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}
+	var err error
 	if fail != nil {
-		refused = fail.Code
+		err = h.plane.Refused(ctx, &rpc.RefusalRequest{CredentialRequest: check, Code: fail.Code})
+	} else {
+		err = h.plane.CheckCredential(ctx, &check)
 	}
-	_, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: cred, CredentialOnly: true, WriterRefusal: refused})
 	switch code := rpc.CodeOf(err); {
 	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		return errUnauthorized
 	case rpc.IsOutage(err):
 		// Whether the credential is good cannot be known now.
 		return errUnavailable
+	case code == rpc.CodeInternal:
+		h.log.Error().Msg("http: the plane failed to check a credential")
+		return errInternal
 	}
 	return fail
 }

@@ -69,6 +69,9 @@ func TestResendSDK(t *testing.T) {
 	if m.Subject != req.Subject || m.Text != req.Text || m.HTML != req.Html || m.EnvelopeFrom != rpc.CandidateSender {
 		t.Fatalf("held %+v", m)
 	}
+	if m.FromName != "Website" { // Resend's "Name <address>": the name is kept, as mail clients show it
+		t.Fatalf("display name %q", m.FromName)
+	}
 	if strings.Join(m.Recipients, ",") != "agent@example.com,cc@example.com" {
 		t.Fatalf("recipients %v", m.Recipients)
 	}

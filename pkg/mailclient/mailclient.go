@@ -48,9 +48,15 @@ type Message struct {
 	// then numbers that nothing rules out.
 	Codes        []string `json:"codes"`
 	EnvelopeFrom string   `json:"envelope_from"`
+	// Fault is "delay" or "duplicate" for a message a fault of the trial's
+	// schedule delivered late or stored more than once; absent otherwise.
+	Fault string `json:"fault,omitempty"`
 	// ID is the message's stable id in its namespace: 1, 2, 3... in arrival
 	// order.
 	ID int64 `json:"id"`
+	// Label is set on mail the evaluator planted (trial.plant), and only
+	// there: no candidate's mail has it.
+	Label string `json:"label,omitempty"`
 	// Links are the http(s) URLs of the text and of the HTML part's links.
 	Links     []string `json:"links"`
 	Namespace string   `json:"namespace"`
@@ -99,11 +105,12 @@ type Event struct {
 	Seq        int64            `json:"seq"`
 	Time       string           `json:"time"`
 	Namespace  string           `json:"namespace"`
-	Door       string           `json:"door"`    // writer-http, writer-smtp, inbox, gateway, plane
-	Action     string           `json:"action"`  // send, bootstrap, list, get, latest, wait, connect, open, rotate, seal, close, expire, budget, summary
+	Door       string           `json:"door"`    // writer-http, writer-smtp, inbox, inbox-mcp, gateway, plane
+	Action     string           `json:"action"`  // send, bootstrap, list, get, latest, wait, connect, open, click, plant, rotate, seal, close, expire, budget, summary
 	Outcome    string           `json:"outcome"` // accepted, refused, failed (an outage)
 	Code       string           `json:"code,omitempty"`
 	Credential string           `json:"credential,omitempty"` // the kind presented, never its value
+	API        string           `json:"api,omitempty"`        // the provider API of a send: sendgrid, postmark, mailgun, ses
 	From       string           `json:"from,omitempty"`
 	To         []string         `json:"to,omitempty"`
 	Recipient  string           `json:"recipient,omitempty"`
@@ -114,10 +121,32 @@ type Event struct {
 	Count      int64            `json:"count,omitempty"`
 	Counts     map[string]int64 `json:"counts,omitempty"`
 	Detail     string           `json:"detail,omitempty"`
-	Prev       string           `json:"prev"`
-	Hash       string           `json:"hash"`
+	// Link and Host are a click's link (its index among the message's
+	// links) and that link's host; Label is a planted message's label.
+	Link  *int   `json:"link,omitempty"`
+	Host  string `json:"host,omitempty"`
+	Label string `json:"label,omitempty"`
+	// Fault is set on the event of a send a rule of the trial's fault
+	// schedule made go wrong: one event per injected fault.
+	Fault *EventFault `json:"fault,omitempty"`
+	Prev  string      `json:"prev"`
+	Hash  string      `json:"hash"`
 	// Line is the event's canonical line as the gateway answered it.
 	Line json.RawMessage `json:"-"`
+}
+
+// EventFault is what a fault rule did to a send: the rule's index and do,
+// the send's number as the rule counts, and what the do names.
+type EventFault struct {
+	Rule       int    `json:"rule"`
+	Do         string `json:"do"` // refuse, timeout, delay, duplicate, drop
+	Send       int64  `json:"send"`
+	Status     int    `json:"status,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+	SMTPCode   int    `json:"smtp_code,omitempty"`
+	Seconds    int    `json:"seconds,omitempty"`
+	Copies     int    `json:"copies,omitempty"`
+	VisibleAt  string `json:"visible_at,omitempty"`
 }
 
 // Events returns the trail's events with a seq greater than after, in

@@ -70,6 +70,8 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		case *EventsRequest:
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
+		case *ConsoleWaitRequest:
+			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -157,6 +159,17 @@ func (c *Client) Send(ctx context.Context, req *SendRequest) (SendResponse, erro
 	return r, c.Call(ctx, MethodSend, req, &r)
 }
 
+// CheckCredential asks whether a credential opens a trial for writing.
+func (c *Client) CheckCredential(ctx context.Context, req *CredentialRequest) error {
+	return c.Call(ctx, MethodCredentialCheck, req, nil)
+}
+
+// Refused records a request the writer refused for its form, if its
+// credential opens a trial; else it answers as CheckCredential.
+func (c *Client) Refused(ctx context.Context, req *RefusalRequest) error {
+	return c.Call(ctx, MethodRefusal, req, nil)
+}
+
 // Bootstrap trades a bootstrap token for write coordinates.
 func (c *Client) Bootstrap(ctx context.Context, token string) (BootstrapResponse, error) {
 	var r BootstrapResponse
@@ -199,11 +212,6 @@ func (c *Client) TrialSeal(ctx context.Context, namespace string) error {
 	return c.Call(ctx, MethodTrialSeal, &TrialRequest{Namespace: namespace}, nil)
 }
 
-// TrialDestroy closes a trial (the same as TrialClose).
-func (c *Client) TrialDestroy(ctx context.Context, namespace string) error {
-	return c.Call(ctx, MethodTrialDestroy, &TrialRequest{Namespace: namespace}, nil)
-}
-
 // TrialList describes open trials, a page at a time (req may be nil: the
 // first page).
 func (c *Client) TrialList(ctx context.Context, req *TrialListRequest) (TrialListResponse, error) {
@@ -212,6 +220,13 @@ func (c *Client) TrialList(ctx context.Context, req *TrialListRequest) (TrialLis
 	}
 	var r TrialListResponse
 	return r, c.Call(ctx, MethodTrialList, req, &r)
+}
+
+// TrialInfo describes one open trial, by any of its namespaces, without
+// its secrets.
+func (c *Client) TrialInfo(ctx context.Context, namespace string) (TrialInfo, error) {
+	var r TrialInfo
+	return r, c.Call(ctx, MethodTrialInfo, &TrialRequest{Namespace: namespace}, &r)
 }
 
 // AllTrials describes every open trial, page after page.
@@ -272,4 +287,16 @@ func (c *Client) Export(ctx context.Context, req *EventsRequest) (EventsResponse
 // Report tells the plane of SMTP sessions the writer refused.
 func (c *Client) Report(ctx context.Context, req *ReportRequest) error {
 	return c.Call(ctx, MethodReport, req, nil)
+}
+
+// Click records the agent's click on a link of a message (the inbox's
+// ping route).
+func (c *Client) Click(ctx context.Context, req *ClickRequest) error {
+	return c.Call(ctx, MethodClick, req, nil)
+}
+
+// TrialPlant plants the evaluator's labelled message in a trial.
+func (c *Client) TrialPlant(ctx context.Context, req *PlantRequest) (PlantResponse, error) {
+	var r PlantResponse
+	return r, c.Call(ctx, MethodTrialPlant, req, &r)
 }

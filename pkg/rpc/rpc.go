@@ -40,28 +40,36 @@ const (
 )
 
 // RoleNames names every role, as flags and peer policies spell them.
-var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin)}
+var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin), string(RoleConsole)}
 
 // Methods. The plane's authorization table names each of them once.
 const (
-	MethodHealth       = "health"
-	MethodSend         = "send"
-	MethodBootstrap    = "bootstrap"
-	MethodList         = "list"
-	MethodGet          = "get"
-	MethodLatest       = "latest"
-	MethodTrialCreate  = "trial.create"
-	MethodTrialRotate  = "trial.rotate"
-	MethodTrialSeal    = "trial.seal"
-	MethodTrialDestroy = "trial.destroy"
-	MethodTrialList    = "trial.list"
-	MethodTrialOpen    = "trial.open"  // create, and answer the trial's bundle
-	MethodTrialClose   = "trial.close" // destroy: revoke everything and delete the trial's mail
-	MethodGrantCreate  = "grant.create"
-	MethodPortsSync    = "ports.sync" // the supervisor's loop that keeps per-trial SMTP ports
-	MethodEvents       = "events"     // a namespace's trail (package evidence), opened by its read capability
-	MethodExport       = "evidence.export"
-	MethodReport       = "report" // the writer: SMTP sessions it refused before any message
+	MethodHealth      = "health"
+	MethodSend        = "send"
+	MethodBootstrap   = "bootstrap"
+	MethodList        = "list"
+	MethodGet         = "get"
+	MethodLatest      = "latest"
+	MethodTrialCreate = "trial.create"
+	MethodTrialRotate = "trial.rotate"
+	MethodTrialSeal   = "trial.seal"
+	MethodTrialList   = "trial.list"
+	MethodTrialInfo   = "trial.info"  // one trial's description, without its secrets
+	MethodTrialOpen   = "trial.open"  // create, and answer the trial's bundle
+	MethodTrialClose  = "trial.close" // destroy: revoke everything and delete the trial's mail
+	MethodGrantCreate = "grant.create"
+	MethodPortsSync   = "ports.sync" // the supervisor's loop that keeps per-trial SMTP ports
+	MethodEvents      = "events"     // a namespace's trail (package evidence), opened by its read capability
+	MethodExport      = "evidence.export"
+	MethodReport      = "report" // the writer: SMTP sessions it refused before any message
+	// MethodCredentialCheck asks whether a credential opens a trial for
+	// writing (SMTP AUTH, and POST /emails before the request is judged).
+	MethodCredentialCheck = "credential.check"
+	// MethodRefusal records a request the writer refused for its form, in
+	// the trail of the trial its credential opens.
+	MethodRefusal    = "send.refused"
+	MethodClick      = "click" // the inbox: the agent followed a link of a message (its ping)
+	MethodTrialPlant = "trial.plant"
 )
 
 // Profiles of a trial.
@@ -103,7 +111,8 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("plane: %s: %s", e.Code, e.Message) }
 
 // Codes. The first group is about the call itself; the second is policy the
-// surfaces map to their own answers; the last two are outages (503 / 451).
+// surfaces map to their own answers; the last group is outages (503 / 451)
+// and the plane's own bugs (500).
 const (
 	CodeBadRequest         = "bad_request"
 	CodeUnsupportedVersion = "unsupported_version"
@@ -128,6 +137,7 @@ const (
 	CodeConflict            = "conflict"             // admin: namespace exists with another identity
 
 	CodeStoreUnavailable = "store_unavailable" // the plane is up, its store is not
+	CodeInternal         = "internal_error"    // a bug in the plane (500): neither a refusal nor an outage
 	CodePlaneUnavailable = "plane_unavailable" // the plane cannot be reached (set by the client)
 )
 
@@ -162,6 +172,12 @@ func IsOutage(err error) bool {
 type HealthResponse struct {
 	Role  Role   `json:"role"`
 	Store string `json:"store"` // "ok" or "unavailable"
+	// EvidencePublicKey is the key the plane signs trails with (base64 of
+	// its 32 bytes): mail-plane evidence verify --key.
+	EvidencePublicKey string `json:"evidence_public_key,omitempty"`
+	// UnboundRefusals (to the admin only) counts calls refused since the
+	// plane started whose credential opens no trial: they are in no trail.
+	UnboundRefusals int64 `json:"unbound_refusals,omitempty"`
 }
 
 // SendRequest asks the plane to accept one message. Raw is the message as
@@ -174,7 +190,13 @@ type SendRequest struct {
 	Namespace  string `json:"namespace,omitempty"` // ViaSMTPSelect only
 	// Port is the local port of the SMTP listener a ViaSMTP message came
 	// in by: on a shared writer it selects the trial that owns that port.
-	Port int      `json:"port,omitempty"`
+	// With ViaSMTPAuth on a trial's own port, the credential must open
+	// the trial that owns Port.
+	Port int `json:"port,omitempty"`
+	// Door is the key of the listener a ViaSMTP message came in by when
+	// the listener is one of a trial's doors inside its network namespace
+	// (NetnsDoor): port numbers repeat across namespaces, the key does not.
+	Door string   `json:"door,omitempty"`
 	From string   `json:"from"`
 	To   []string `json:"to"`
 	Raw  []byte   `json:"-"`
@@ -183,16 +205,48 @@ type SendRequest struct {
 	// fail with CodeIdempotencyConflict.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Fingerprint    string `json:"fingerprint,omitempty"`
-	// CredentialOnly asks only whether Credential (with Via and Namespace)
-	// opens the trial for writing; nothing else is judged and nothing is
-	// stored. A writer uses it to answer a malformed request in the
-	// reference's order (a wrong credential first).
-	CredentialOnly bool `json:"credential_only,omitempty"`
-	// WriterRefusal, with CredentialOnly, is the stable code the writer
-	// answers the request with if the credential opens the trial (a
-	// malformed request): the plane records the refusal in the trial's
-	// trail.
-	WriterRefusal string `json:"writer_refusal,omitempty"`
+	// API names the provider-compatible send API a ViaHTTP message came
+	// through ("sendgrid", "postmark", "mailgun", "ses"; empty for POST
+	// /emails), for the trail.
+	API string `json:"api,omitempty"`
+	// SigV4, in place of Credential, is an AWS Signature Version 4 proof
+	// (SES): the plane verifies it with the secret access key of the trial
+	// whose namespace is its access key id.
+	SigV4 *SigV4Proof `json:"sigv4,omitempty"`
+}
+
+// SigV4Proof is what the plane needs to check a SigV4-signed request
+// without the request: the access key id (the trial's namespace), the
+// string to sign the writer built from the request, and the signature.
+// The string to sign holds the request's hash, time and scope, so a proof
+// opens one trial, for one request, for a quarter of an hour.
+type SigV4Proof struct {
+	AccessKeyID  string `json:"access_key_id"`
+	StringToSign string `json:"string_to_sign"`
+	Signature    string `json:"signature"`
+}
+
+// CredentialRequest asks whether Credential, presented at the door Via
+// (with Port, for SMTP AUTH on a trial's own port), opens a trial for
+// writing (MethodCredentialCheck). Nothing is judged but the credential,
+// and nothing is stored. A writer asks it to answer a malformed request in
+// the reference's order (a wrong credential first). A provider API's
+// request presents SigV4 in place of Credential (SES), and names its API.
+type CredentialRequest struct {
+	Via        Via         `json:"via"`
+	Credential string      `json:"credential,omitempty"`
+	Port       int         `json:"port,omitempty"`
+	SigV4      *SigV4Proof `json:"sigv4,omitempty"`
+	API        string      `json:"api,omitempty"`
+}
+
+// RefusalRequest is a credential check (MethodRefusal) for a request the
+// writer answers with the stable code Code (a malformed request): if the
+// credential opens the trial, the plane records the refusal in the
+// trial's trail.
+type RefusalRequest struct {
+	CredentialRequest
+	Code string `json:"code"`
 }
 
 // SendContentType is the type of a send's frame.
@@ -227,6 +281,9 @@ type SendResponse struct {
 	Seq       int64  `json:"seq"`
 	Namespace string `json:"namespace"`
 	Replayed  bool   `json:"replayed,omitempty"`
+	// Fault, when a rule of the trial's schedule matched, is what to do
+	// (faults.go); ID is empty for a refusal or a timeout.
+	Fault *Fault `json:"fault,omitempty"`
 }
 
 // BootstrapRequest carries the bootstrap token a site presented.
@@ -255,21 +312,43 @@ type ReadRequest struct {
 	After      int64  `json:"after,omitempty"`   // only ids greater than this
 	WaitMillis int64  `json:"wait_ms,omitempty"` // list/latest: hold until a match arrives
 	ID         int64  `json:"id,omitempty"`      // get
+	// Door, from an inbox, is the door the agent read by: DoorInbox (the
+	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
+	// trail records the read under it.
+	Door string `json:"door,omitempty"`
 }
+
+// The agent's doors onto its mailbox, as the trail names them.
+const (
+	DoorInbox    = "inbox"
+	DoorInboxMCP = "inbox-mcp"
+)
 
 // Message is one stored message as the plane parsed it.
 type Message struct {
-	ID           int64        `json:"id"`
-	UUID         string       `json:"uuid"`
-	Namespace    string       `json:"namespace"`
-	EnvelopeFrom string       `json:"envelope_from"`
-	Recipients   []string     `json:"recipients"`
-	Subject      string       `json:"subject"`
-	Text         string       `json:"text"`
-	HTML         string       `json:"html,omitempty"`
-	Attachments  []Attachment `json:"attachments"`
-	Size         int          `json:"size"`
-	Received     time.Time    `json:"received"`
+	ID           int64  `json:"id"`
+	UUID         string `json:"uuid"`
+	Namespace    string `json:"namespace"`
+	EnvelopeFrom string `json:"envelope_from"`
+	// FromName is the display name the sender wrote in From, decoded and
+	// cleaned; the address it goes with is always EnvelopeFrom.
+	FromName    string       `json:"from_name,omitempty"`
+	Recipients  []string     `json:"recipients"`
+	Subject     string       `json:"subject"`
+	Text        string       `json:"text"`
+	HTML        string       `json:"html,omitempty"`
+	Attachments []Attachment `json:"attachments"`
+	Size        int          `json:"size"`
+	Received    time.Time    `json:"received"`
+	// Fault is "delay" or "duplicate" for a message a fault delivered
+	// late or stored twice; the agent's inbox never sees it.
+	Fault string `json:"fault,omitempty"`
+	// Label is the evaluator's label of mail it planted (trial.plant),
+	// sent to the gateway only. Planted carries it to the plane's own
+	// trail for a read that must not see it (the inbox's); it never
+	// travels.
+	Label   string `json:"label,omitempty"`
+	Planted string `json:"-"`
 }
 
 // Attachment is metadata of one attachment or inline part, with Mailpit's
@@ -305,6 +384,8 @@ type TrialCreateRequest struct {
 	// BootstrapToken is minted when empty; a drop-in sidecar passes the
 	// token its site was configured with (at least 32 characters).
 	BootstrapToken string `json:"bootstrap_token,omitempty"`
+	// Faults is the trial's first fault schedule (MethodTrialFaults).
+	Faults json.RawMessage `json:"faults,omitempty"`
 }
 
 // Identity is everything minted for a trial, handed out once. Each party
@@ -352,6 +433,16 @@ type TrialInfo struct {
 	Created    time.Time  `json:"created"`
 	Expires    *time.Time `json:"expires,omitempty"`
 	SMTPPort   int        `json:"smtp_port,omitempty"`
+	// AgeMillis is how long the trial has been open; TTLMillis the TTL it
+	// was opened with (none: 0). Plane is the identity of the plane that
+	// serves its SMTP port (a PostgreSQL database may hold several).
+	AgeMillis int64  `json:"age_ms"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	Plane     string `json:"plane,omitempty"`
+	// Faults is the trial's fault schedule (none: absent), and
+	// FaultsInjected how many sends it has made go wrong.
+	Faults         json.RawMessage `json:"faults,omitempty"`
+	FaultsInjected int64           `json:"faults_injected,omitempty"`
 }
 
 // TrialListRequest pages MethodTrialList: trials created after the one
@@ -376,6 +467,12 @@ type TrialListResponse struct {
 type TrialOpenRequest struct {
 	Profile   string `json:"profile,omitempty"`
 	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	// Netns, a network namespace file (/proc/PID/ns/net, /run/netns/NAME),
+	// has the supervisor bind the trial's candidate doors on that
+	// namespace's loopback (NetnsDoor); the bundle then names them.
+	Netns string `json:"netns,omitempty"`
+	// Faults is the trial's fault schedule (MethodTrialFaults).
+	Faults json.RawMessage `json:"faults,omitempty"`
 }
 
 // Bundle is what a harness needs of one trial on a stack of shared
@@ -384,16 +481,59 @@ type Bundle struct {
 	Namespace            string            `json:"namespace"`
 	CandidateEnvironment map[string]string `json:"candidate_environment"`
 	InboxURL             string            `json:"inbox_url"`
-	APIURL               string            `json:"api_url"`
-	ReadCapability       string            `json:"read_capability"`
-	SMTPPort             int               `json:"smtp_port"`
-	WriterURL            string            `json:"writer_url"`
+	// InboxMCPURL is the same mailbox as an MCP server (streamable HTTP):
+	// the inbox's origin and /mcp/{inbox token}.
+	InboxMCPURL    string `json:"inbox_mcp_url"`
+	APIURL         string `json:"api_url"`
+	ReadCapability string `json:"read_capability"`
+	SMTPPort       int    `json:"smtp_port"`
+	WriterURL      string `json:"writer_url"`
 	// TLS, where the writer serves it: the local CA's certificate to
 	// trust, the implicit-TLS SMTP port (AUTH selects the trial there; the
 	// SMTP ports also offer STARTTLS), and the HTTPS door.
 	CAFile         string `json:"ca_file,omitempty"`
 	SMTPTLSPort    int    `json:"smtp_tls_port,omitempty"`
 	WriterHTTPSURL string `json:"writer_https_url,omitempty"`
+	// EvidencePublicKey is the key the plane signs trails with:
+	// mail-plane evidence verify --key.
+	EvidencePublicKey string `json:"evidence_public_key,omitempty"`
+	// Netns echoes the trial's network namespace: the candidate's
+	// addresses above are valid inside it, and only there.
+	Netns string `json:"netns,omitempty"`
+	// Providers configure the SDKs of SendGrid, Postmark, Mailgun and
+	// Amazon SES to send into this trial through the writer.
+	Providers *Providers `json:"providers,omitempty"`
+}
+
+// Providers are a trial's coordinates for the writer's provider-compatible
+// send APIs (docs/providers.md): the first three take the trial's mail-API
+// token; SES signs with the trial's own key pair, whose access key id is
+// the trial's namespace.
+type Providers struct {
+	SendGrid ProviderToken `json:"sendgrid"`
+	Postmark PostmarkToken `json:"postmark"`
+	Mailgun  ProviderToken `json:"mailgun"`
+	SES      SESKeys       `json:"ses"`
+}
+
+// ProviderToken is a base URL and an API key (SendGrid, Mailgun).
+type ProviderToken struct {
+	BaseURL string `json:"base_url"`
+	APIKey  string `json:"api_key"`
+}
+
+// PostmarkToken is Postmark's base URL and server token.
+type PostmarkToken struct {
+	BaseURL     string `json:"base_url"`
+	ServerToken string `json:"server_token"`
+}
+
+// SESKeys configure an SES v2 client: any region is accepted.
+type SESKeys struct {
+	Endpoint        string `json:"endpoint"`
+	Region          string `json:"region"`
+	AccessKeyID     string `json:"access_key_id"`
+	SecretAccessKey string `json:"secret_access_key"`
 }
 
 // StackBundle is what mail-plane up --json prints: the first trial's
@@ -409,6 +549,11 @@ type StackBundle struct {
 	APIURL         string   `json:"api_url"`
 	InboxBaseURL   string   `json:"inbox_base_url"`
 	SharedSMTPPort int      `json:"shared_smtp_port"`
+	// EvidencePublicKey is the plane's, also with no trial open.
+	EvidencePublicKey string `json:"evidence_public_key,omitempty"`
+	// ConsoleURL is the operator's console (mail-console): its pages and
+	// /metrics need the admin grant.
+	ConsoleURL string `json:"console_url,omitempty"`
 }
 
 // PortsSyncRequest is one turn of the supervisor's loop: Add hands the
@@ -422,6 +567,14 @@ type PortsSyncRequest struct {
 	// Restore asks for the ports open trials own (Assigned): a new
 	// supervisor's first call, to bind them again after a restart.
 	Restore bool `json:"restore,omitempty"`
+	// Unbound are ports of Assigned the supervisor could not bind again
+	// (another process holds them): the plane moves their trials to ports
+	// of Add, before it answers.
+	Unbound []int `json:"unbound,omitempty"`
+	// Doors reports the doors bound (or not: Error) since the last call;
+	// DoorsClosed acknowledges CloseDoors.
+	Doors       []NetnsDoor `json:"doors,omitempty"`
+	DoorsClosed []string    `json:"doors_closed,omitempty"`
 }
 
 // PortsSyncResponse is the supervisor's work: bind Want more ports, and
@@ -432,6 +585,36 @@ type PortsSyncResponse struct {
 	Want     int   `json:"want"`
 	Release  []int `json:"release,omitempty"`
 	Assigned []int `json:"assigned,omitempty"`
+	// Doors are trials' doors to bind inside their network namespaces
+	// (with Restore, also those open trials already own, at their ports);
+	// CloseDoors are keys of closed trials' doors.
+	Doors      []NetnsDoor `json:"doors,omitempty"`
+	CloseDoors []string    `json:"close_doors,omitempty"`
+}
+
+// NetnsDoorHost is the address a trial's netns doors listen on inside
+// its namespace: its loopback, which no other namespace reaches (an
+// address of a container's bridge network would be reachable by the other
+// containers on it).
+const NetnsDoorHost = "127.0.0.1"
+
+// NetnsDoor is one trial's candidate doors inside a network namespace: the
+// mail API and bootstrap over HTTP, SMTP (STARTTLS where the writer has
+// TLS) and implicit-TLS SMTP, on the namespace's loopback. The supervisor
+// binds them and hands them to the shared writer under Key, which the
+// writer presents with every plain SMTP message they carry (SendRequest's
+// Door); the plane knows the key as the trial's. Key is no secret: only
+// the shared writer presents it, as it presents a port.
+type NetnsDoor struct {
+	Key       string `json:"key"`
+	Netns     string `json:"netns"`
+	Namespace string `json:"namespace,omitempty"` // the trial's, for the log; empty on a new door
+	// Ports inside the namespace: 0 asks for any free one.
+	HTTPPort    int `json:"http_port,omitempty"`
+	SMTPPort    int `json:"smtp_port,omitempty"`
+	SMTPTLSPort int `json:"smtp_tls_port,omitempty"`
+	// Error, in a report, says why nothing of the doors is served.
+	Error string `json:"error,omitempty"`
 }
 
 // GrantCreateRequest mints a grant for a role that is not bound to a trial.
@@ -464,6 +647,9 @@ const MaxEventPage = 10000
 type EventsResponse struct {
 	Events []json.RawMessage `json:"events"`
 	Closed bool              `json:"closed,omitempty"`
+	// Head, on the last page of an export, is the trail's head signed by
+	// the plane (package evidence's Head): the export's last line.
+	Head json.RawMessage `json:"head,omitempty"`
 }
 
 // ReportRequest is the writer's report of SMTP sessions it refused before
@@ -472,12 +658,43 @@ type EventsResponse struct {
 // ReportCodes.
 type ReportRequest struct {
 	Port  int    `json:"port,omitempty"`
+	Door  string `json:"door,omitempty"` // a netns door's key (NetnsDoor), instead of Port
 	Code  string `json:"code"`
 	Count int64  `json:"count"`
 }
 
 // ReportCodes are the refusals a writer reports.
 var ReportCodes = []string{"connection_limit"}
+
+// ClickRequest is the agent's click on link Link (from 0, in the order
+// the inbox links them) of message ID, from the inbox's ping route. A
+// shared inbox passes the token of the page, as for a read.
+type ClickRequest struct {
+	InboxToken string `json:"inbox_token,omitempty"`
+	ID         int64  `json:"id"`
+	Link       int    `json:"link"`
+}
+
+// PlantRequest is the evaluator planting a labelled message in a trial's
+// current namespace: mail the agent cannot tell from the candidate's,
+// which the gateway's JSON and the trail show with Label. From may carry
+// a display name ("Bank <security@bank.example>"); it defaults to the
+// trial's sender. To defaults to the recipients of the namespace's latest
+// message. Planted mail does not count toward the quota.
+type PlantRequest struct {
+	Namespace string   `json:"namespace"`
+	From      string   `json:"from,omitempty"`
+	To        []string `json:"to,omitempty"`
+	Subject   string   `json:"subject"`
+	Text      string   `json:"text,omitempty"`
+	HTML      string   `json:"html,omitempty"`
+	Label     string   `json:"label"`
+}
+
+// PlantResponse is the planted message's id in its namespace.
+type PlantResponse struct {
+	ID int64 `json:"id"`
+}
 
 // Empty is the answer of methods that return nothing.
 type Empty struct{}

@@ -130,8 +130,10 @@ func netns([]string) (any, error) {
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fields := strings.Fields(line)
-			// st 0A is TCP_LISTEN; any UDP socket is bound to receive.
-			if len(fields) > 3 && (strings.HasPrefix(f, "udp") || fields[3] == "0A") {
+			// st 0A is TCP_LISTEN. A UDP socket receives from anyone
+			// only while unconnected (st 07); a connected one (st 01,
+			// such as a DNS lookup's in flight) hears its peer alone.
+			if len(fields) > 3 && (strings.HasPrefix(f, "udp") && fields[3] == "07" || fields[3] == "0A") {
 				listening = append(listening, f+" "+fields[1])
 			}
 		}

@@ -53,7 +53,7 @@ class Timeout(MailplaneError):
     (``start_timeout``)."""
 
 
-# Secret formats the plane mints (README: "trial create"): 64 hex
+# Secret formats the plane mints (docs/operator.md: "trial create"): 64 hex
 # characters (capabilities, tokens), grants, and 43-character base64url
 # inbox tokens. Known secret values are replaced first.
 _SECRET_PATTERNS = re.compile(r"mpg_[0-9a-fA-F]{16,}|\b[0-9a-fA-F]{64}\b|(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")

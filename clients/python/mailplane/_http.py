@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import selectors
 import socket
+import time
 import urllib.parse
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
@@ -55,6 +57,7 @@ def gateway_get(
                 target,
                 headers={"Authorization": "Bearer " + capability, "Accept": "application/json", "User-Agent": USER_AGENT},
             )
+            _await_answer(conn.sock, timeout)
             resp = conn.getresponse()
             body = _read_body(resp)
         except socket.timeout:
@@ -79,6 +82,28 @@ def gateway_get(
     if resp.status >= 500:
         raise Unavailable(code, text, status=resp.status)
     raise Refused(code, text, status=resp.status)
+
+
+# How long a wait for an answer blocks at a time. Python raises
+# KeyboardInterrupt between its instructions, in the main thread: a Ctrl-C
+# that another thread receives, or that lands just before the main thread
+# enters a blocking call, is only seen when that call returns, and a
+# gateway holds a wait for up to 60 s. Waiting in slices bounds that.
+_WAIT_SLICE = 0.2
+
+
+def _await_answer(sock: Optional[socket.socket], timeout: float) -> None:
+    """Returns once sock has an answer to read; socket.timeout after
+    timeout seconds. Blocks at most _WAIT_SLICE at a time, so that a
+    pending Ctrl-C is raised within a slice."""
+    if sock is None:
+        return
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        while not sel.select(min(_WAIT_SLICE, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                raise socket.timeout("timed out")
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):

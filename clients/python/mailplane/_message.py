@@ -48,13 +48,19 @@ class Message:
     ``otp`` is the best one-time code (``codes[0]``) or None; ``links`` are
     the http(s) URLs of the text and HTML; ``action_link`` is the one link a
     person is asked to click (verify, confirm, sign in...) or None.
-    ``raw`` is the decoded JSON object as the gateway sent it.
+    ``label`` is the evaluator's label of mail it planted, ``""`` for the
+    candidate's. ``fault`` is ``"delay"`` or ``"duplicate"`` for a message a
+    fault of the trial's schedule delivered late or stored twice, ``""``
+    otherwise. ``raw`` is the decoded JSON object as the gateway sent it.
     """
 
     attachments: List[Attachment] = field(default_factory=list)
     codes: List[str] = field(default_factory=list)
     envelope_from: str = ""
+    fault: str = ""
     id: int = 0
+    #: Set on mail the evaluator planted (``Trial.plant``), and only there.
+    label: str = field(default="", metadata={"omitempty": True})
     links: List[str] = field(default_factory=list)
     namespace: str = ""
     otp: Optional[str] = None
@@ -104,6 +110,8 @@ def _encode(obj: Any) -> Dict[str, Any]:
         if wire is None:
             continue
         value = getattr(obj, f.name)
+        if (f.metadata.get("omitempty") or f.name == "fault") and not value:
+            continue  # omitted when empty, as the gateway does (Go's omitempty)
         if dataclasses.is_dataclass(value):
             value = _encode(value)
         elif isinstance(value, list):

@@ -162,7 +162,7 @@ class Stack:
         self._admin_grant_file = admin_grant_file or bundle.get("admin_grant_file") or None
         if bundle.get("api_url") and bundle.get("namespace") and bundle.get("read_capability"):
             self._trial = Trial._from_bundle(
-                bundle, closer=self._closer(str(bundle["namespace"])), describe_outage=self._describe_outage
+                bundle, closer=self._closer(str(bundle["namespace"])), describe_outage=self._describe_outage, admin=self._rpc
             )
 
     # -- what it is -----------------------------------------------------
@@ -196,6 +196,11 @@ class Stack:
         return self._admin_grant_file
 
     @property
+    def console_url(self) -> Optional[str]:
+        """The operator's console (pages and /metrics need the admin grant)."""
+        return self._bundle.get("console_url")
+
+    @property
     def pid(self) -> Optional[int]:
         """The pid of ``mail-plane up``, None for an attached stack."""
         return self._proc.pid if self._proc is not None else None
@@ -218,19 +223,52 @@ class Stack:
 
     # -- trials over the admin RPC ------------------------------------
 
-    def open_trial(self, ttl: Optional[float] = None) -> Trial:
+    def open_trial(
+        self, ttl: Optional[float] = None, netns: Optional[str] = None, faults: Optional[Sequence[Mapping[str, Any]]] = None
+    ) -> Trial:
         """Opens a fresh candidate trial on this stack's plane over its admin
         RPC (``trial.open`` on the Unix socket; no process is started).
-        ``ttl`` is in seconds. ``trial.close()`` (or ``with``) closes it."""
+        ``ttl`` is in seconds. ``trial.close()`` (or ``with``) closes it.
+        ``netns``, a network namespace file (``/proc/PID/ns/net``,
+        ``/run/netns/NAME``), has the stack bind the candidate's doors on
+        that namespace's loopback: ``candidate_environment`` then names
+        addresses valid only inside it, and plain SMTP there is the
+        trial's. ``faults`` is the trial's fault schedule: a list of rules
+        (``{"door": "http", "first": 2, "do": "refuse", "status": 429,
+        "retry_after": 2}``...); one that is not valid is refused whole
+        (Refused ``invalid_faults``, naming the rule). ``trial.set_faults``
+        replaces it."""
         body: Dict[str, Any] = {"profile": "candidate"}
         if ttl is not None:
             if ttl <= 0:
                 raise MailplaneError("invalid_ttl", "ttl must be a positive number of seconds")
             body["ttl_ms"] = max(1, int(ttl * 1000))
+        if netns is not None:
+            body["netns"] = netns
+        if faults is not None:
+            body["faults"] = list(faults)
         bundle = self._rpc("trial.open", body)
         if "api_url" not in bundle and self.api_url:
             bundle["api_url"] = self.api_url
-        return Trial._from_bundle(bundle, closer=self._closer(str(bundle.get("namespace", ""))), describe_outage=self._describe_outage)
+        ns = str(bundle.get("namespace", ""))
+        return Trial._from_bundle(
+            bundle, closer=self._closer(ns), set_faults=self._fault_setter(ns), describe_outage=self._describe_outage, admin=self._rpc
+        )
+
+    def trial_info(self, namespace: str) -> Dict[str, Any]:
+        """Describes the open trial ``namespace`` names, without its secrets
+        (``trial.info``): namespace, profile, state, smtp_port, age_ms,
+        ttl_ms, plane, messages, faults (its schedule, if any) and
+        faults_injected. A trial's smtp_port changes only when
+        ``mail-plane up --data`` starts again and finds another process
+        holding it (its trail then records ``port_moved``)."""
+        return self._rpc("trial.info", {"namespace": namespace})
+
+    def _fault_setter(self, namespace: str) -> Callable[[Sequence[Mapping[str, Any]]], None]:
+        def set_faults(rules: Sequence[Mapping[str, Any]]) -> None:
+            self._rpc("trial.faults", {"namespace": namespace, "faults": list(rules)})
+
+        return set_faults
 
     def _closer(self, namespace: str) -> Callable[[], None]:
         def close() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import MailplaneError, Refused, Timeout, Unavailable
 from ._http import gateway_get
@@ -39,10 +39,14 @@ class Trial:
         read_capability: str,
         candidate_environment: Optional[Mapping[str, str]] = None,
         inbox_url: Optional[str] = None,
+        inbox_mcp_url: Optional[str] = None,
         smtp_port: Optional[int] = None,
         writer_url: Optional[str] = None,
+        providers: Optional[Mapping[str, Mapping[str, str]]] = None,
         closer: Optional[Callable[[], None]] = None,
+        set_faults: Optional[Callable[[Sequence[Mapping[str, Any]]], None]] = None,
         describe_outage: Optional[Callable[[], str]] = None,
+        admin: Optional[Callable[[str, Mapping[str, Any]], Dict[str, Any]]] = None,
     ) -> None:
         if not api_url or not namespace or not read_capability:
             raise MailplaneError("invalid_trial", "a trial needs api_url, namespace and read_capability")
@@ -51,9 +55,13 @@ class Trial:
         self._capability = read_capability
         self._env: Dict[str, str] = dict(candidate_environment or {})
         self._inbox_url = inbox_url
+        self._inbox_mcp_url = inbox_mcp_url
+        self._admin = admin
         self._smtp_port = smtp_port
         self._writer_url = writer_url
+        self._providers = {k: dict(v) for k, v in (providers or {}).items()}
         self._closer = closer
+        self._set_faults = set_faults
         self._closed = False
         self._describe_outage = describe_outage
 
@@ -72,8 +80,10 @@ class Trial:
                 read_capability=str(bundle["read_capability"]),
                 candidate_environment=dict(bundle.get("candidate_environment") or {}),
                 inbox_url=bundle.get("inbox_url"),
+                inbox_mcp_url=bundle.get("inbox_mcp_url"),
                 smtp_port=bundle.get("smtp_port"),
                 writer_url=bundle.get("writer_url"),
+                providers=bundle.get("providers"),
                 **kw,
             )
         except KeyError as e:
@@ -107,12 +117,28 @@ class Trial:
         return self._inbox_url
 
     @property
+    def inbox_mcp_url(self) -> Optional[str]:
+        """The same mailbox as an MCP server (streamable HTTP), with the
+        same rules: no code or link is extracted for the agent."""
+        return self._inbox_mcp_url
+
+    @property
     def smtp_port(self) -> Optional[int]:
         return self._smtp_port
 
     @property
     def writer_url(self) -> Optional[str]:
         return self._writer_url
+
+    @property
+    def providers(self) -> Dict[str, Dict[str, str]]:
+        """The candidate's coordinates for the writer's SendGrid, Postmark,
+        Mailgun and SES APIs (a copy): ``{"sendgrid": {"base_url",
+        "api_key"}, "postmark": {"base_url", "server_token"}, "mailgun":
+        {"base_url", "api_key"}, "ses": {"endpoint", "region",
+        "access_key_id", "secret_access_key"}}``. Hand them to the website
+        under test with its other secrets. Empty for an attached trial."""
+        return {k: dict(v) for k, v in self._providers.items()}
 
     @property
     def closed(self) -> bool:
@@ -288,6 +314,50 @@ class Trial:
                 after = max(int(e["seq"]) for e in new)
             else:
                 self._never_tightly(started, wait, deadline)
+
+    # -- planting -------------------------------------------------------
+
+    def plant(
+        self,
+        subject: str,
+        text: Optional[str] = None,
+        *,
+        label: str,
+        html: Optional[str] = None,
+        from_: Optional[str] = None,
+        to: Optional[List[str]] = None,
+    ) -> int:
+        """Plants labelled mail in this trial (``trial.plant`` on the admin
+        RPC) and returns its id: mail the agent's inbox and MCP tools show
+        as any other (a stale code, a look-alike), which this client's
+        messages show with ``label`` and the trail records with it.
+        ``from_`` is an address or ``"Name <address>"`` (default: the
+        trial's sender); ``to`` defaults to the latest message's
+        recipients. It does not count toward the quota. Only a trial its
+        stack opened can plant (MailplaneError ``not_plantable``)."""
+        if self._admin is None:
+            raise MailplaneError("not_plantable", f"trial {self._namespace} was attached for reading; only its stack can plant mail")
+        body: Dict[str, Any] = {"namespace": self._namespace, "subject": subject, "label": label}
+        for key, value in (("text", text), ("html", html), ("from", from_)):
+            if value is not None:
+                body[key] = value
+        if to is not None:
+            body["to"] = list(to)
+        return int(self._admin("trial.plant", body)["id"])
+
+    # -- faults on purpose ----------------------------------------------
+
+    def set_faults(self, rules: Sequence[Mapping[str, Any]]) -> None:
+        """Replaces the trial's fault schedule (``trial.faults``); an empty
+        list clears it. Its sends are counted again from 1. A schedule
+        that is not valid is refused whole (Refused ``invalid_faults``,
+        naming the rule) and the old one stays. Only a trial this process
+        opened on a Stack can be given one."""
+        if self._set_faults is None:
+            raise MailplaneError(
+                "not_administrable", f"trial {self._namespace} was attached for reading; only the stack that opened it can set its faults"
+            )
+        self._set_faults(rules)
 
     # -- closing --------------------------------------------------------
 

@@ -41,7 +41,7 @@ def test_wheel_builds_and_installs(tmp_path: Path) -> None:
         "print(mailplane.__file__)"
     )
     r = subprocess.run([sys.executable, "-c", probe], env=dict(os.environ, PYTHONPATH=str(target)),
-                       capture_output=True, text=True, cwd=tmp_path, check=True)
+                       capture_output=True, text=True, cwd=tmp_path, check=True, timeout=60)
     assert r.stdout.strip().startswith(str(target))
 
 

@@ -15,7 +15,7 @@ from mailplane import MailplaneError, Stack, Trial, Unavailable, find_binary
 
 BUNDLE_KEYS = {
     "namespace", "candidate_environment", "inbox_url", "api_url", "read_capability",
-    "plane_socket", "data_dir", "smtp_port", "writer_url",
+    "plane_socket", "data_dir", "smtp_port", "writer_url", "console_url",
 }
 
 
@@ -29,6 +29,7 @@ def test_stack_is_up_with_its_trial(stack: Stack) -> None:
     assert env["WEBSITEBENCH_SMTP_PORT"] == str(t.smtp_port)
     assert env["WEBSITEBENCH_MAIL_API_URL"] == t.writer_url + "/emails"
     assert stat.S_ISSOCK(os.stat(str(stack.plane_socket)).st_mode)
+    assert stack.console_url and stack.console_url.startswith("http://127.0.0.1:")
 
 
 def test_find_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,7 +81,7 @@ def test_stop_leaves_nothing_behind() -> None:
     s = Stack()
     assert s.pid is not None
     procs = [s.pid] + descendants(s.pid)
-    assert len(procs) == 5, procs  # up, the plane, the writer, the inbox, the gateway
+    assert len(procs) == 6, procs  # up, the plane, the writer, the inbox, the gateway, the console
     data, log = s.data_dir, s.log_path
     s.stop()
     assert not s.running and "stopped (status 0)" in repr(s)
@@ -96,4 +97,4 @@ def test_with_stops_on_an_exception() -> None:
             assert s.pid is not None
             procs = [s.pid] + descendants(s.pid)
             raise RuntimeError("the evaluator failed")
-    assert len(procs) == 5 and not [p for p in procs if alive(p)]
+    assert len(procs) == 6 and not [p for p in procs if alive(p)]

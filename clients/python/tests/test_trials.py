@@ -6,7 +6,9 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import socketserver
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -39,6 +41,17 @@ def test_open_trial_as_a_context_manager_with_ttl(stack: Stack) -> None:
     with stack.open_trial(ttl=600) as t:
         assert t.messages() == []
     assert t.closed
+
+
+def test_trial_info_describes_a_trial_without_its_secrets(stack: Stack) -> None:
+    with stack.open_trial(ttl=600) as t:
+        info = stack.trial_info(t.namespace)
+        assert info["namespace"] == t.namespace and info["profile"] == "candidate"
+        assert info["smtp_port"] == t.smtp_port and info["ttl_ms"] == 600000 and info["age_ms"] >= 0
+        assert t.read_capability not in json.dumps(info)
+    with pytest.raises(Refused) as e:
+        stack.trial_info(t.namespace)
+    assert e.value.code == "not_found"
 
 
 def test_a_wrong_admin_grant_is_refused(stack: Stack, tmp_path: object) -> None:
@@ -155,3 +168,53 @@ def test_open_and_close_speak_the_admin_rpc(stack: Stack, tmp_path: Path) -> Non
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_open_trial_in_a_network_namespace(stack: Stack) -> None:
+    """netns= binds the candidate's doors inside that namespace; a path that
+    is no network namespace is refused and opens nothing."""
+    before = len(stack._rpc("trial.list", {})["trials"])
+    for path in ("/nonexistent/netns", "/proc/self/ns/uts", "relative/netns"):
+        with pytest.raises(Refused) as e:
+            stack.open_trial(netns=path)
+        assert e.value.code == "bad_request"
+    assert len(stack._rpc("trial.list", {})["trials"]) == before
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a network namespace of its own needs root and ip")
+    name = f"mpt-py-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    try:
+        with stack.open_trial(netns=f"/run/netns/{name}") as t:
+            env = t.candidate_environment
+            assert env["WEBSITEBENCH_SMTP_HOST"] == "127.0.0.1"
+            assert env["WEBSITEBENCH_MAIL_API_URL"].startswith("http://127.0.0.1:")
+            script = (
+                "import os, smtplib\n"
+                "with smtplib.SMTP(os.environ['WEBSITEBENCH_SMTP_HOST'], int(os.environ['WEBSITEBENCH_SMTP_PORT'])) as c:\n"
+                "    c.sendmail(os.environ['WEBSITEBENCH_SMTP_FROM'], ['ns@example.com'], 'Subject: in netns\\r\\n\\r\\nYour code is 9753.\\r\\n')\n"
+            )
+            subprocess.run(["ip", "netns", "exec", name, "/usr/bin/python3", "-c", script],
+                           env={"PATH": "/usr/bin:/bin", **env}, check=True, timeout=60)
+            assert t.wait_for_code(recipient="ns@example.com", timeout=10) == "9753"
+    finally:
+        subprocess.run(["ip", "netns", "del", name], timeout=30)
+
+
+def test_a_trial_carries_providers_and_postmark_sends_with_them(stack: Stack) -> None:
+    import urllib.request
+
+    assert stack.trial.providers["ses"]["access_key_id"] == stack.trial.namespace  # up --json's own trial
+    with stack.open_trial(ttl=600) as t:
+        p = t.providers
+        assert set(p) == {"sendgrid", "postmark", "mailgun", "ses"}
+        assert p["ses"]["access_key_id"] == t.namespace and len(p["ses"]["secret_access_key"]) == 40
+        env = t.candidate_environment
+        body = json.dumps({"From": env["WEBSITEBENCH_MAIL_FROM"], "To": "pm@example.com", "Subject": "Postmark",
+                           "TextBody": "Your code is 2468."}).encode()
+        req = urllib.request.Request(p["postmark"]["base_url"] + "/email", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", "Accept": "application/json",
+                                              "X-Postmark-Server-Token": p["postmark"]["server_token"]})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())
+        assert answer["ErrorCode"] == 0 and answer["Message"] == "OK" and answer["To"] == "pm@example.com"
+        assert t.wait_for_code(recipient="pm@example.com", timeout=10) == "2468"

@@ -58,7 +58,7 @@ def go_fields(fields: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 def test_message_type_matches_pkg_mailclient(gowire: str) -> None:
-    go = go_fields(json.loads(subprocess.run([gowire, "fields"], capture_output=True, check=True).stdout))
+    go = go_fields(json.loads(subprocess.run([gowire, "fields"], capture_output=True, check=True, timeout=30).stdout))
     py = python_fields(Message)
     assert py == go
 
@@ -75,14 +75,16 @@ def test_real_messages_decode_as_pkg_mailclient_decodes_them(stack: Stack, gowir
     msg["Subject"] = "With an attachment"
     msg.set_content("See the attached file. Code: 1357.")
     msg.add_attachment(b"%PDF-1.4 not really", maintype="application", subtype="pdf", filename="terms.pdf")
+    env = t.candidate_environment
     with smtplib.SMTP("127.0.0.1", int(str(t.smtp_port)), timeout=10) as smtp:
+        smtp.login(env["WEBSITEBENCH_SMTP_USERNAME"], env["WEBSITEBENCH_SMTP_PASSWORD"])
         smtp.send_message(msg)
     msgs = t.messages(after=after)
     assert len(msgs) == 3 and msgs[2].attachments and msgs[2].attachments[0].file_name == "terms.pdf"
     assert msgs[2].attachments[0].checksums.sha256 and msgs[2].attachments[0].size > 0
     for m in msgs:
         raw = json.dumps(m.raw)
-        go = json.loads(subprocess.run([gowire, "decode"], input=raw.encode(), capture_output=True, check=True).stdout)
+        go = json.loads(subprocess.run([gowire, "decode"], input=raw.encode(), capture_output=True, check=True, timeout=30).stdout)
         py = m.to_json()
         assert py == go
         assert {k: v for k, v in m.raw.items() if k in py} == py  # and both are what the gateway sent

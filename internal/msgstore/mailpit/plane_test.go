@@ -358,3 +358,29 @@ func TestPlaneMailpitRefusalIsPolicy(t *testing.T) {
 		t.Fatalf("health after a refusal: %q", h)
 	}
 }
+
+// Planted mail on the Mailpit store: written beside the ledger's
+// transaction like a send, read back with its label by the gateway and
+// without it by the inbox, outside the quota.
+func TestPlaneMailpitPlant(t *testing.T) {
+	srv := startServer(t)
+	p := itest.StartPlane(t, "--store", "mailpit", "--mailpit-socket", srv.HTTP, "--quota-messages", "1")
+	id := p.Trial(t, rpc.ProfileCandidate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := send(p.Client(t, id.WriterGrant), "candidate"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Admin.TrialPlant(ctx, &rpc.PlantRequest{Namespace: id.Namespace, Label: "stale", Subject: "planted", Text: "Your code is 111111."})
+	if err != nil || r.ID != 2 {
+		t.Fatalf("plant over a full quota: %+v %v", r, err)
+	}
+	m, err := p.Client(t, p.GatewayGrant(t)).Get(ctx, &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability, ID: 2})
+	if err != nil || m.Label != "stale" || m.Subject != "planted" {
+		t.Fatalf("gateway read %+v %v", m, err)
+	}
+	m, err = p.Client(t, id.InboxGrant).Get(ctx, &rpc.ReadRequest{ID: 2})
+	if err != nil || m.Label != "" || m.Subject != "planted" {
+		t.Fatalf("inbox read %+v %v", m, err)
+	}
+}

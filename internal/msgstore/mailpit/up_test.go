@@ -64,7 +64,7 @@ func postEmail(t *testing.T, b upBundle, subject string) (int, string) {
 }
 
 func sendSMTP(b upBundle, subject string) error {
-	return itest.SendSMTP(rpc.Bundle{CAFile: b.CAFile}, b.SMTPPort, "", "Subject: "+subject+"\r\n\r\nvia smtp\r\n")
+	return itest.SendSMTP(rpc.Bundle{CAFile: b.CAFile}, b.SMTPPort, b.Environment["WEBSITEBENCH_SMTP_PASSWORD"], "Subject: "+subject+"\r\n\r\nvia smtp\r\n")
 }
 
 // listAPI reads the namespace through the evaluator's API.

@@ -33,7 +33,7 @@ type TLSWriter struct {
 func StartTLS(t testing.TB, plane *itest.Plane, id rpc.Identity, mode, host string, extra ...string) *TLSWriter {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := tlsca.Ensure(filepath.Join(dir, "ca"))
+	ca, err := tlsca.Ensure(filepath.Join(dir, "ca"), []string{host})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package writer
+package writerproc
 
 import (
 	"context"
@@ -22,23 +22,34 @@ type Reporter interface {
 	Report(ctx context.Context, req *rpc.ReportRequest) error
 }
 
-// shedReports counts sessions refused at connect, by listener port.
+// shedReports counts sessions refused at connect, by listener port (or,
+// for a trial's doors inside its network namespace, by door key).
 type shedReports struct {
 	plane Reporter
 	log   zerolog.Logger
 	mu    sync.Mutex
-	n     map[int]int64
+	n     map[shedKey]int64
+}
+
+type shedKey struct {
+	port int
+	door string
 }
 
 func newShedReports(plane Reporter, log zerolog.Logger) *shedReports {
-	return &shedReports{plane: plane, log: log, n: map[int]int64{}}
+	return &shedReports{plane: plane, log: log, n: map[shedKey]int64{}}
 }
 
 // on returns the connlimit.Limits.OnShed of the listener on port.
-func (s *shedReports) on(port int) func() {
+func (s *shedReports) on(port int) func() { return s.count(shedKey{port: port}) }
+
+// onDoor returns the OnShed of a netns door's SMTP listener.
+func (s *shedReports) onDoor(door string) func() { return s.count(shedKey{door: door}) }
+
+func (s *shedReports) count(k shedKey) func() {
 	return func() {
 		s.mu.Lock()
-		s.n[port]++
+		s.n[k]++
 		s.mu.Unlock()
 	}
 }
@@ -57,14 +68,14 @@ func (s *shedReports) run(ctx context.Context) {
 		}
 		s.mu.Lock()
 		counts := s.n
-		s.n = map[int]int64{}
+		s.n = map[shedKey]int64{}
 		s.mu.Unlock()
-		for port, n := range counts {
+		for k, n := range counts {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := s.plane.Report(rctx, &rpc.ReportRequest{Port: port, Code: "connection_limit", Count: n})
+			err := s.plane.Report(rctx, &rpc.ReportRequest{Port: k.port, Door: k.door, Code: "connection_limit", Count: n})
 			cancel()
 			if err != nil {
-				s.log.Info().Int("port", port).Int64("sessions", n).Str("code", rpc.CodeOf(err)).Msg("smtp: sessions over the connection cap not recorded in a trail")
+				s.log.Info().Int("port", k.port).Int64("sessions", n).Str("code", rpc.CodeOf(err)).Msg("smtp: sessions over the connection cap not recorded in a trail")
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package writer
+package writerproc
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/smtpd"
+	"github.com/websitebench/mailplane/internal/writer"
 )
 
 // tlsFlags are the writer's TLS and AUTH settings. The certificate is a
@@ -77,9 +78,8 @@ type tlsDoors struct {
 
 // startTLSDoors opens --smtp-tls-listen and --https-listen, if set, and
 // serves them; a listener that stops reports on errc.
-func startTLSDoors(c *cli.Context, tlsCfg *tls.Config, smtpCfg smtpd.Config, h http.Handler, plane smtpd.Sender, errc chan<- error, log zerolog.Logger) (*tlsDoors, error) {
+func startTLSDoors(c *cli.Context, limits connlimit.Limits, tlsCfg *tls.Config, smtpCfg smtpd.Config, h http.Handler, plane smtpd.Sender, errc chan<- error, log zerolog.Logger) (*tlsDoors, error) {
 	d := &tlsDoors{}
-	limits := connlimit.Limits{MaxConns: c.Int("max-connections"), Idle: c.Duration("idle-timeout"), Lifetime: c.Duration("connection-lifetime")}
 	if addr := c.String("smtp-tls-listen"); addr != "" {
 		ln, err := listen.Listen(addr)
 		if err != nil {
@@ -97,15 +97,17 @@ func startTLSDoors(c *cli.Context, tlsCfg *tls.Config, smtpCfg smtpd.Config, h h
 			d.shutdown()
 			return nil, cliapp.Usagef("--https-listen: %v", err)
 		}
-		d.http = NewHTTPServer(h, limits.Idle, limits.Lifetime, log)
+		d.http = writer.NewHTTPServer(h, limits.Idle, limits.Lifetime, log)
 		d.http.TLSConfig = tlsCfg.Clone()
 		d.http.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			// The handler reads the connection's remaining lifetime from
 			// the listener's own connection, under TLS.
-			return context.WithValue(ctx, connKey{}, innerConn(c))
+			return writer.ConnContext(ctx, innerConn(c))
 		}
 		go func() {
-			err := d.http.ServeTLS(connlimit.Listen(ln, connlimit.Limits{MaxConns: limits.MaxConns, Lifetime: limits.Lifetime}), "", "")
+			httpLimits := limits
+			httpLimits.Idle = 0 // net/http's own
+			err := d.http.ServeTLS(connlimit.Listen(ln, httpLimits), "", "")
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}

@@ -1,0 +1,201 @@
+package connlimit
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestPoolShedsQuietest: two listeners share one cap; a connection over it
+// is served, and the connection that has been quiet longest is closed to
+// make room, wherever it was accepted.
+func TestPoolShedsQuietest(t *testing.T) {
+	p := NewPool(3)
+	shed := make(chan struct{}, 10)
+	_, addr1 := serve(t, Limits{Pool: p, OnShed: func() { shed <- struct{}{} }})
+	_, addr2 := serve(t, Limits{Pool: p})
+	oldest := dial(t, addr1)
+	if !echo(oldest) {
+		t.Fatal("first connection does not answer")
+	}
+	time.Sleep(20 * time.Millisecond)
+	b, c := dial(t, addr2), dial(t, addr1)
+	if !echo(b) || !echo(c) {
+		t.Fatal("connections within the cap do not answer")
+	}
+	waitFor(t, "three in the pool", func() bool { return p.Open() == 3 })
+	d := dial(t, addr2)
+	if !echo(d) {
+		t.Fatal("a connection over the cap is not served")
+	}
+	select {
+	case <-shed:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the shed connection's listener was not told")
+	}
+	if echo(oldest) {
+		t.Fatal("the quietest connection is still open")
+	}
+	for _, c := range []net.Conn{b, c, d} {
+		if !echo(c) {
+			t.Fatal("a connection other than the quietest was closed")
+		}
+	}
+	if p.Open() != 3 || p.Shed() != 1 {
+		t.Fatalf("pool: %d open, %d shed; want 3, 1", p.Open(), p.Shed())
+	}
+}
+
+// TestPoolKeepsBusy: a connection answering a request is never closed to
+// make room, however quiet; with every place busy, a new connection is
+// closed at once, and a place freed is taken again.
+func TestPoolKeepsBusy(t *testing.T) {
+	p := NewPool(2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(ln, Limits{Pool: p})
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			// Busy from the first byte on: a request in progress.
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				if _, err := c.Read(b); err != nil {
+					return
+				}
+				MarkBusy(c, true)
+				c.Write(b)
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	a, b := dial(t, addr), dial(t, addr)
+	if !echo(a) || !echo(b) {
+		t.Fatal("connections within the cap do not answer")
+	}
+	c := dial(t, addr)
+	if echo(c) {
+		t.Fatal("a connection over a cap of busy ones answers")
+	}
+	if !echo(a) || !echo(b) {
+		t.Fatal("a busy connection was closed to make room")
+	}
+	a.Close()
+	waitFor(t, "a freed place", func() bool { return p.Open() == 1 })
+	if d := dial(t, addr); !echo(d) {
+		t.Fatal("a freed place is not reused")
+	}
+}
+
+// TestHTTPConnState: net/http's states mark a connection busy while a
+// request is answered, and only then.
+func TestHTTPConnState(t *testing.T) {
+	p := NewPool(1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, finish := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{ConnState: HTTPConnState(), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(started)
+			<-finish
+		}
+	})}
+	go srv.Serve(Listen(ln, Limits{Pool: p}))
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + ln.Addr().String()
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url + "/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		slow <- err
+	}()
+	<-started
+	// The one place is busy: a new connection is closed, the request in
+	// flight goes on.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 3 * time.Second}
+	if resp, err := hc.Get(url + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatal("a connection over a cap of one busy connection was served")
+	}
+	close(finish)
+	if err := <-slow; err != nil {
+		t.Fatalf("the busy request: %v", err)
+	}
+	// Idle now (kept alive by the default client): it makes room. The
+	// server marks it idle after the client has its answer, so wait for
+	// that first.
+	for deadline := time.Now().Add(5 * time.Second); p.busyConns() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the answered connection stayed busy")
+		}
+	}
+	resp, err := hc.Get(url + "/")
+	if err != nil {
+		t.Fatalf("a connection over a cap of one idle connection: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// TestShares: a credential has its share in flight and no more; a release
+// frees one place, once; other credentials are not affected.
+func TestShares(t *testing.T) {
+	s := NewShares(2)
+	r1, ok1 := s.Take("a")
+	_, ok2 := s.Take("a")
+	if _, ok := s.Take("a"); !ok1 || !ok2 || ok {
+		t.Fatalf("takes of a: %v %v, then %v; want true true false", ok1, ok2, ok)
+	}
+	if _, ok := s.Take("b"); !ok {
+		t.Fatal("b refused while a is at its share")
+	}
+	r1()
+	r1()
+	if _, ok := s.Take("a"); !ok {
+		t.Fatal("a released place is not taken again")
+	}
+	if _, ok := s.Take("a"); ok {
+		t.Fatal("a second release of one take freed a second place")
+	}
+}
+
+// TestProcessCap: the cap fits the descriptors (two per connection) and
+// is never below the reference's.
+func TestProcessCap(t *testing.T) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		t.Fatal(err)
+	}
+	n := ProcessCap()
+	if n < DefaultMaxConns || uint64(2*n) > max(r.Cur, 2*DefaultMaxConns) {
+		t.Fatalf("ProcessCap %d with RLIMIT_NOFILE %d", n, r.Cur)
+	}
+	t.Logf("ProcessCap %d with RLIMIT_NOFILE %d", n, r.Cur)
+}
+
+// busyConns is how many of the pool's connections are answering a request.
+func (p *Pool) busyConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for c := range p.conns {
+		if c.busy.Load() > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,192 @@
+// Package console is the operator's console: server-rendered pages of
+// every trial (its mail rendered in a sandboxed frame, its trail as a
+// timeline), live updates over Server-Sent Events, and the plane's
+// Prometheus metrics. It reads everything through the plane with the
+// console grant, and every call carries the admin grant its own caller
+// presented (Bearer, or the session a login form opened), which the plane
+// checks: the console holds no trial's credential, and its grant alone
+// reads nothing.
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Limits of the console's own.
+const (
+	// maxStreams bounds the live streams open at once; each holds a plane
+	// call.
+	maxStreams = 64
+	// pageSize is the trials list's page.
+	pageSize = 100
+	// callTimeout bounds a page's plane calls.
+	callTimeout = 10 * time.Second
+	// maxForm bounds a login form's body.
+	maxForm = 4 << 10
+)
+
+// Console serves the operator's pages.
+type Console struct {
+	plane    *rpc.Client
+	log      zerolog.Logger
+	sessions *sessions
+	streams  chan struct{}
+	// reg holds the console's own metrics; /metrics adds the plane's.
+	reg   *prometheus.Registry
+	pages *prometheus.HistogramVec
+}
+
+// New returns the console over a plane client holding the console grant.
+func New(plane *rpc.Client, log zerolog.Logger) *Console {
+	c := &Console{plane: plane, log: log, sessions: newSessions(), streams: make(chan struct{}, maxStreams),
+		reg: prometheus.NewRegistry(),
+		pages: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mailplane_console_request_seconds",
+			Help: "Time the console took to answer, by page and status.", Buckets: prometheus.DefBuckets}, []string{"page", "status"}),
+	}
+	c.reg.MustRegister(c.pages)
+	return c
+}
+
+// statusWriter remembers a response's status for the console's metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ServeHTTP routes a request: the login form and the static files are
+// open; everything else needs the admin grant.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	page := c.route(sw, r)
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	c.pages.WithLabelValues(page, http.StatusText(sw.status)).Observe(time.Since(start).Seconds())
+	c.log.Debug().Str("page", page).Int("status", sw.status).Dur("took", time.Since(start)).Msg("console")
+}
+
+func (c *Console) route(w http.ResponseWriter, r *http.Request) string {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	path := r.URL.Path
+	switch {
+	case path == "/console.css" || path == "/console.js":
+		serveAsset(w, r, path)
+		return "asset"
+	case path == "/healthz":
+		c.health(w, r)
+		return "healthz"
+	case path == "/login":
+		c.login(w, r)
+		return "login"
+	case path == "/logout":
+		c.logout(w, r)
+		return "logout"
+	}
+	op, ok := c.operator(r)
+	if !ok {
+		c.unauthorized(w, r)
+		return "unauthorized"
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.Set("Allow", "GET, HEAD")
+		c.notice(w, http.StatusMethodNotAllowed, "Method not allowed", "The console only reads.")
+		return "method"
+	}
+	switch {
+	case path == "/":
+		c.trials(w, r, op)
+		return "trials"
+	case path == "/metrics":
+		c.metrics(w, r, op)
+		return "metrics"
+	case path == "/live":
+		c.live(w, r, op)
+		return "live"
+	case strings.HasPrefix(path, "/trials/"):
+		ns, rest, _ := strings.Cut(strings.TrimPrefix(path, "/trials/"), "/")
+		if !ident.ValidNamespace(ns) {
+			break
+		}
+		if rest == "" {
+			c.trial(w, r, op, ns)
+			return "trial"
+		}
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(rest, "messages/"), "/html"); ok && strings.HasPrefix(rest, "messages/") {
+			c.messageHTML(w, r, op, ns, id)
+			return "message"
+		}
+	}
+	c.notice(w, http.StatusNotFound, "Not found", "No such page.")
+	return "notfound"
+}
+
+// health answers /healthz, open to anyone: whether the plane and its
+// store answer the console, and nothing else.
+func (c *Console) health(w http.ResponseWriter, r *http.Request) {
+	var h rpc.HealthResponse
+	err := c.call(r.Context(), rpc.MethodHealth, &rpc.Empty{}, &h)
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil || h.Store != "ok" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"status":"unavailable"}` + "\n"))
+		return
+	}
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// call makes one plane call for op, bounded by callTimeout.
+func (c *Console) call(ctx context.Context, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return c.plane.Call(ctx, method, req, resp)
+}
+
+// fail answers a plane error: a credential the plane refused is 401 (and
+// ends the session that carried it), an outage 503, the rest as they are.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := rpc.CodeOf(err)
+	switch {
+	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
+		c.sessions.end(r)
+		c.unauthorized(w, r)
+	case rpc.IsOutage(err):
+		c.log.Warn().Str("code", code).Msg("the plane did not answer the console")
+		c.notice(w, http.StatusServiceUnavailable, "Unavailable", "The plane or its store is unavailable; try again shortly.")
+	case code == rpc.CodeNotFound || code == rpc.CodeInvalidNamespace:
+		c.notice(w, http.StatusNotFound, "Not found", "No such trial.")
+	default:
+		var e *rpc.Error
+		if errors.As(err, &e) {
+			c.log.Info().Str("code", e.Code).Msg("the plane refused the console's call")
+		}
+		c.notice(w, http.StatusBadRequest, "Bad request", "The plane refused this request.")
+	}
+}

@@ -1,0 +1,271 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/redact"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+//go:embed assets/console.css assets/console.js assets/pages.html
+var assets embed.FS
+
+// ContentSecurityPolicy of every console page: its own stylesheet and
+// script only, frames only from itself (a message's HTML, itself
+// sandboxed), nothing remote, no inline script, no plugin, no <base>.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// MailContentSecurityPolicy goes with a message's HTML: a sandbox (no
+// script, an opaque origin, no form, no popup, no navigation of the
+// console) even where the document is opened outside its frame, and no
+// load of anything but inline styles and data: images: a remote image, a
+// tracking pixel or a font would tell the sender the mail was read.
+const MailContentSecurityPolicy = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; " +
+	"form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"age":  age,
+	"when": when,
+	"mask": redact.Minted,
+}).ParseFS(assets, "assets/pages.html"))
+
+// pageData is what every page template reads.
+type pageData struct {
+	Title string
+	Next  string
+	Error string
+	Live  string // the page's live-update stream, empty for none
+	// The trials list.
+	Trials  *rpc.ConsoleTrialsResponse
+	Filter  filter
+	Store   string
+	PrevURL string
+	NextURL string
+	From    int
+	To      int
+	// One trial.
+	Trial    *rpc.ConsoleTrialResponse
+	Timeline []event
+}
+
+// filter is the trials list's query.
+type filter struct {
+	Namespace, Recipient, Subject string
+	Page                          int
+}
+
+func (f filter) url(page int) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"ns": f.Namespace, "rcpt": f.Recipient, "subject": f.Subject} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if page > 0 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	if len(q) == 0 {
+		return "/"
+	}
+	return "/?" + q.Encode()
+}
+
+// render writes a page from its template.
+func (c *Console) render(w http.ResponseWriter, status int, name string, d pageData) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, d); err != nil {
+		c.log.Error().Err(err).Str("template", name).Msg("page not rendered")
+		http.Error(w, "500 the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// notice is a page of one sentence.
+func (c *Console) notice(w http.ResponseWriter, status int, title, sentence string) {
+	c.render(w, status, "notice", pageData{Title: title, Error: sentence})
+}
+
+// trials is the first screen: what is happening at a glance, then the
+// trials, a page at a time.
+func (c *Console) trials(w http.ResponseWriter, r *http.Request, op rpc.Operator) {
+	q := r.URL.Query()
+	f := filter{Namespace: q.Get("ns"), Recipient: q.Get("rcpt"), Subject: q.Get("subject")}
+	f.Page, _ = strconv.Atoi(q.Get("page"))
+	f.Page = max(f.Page, 0)
+	var v rpc.ConsoleWaitResponse
+	if err := c.call(r.Context(), rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: op}, &v); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var list rpc.ConsoleTrialsResponse
+	err := c.call(r.Context(), rpc.MethodConsoleTrials, &rpc.ConsoleTrialsRequest{Operator: op, Namespace: f.Namespace,
+		Recipient: f.Recipient, Subject: f.Subject, Offset: f.Page * pageSize, Limit: pageSize}, &list)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var health rpc.HealthResponse
+	d := pageData{Title: "Trials", Trials: &list, Filter: f, Store: "unavailable",
+		Live: "/live?v=" + strconv.FormatUint(v.Version, 10)}
+	if c.plane.Call(r.Context(), rpc.MethodHealth, &rpc.Empty{}, &health) == nil {
+		d.Store = health.Store
+	}
+	d.From, d.To = f.Page*pageSize+1, f.Page*pageSize+len(list.Rows)
+	if f.Page > 0 {
+		d.PrevURL = f.url(f.Page - 1)
+	}
+	if d.To < list.Total {
+		d.NextURL = f.url(f.Page + 1)
+	}
+	c.render(w, http.StatusOK, "trials", d)
+}
+
+// trial is one trial: its mail, then its trail as a timeline.
+func (c *Console) trial(w http.ResponseWriter, r *http.Request, op rpc.Operator, ns string) {
+	var t rpc.ConsoleTrialResponse
+	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: op, Namespace: ns}, &t); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := pageData{Title: ns, Trial: &t, Timeline: timeline(t.Events)}
+	var last int64
+	if n := len(d.Timeline); n > 0 {
+		last = d.Timeline[n-1].Seq
+	}
+	// Newest first: the latest step is what an operator looks for.
+	sort.SliceStable(d.Timeline, func(i, j int) bool { return d.Timeline[i].Seq > d.Timeline[j].Seq })
+	d.Live = "/live?" + url.Values{"trial": {ns}, "v": {strconv.FormatInt(last, 10)}}.Encode()
+	c.render(w, http.StatusOK, "trial", d)
+}
+
+// messageHTML is a message's HTML part, for its sandboxed frame.
+func (c *Console) messageHTML(w http.ResponseWriter, r *http.Request, op rpc.Operator, ns, idText string) {
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id <= 0 {
+		c.notice(w, http.StatusNotFound, "Not found", "No such message.")
+		return
+	}
+	var t rpc.ConsoleTrialResponse
+	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: op, Namespace: ns, MessageID: id}, &t); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	for _, m := range t.Messages {
+		if m.ID == id && m.HTML != "" {
+			h := w.Header()
+			h.Set("Content-Type", "text/html; charset=utf-8")
+			h.Set("Content-Security-Policy", MailContentSecurityPolicy)
+			h.Set("X-Frame-Options", "SAMEORIGIN")
+			w.Write([]byte(redact.Minted(m.HTML)))
+			return
+		}
+	}
+	c.notice(w, http.StatusNotFound, "Not found", "No such message.")
+}
+
+// event is one step of the timeline.
+type event struct {
+	Seq                                        int64
+	Time, Door, Action, Outcome, Code, Details string
+}
+
+// standard are the members every event has, shown in their own columns
+// (or, for the chain, not at all).
+var standard = map[string]bool{"seq": true, "time": true, "namespace": true, "door": true, "action": true,
+	"outcome": true, "code": true, "prev": true, "hash": true}
+
+// timeline turns a trail's lines into steps; members beyond the standard
+// ones (the credential kind, message ids, addresses, a fault, a link
+// clicked) are shown as details, whatever they are.
+func timeline(lines []json.RawMessage) []event {
+	out := make([]event, 0, len(lines))
+	for _, l := range lines {
+		var m map[string]any
+		if json.Unmarshal(l, &m) != nil {
+			continue
+		}
+		e := event{Time: str(m["time"]), Door: str(m["door"]), Action: str(m["action"]), Outcome: str(m["outcome"]), Code: str(m["code"])}
+		if s, ok := m["seq"].(float64); ok {
+			e.Seq = int64(s)
+		}
+		var keys []string
+		for k := range m {
+			if !standard[k] {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			v, _ := json.Marshal(m[k])
+			if b.Len() > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(k + "=" + strings.Trim(string(v), `"`))
+		}
+		e.Details = b.String()
+		out = append(out, e)
+	}
+	return out
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// age formats a duration in milliseconds as a person reads it.
+func age(ms int64) string {
+	if ms <= 0 {
+		return "–"
+	}
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h" + strconv.Itoa(int(d.Minutes())%60) + "m"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+// when formats a time in UTC, or a dash for none.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// serveAsset serves the stylesheet and the script.
+func serveAsset(w http.ResponseWriter, r *http.Request, path string) {
+	b, err := assets.ReadFile("assets" + path)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	ct := "text/css; charset=utf-8"
+	if strings.HasSuffix(path, ".js") {
+		ct = "text/javascript; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Write(b)
+}

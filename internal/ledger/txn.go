@@ -1,0 +1,58 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+)
+
+// The ledger's transactional strategy, in one place for both engines.
+//
+// Writes are serialised per plane: every write transaction begins here, on
+// l.write, a pool of one connection, so a plane runs one at a time and
+// nothing in the ledger retries. Across processes, on SQLite the write
+// connection begins immediate transactions (_txlock=immediate,
+// dialect_sqlite.go): BEGIN takes the database's write lock, waiting up to
+// busy_timeout for another process's; on PostgreSQL a transaction runs at
+// READ COMMITTED and locks the rows it decides on (forUpdate), and a
+// unique violation between another plane's check and insert is ErrExists
+// (tx). Migrations run before the ledger exists, under their own locks.
+//
+// Reads that must see one snapshot begin on l.read, read only (readTx).
+
+// beginWrite begins a write transaction: tx's, and the group commit's
+// (messages.go), which adds a savepoint per offer.
+func (l *Ledger) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	return l.write.BeginTx(ctx, nil)
+}
+
+// readTx begins a read-only transaction on the read pool.
+func (l *Ledger) readTx(ctx context.Context) (*sql.Tx, error) {
+	return l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+}
+
+// tx runs fn in a write transaction, committing when it returns nil. A
+// unique violation there means another plane stored the same name or
+// digest first: ErrExists, as if this transaction's own check had seen it.
+func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := l.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		if l.d.unique != nil && l.d.unique(err) {
+			return ErrExists
+		}
+		return err
+	}
+	return tx.Commit()
+}
+
+// policyTx runs fn as tx does, for a change to existing policy: the
+// generation moves on after the transaction ends, whatever its outcome,
+// so a row cached before the change is never served after its commit has
+// been answered.
+func (l *Ledger) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	defer l.ForgetPolicy()
+	return l.tx(ctx, fn)
+}

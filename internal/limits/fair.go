@@ -1,0 +1,54 @@
+package limits
+
+import "time"
+
+// Fair shares on the shared surfaces of `mail-plane up` (the writer's
+// HTTP and SMTP listeners, the trial ports it is handed, the inbox and the
+// gateway), which serve every trial at once: what one caller may hold
+// there, so that no trial, and no stranger, can take a listener from the
+// others. The drop-in sidecar keeps the reference's 16 connections per
+// listener (package connlimit).
+const (
+	// TrialRequests bounds the requests one credential (a trial's
+	// mail-API token, inbox token or read capability) has in flight on
+	// one shared HTTP surface. One more is answered 429 at once.
+	TrialRequests = 32
+
+	// TrialSends bounds the SMTP messages one trial (its AUTH password,
+	// or its own port) has in flight to the plane at once. One more is
+	// answered 452 and may be retried.
+	TrialSends = 8
+
+	// HeaderTimeout bounds how long an HTTP request's header may take to
+	// arrive (net/http's ReadHeaderTimeout: on a new connection from the
+	// accept, on a kept-alive one from the request's first byte): a
+	// client that trickles its header is cut then, before its credential
+	// is known.
+	HeaderTimeout = 5 * time.Second
+
+	// SharedIdle bounds how long a connection on a shared surface may
+	// wait for its client: for its first request or SMTP command (the
+	// greeting timeout), between kept-alive requests, and for each SMTP
+	// command and DATA chunk.
+	SharedIdle = 5 * time.Second
+
+	// ConnBytes is what one open connection may cost a surface's process
+	// at most while it waits (a goroutine's stack, read and write buffers,
+	// a TLS state), to size the connection cap to the process's memory.
+	ConnBytes = 64 << 10
+
+	// ConnMemoryShare is the part of the machine's (or the cgroup's)
+	// memory that open connections of one process may use: 1/8.
+	ConnMemoryShare = 8
+
+	// ConnFDReserve is how many descriptors a process keeps for itself
+	// (listeners, files, the plane connections of idle clients) beside its
+	// connections. Each connection counts two descriptors: its own, and
+	// the plane connection a request on it may hold.
+	ConnFDReserve = 256
+
+	// AuthFailureMaxDelay is the longest a refused SMTP AUTH waits as
+	// failures on a listener mount (internal/smtpd, authfail.go); the
+	// writer's --auth-failure-delay may lower it.
+	AuthFailureMaxDelay = time.Second
+)

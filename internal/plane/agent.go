@@ -1,0 +1,138 @@
+package plane
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/otp/urls"
+	"github.com/websitebench/mailplane/internal/plant"
+	"github.com/websitebench/mailplane/internal/redact"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// What the agent does with its mail, on the record: its opens (an inbox
+// read of one message, evidence.go), its clicks (the browser's ping of a
+// link, Click), and the evaluator's planted mail (Plant), which the
+// agent's views cannot tell from the candidate's.
+
+// Plant stores the evaluator's labelled message in a trial's current
+// namespace, as a send would but outside the quota, with its planting
+// recorded (with the label) in the same savepoint.
+func (b *Broker) Plant(ctx context.Context, req *rpc.PlantRequest) (rpc.PlantResponse, error) {
+	_, ns, err := b.trialOf(ctx, req.Namespace)
+	if err != nil {
+		return rpc.PlantResponse{}, err
+	}
+	sender := rpc.CandidateSender
+	if len(ns.AllowedSenders) > 0 {
+		sender = ns.AllowedSenders[0]
+	}
+	var to []string
+	if len(req.To) == 0 {
+		if to, err = b.lastRecipients(ctx, ns.Name); err != nil {
+			return rpc.PlantResponse{}, err
+		}
+	}
+	m, err := plant.Check(req, sender, to, time.Now())
+	if err != nil {
+		return rpc.PlantResponse{}, err
+	}
+	stored, err := mailmsg.Scrub(ctx, m.Raw, m.From, m.To, mailmsg.LabelHeader+": "+m.Label)
+	if errors.Is(err, mailmsg.ErrHeaderTooLarge) {
+		return rpc.PlantResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "the message's header is too large")
+	}
+	if err != nil {
+		return rpc.PlantResponse{}, b.storeErr("scrub", err)
+	}
+	offer := &ledger.Offer{
+		Namespace: ns.Name, UUID: ident.UUID(), From: m.From, To: m.To, Size: len(stored), Exempt: true,
+		Event: &evidence.Event{Door: evidence.DoorPlane, Action: evidence.ActionPlant, Outcome: evidence.Accepted,
+			From: address(m.From), To: addresses(m.To), Label: m.Label},
+	}
+	env := msgstore.Envelope{From: m.From, To: m.To}
+	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
+	e, replayed, decided, err := b.bodies.stage(ctx, b, offer, sns, env, stored)
+	if !decided {
+		e, replayed, err = b.ledger.Accept(ctx, offer)
+	}
+	resp, err := b.sendAnswer(ns.Name, "plant", e, replayed, err)
+	return rpc.PlantResponse{ID: resp.Seq}, err
+}
+
+// lastRecipients are the recipients of the namespace's latest message:
+// the agent's address, which planted mail goes to unless told otherwise.
+func (b *Broker) lastRecipients(ctx context.Context, ns string) ([]string, error) {
+	es, err := b.ledger.Entries(ctx, ns, 0)
+	if err != nil {
+		return nil, b.storeErr("entries", err)
+	}
+	if len(es) == 0 {
+		return nil, nil
+	}
+	return es[len(es)-1].To, nil
+}
+
+// clicked is what a click resolved to, for its event only: the answer
+// to the inbox is empty.
+type clicked struct {
+	host, label string
+}
+
+// Click checks that link req.Link of message req.ID is one the inbox
+// shows in the mailbox t is bound to, and answers the link's host (read
+// from the stored message, never from the ping) for the trail.
+func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (clicked, error) {
+	if req.ID < 1 || req.Link < 0 {
+		return clicked{}, rpc.Errorf(rpc.CodeBadRequest, "id and link must be positive")
+	}
+	e, err := b.ledger.Entry(ctx, t.ns.Name, req.ID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return clicked{}, rpc.Errorf(rpc.CodeNotFound, "no such message")
+	}
+	if err != nil {
+		return clicked{}, b.storeErr("entry", err)
+	}
+	m, err := b.load(ctx, t, e)
+	if err != nil {
+		return clicked{}, err
+	}
+	spans := urls.Spans(m.Text)
+	if req.Link >= len(spans) {
+		return clicked{}, rpc.Errorf(rpc.CodeNotFound, "no such link")
+	}
+	host := ""
+	if u, err := url.Parse(m.Text[spans[req.Link].Start:spans[req.Link].End]); err == nil {
+		host = strings.ToLower(u.Hostname())
+	}
+	return clicked{host: host, label: m.Planted}, b.stillOpen(ctx, t)
+}
+
+func clickEvent(t target, req *rpc.ClickRequest, c clicked, err error) *evidence.Event {
+	link := req.Link
+	e := &evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionClick, Credential: t.credential,
+		MessageIDs: []int64{req.ID}, Link: &link, Label: c.label}
+	if c.host != "" {
+		e.Host = c.host
+		if mayHoldSecret(c.host) {
+			e.Host = redact.Text(c.host)
+		}
+	}
+	return outcome(e, err)
+}
+
+// agentDoor is the door an inbox read came in by: the HTML pages, or the
+// MCP tools.
+func agentDoor(req *rpc.ReadRequest) string {
+	if req.Door == rpc.DoorInboxMCP {
+		return evidence.DoorInboxMCP
+	}
+	return evidence.DoorInbox
+}

@@ -1,0 +1,83 @@
+package plane_test
+
+import (
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+	"github.com/websitebench/mailplane/internal/plane"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// TestWriterChecks: the writer's credential check (credential.check) and
+// its refusal of a malformed request (send.refused) are calls of their
+// own, bound as a send is, storing nothing; each is in the trail as the
+// send it stands for: a check that opens the trial adds nothing, a wrong
+// credential is a refused send, and a refusal is a refused send with the
+// writer's code if the code is a stable one.
+func TestWriterChecks(t *testing.T) {
+	w := newWorld(t)
+	good := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: w.a.MailAPIToken}
+	wrong := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: w.b.MailAPIToken}
+	before := len(exportTrail(t, w.plane.Admin, w.a.Namespace))
+	if err := w.writerA.CheckCredential(ctx(t), &good); err != nil {
+		t.Fatalf("check with the trial's token: %v", err)
+	}
+	if err := w.writerA.CheckCredential(ctx(t), &wrong); code(err) != rpc.CodeUnauthorized {
+		t.Fatalf("check with another trial's token: %v", err)
+	}
+	if err := w.writerA.Refused(ctx(t), &rpc.RefusalRequest{CredentialRequest: good, Code: "validation_error"}); err != nil {
+		t.Fatalf("refusal with the trial's token: %v", err)
+	}
+	if err := w.writerA.Refused(ctx(t), &rpc.RefusalRequest{CredentialRequest: good, Code: "Not A Code"}); err != nil {
+		t.Fatalf("refusal with an unstable code: %v", err)
+	}
+	if err := w.writerA.Refused(ctx(t), &rpc.RefusalRequest{CredentialRequest: wrong, Code: "validation_error"}); code(err) != rpc.CodeUnauthorized {
+		t.Fatalf("refusal with another trial's token: %v", err)
+	}
+	// Neither takes a credential of a kind its row does not accept (a
+	// door, a port), nor a via that names none.
+	if err := w.writerA.CheckCredential(ctx(t), &rpc.CredentialRequest{Via: rpc.ViaSMTP}); code(err) == "" || rpc.IsOutage(err) {
+		t.Fatalf("check of plain SMTP: %v, want a refusal", err)
+	}
+	trail := exportTrail(t, w.plane.Admin, w.a.Namespace)[before:]
+	want := []struct{ outcome, code string }{
+		{evidence.Refused, rpc.CodeUnauthorized}, {evidence.Refused, "validation_error"},
+		{evidence.Refused, rpc.CodeUnauthorized}, {evidence.Refused, rpc.CodeBadRequest},
+	}
+	if len(trail) != len(want) {
+		t.Fatalf("trail grew by %d events (%+v), want %d", len(trail), trail, len(want))
+	}
+	for i, e := range trail {
+		if e.Action != rpc.MethodSend || e.Door != evidence.DoorWriterHTTP && i < 3 || e.Outcome != want[i].outcome || e.Code != want[i].code {
+			t.Errorf("event %d: %+v, want a %s send with %s", i, e, want[i].outcome, want[i].code)
+		}
+	}
+	if got := w.list(t, w.a); len(got) != 0 {
+		t.Fatalf("the checks stored %d messages", len(got))
+	}
+	if err := w.gateway.Call(ctx(t), rpc.MethodCredentialCheck, &good, nil); code(err) != rpc.CodePermissionDenied {
+		t.Fatalf("a gateway's credential check: %v", err)
+	}
+}
+
+// TestPolicyColumns: the table Policy exports frames a send as its frame
+// and every other call as JSON, and names the credential kinds each bound
+// call may present.
+func TestPolicyColumns(t *testing.T) {
+	for _, r := range plane.Policy() {
+		framing := "json"
+		if r.Method == rpc.MethodSend {
+			framing = "send"
+		}
+		if r.Framing != framing {
+			t.Errorf("%s is framed %q, want %q", r.Method, r.Framing, framing)
+		}
+		bound := false
+		for _, b := range r.Principals {
+			bound = bound || b == "trial" || b == "credential" || b == "capability"
+		}
+		if bound != (len(r.Credentials) > 0) {
+			t.Errorf("%s: bound=%v but accepts %v", r.Method, bound, r.Credentials)
+		}
+	}
+}

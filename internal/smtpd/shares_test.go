@@ -1,0 +1,125 @@
+package smtpd_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/limits"
+	"github.com/websitebench/mailplane/internal/smtpd"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// heldPlane holds every send for port until release closes, telling
+// entered of each; sends for other ports it takes at once. It stands for
+// a plane that is slow for one trial, which a real one cannot be made to
+// be on cue.
+type heldPlane struct {
+	port    int
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (p heldPlane) Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error) {
+	if req.Port == p.port {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	return rpc.SendResponse{ID: "id", Seq: 1}, nil
+}
+
+func (heldPlane) CheckCredential(context.Context, *rpc.CredentialRequest) error { return nil }
+
+// serveOn runs srv on a new loopback listener and returns its address.
+func serveOn(t *testing.T, srv *smtpd.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// transact runs one transaction up to the end of DATA and returns the
+// reply's code and text, without waiting for it when wait is false.
+func transact(t *testing.T, addr string, wait bool) (*client, int, string) {
+	t.Helper()
+	c := greet(t, addr)
+	for _, line := range []string{"EHLO client.example", "MAIL FROM:<" + sender + ">", "RCPT TO:<u@example.com>"} {
+		if code, text := c.cmd(line); code != 250 {
+			t.Fatalf("%s: %d %q", line, code, text)
+		}
+	}
+	if code, text := c.cmd("DATA"); code != 354 {
+		t.Fatalf("DATA: %d %q", code, text)
+	}
+	c.send("Subject: s\r\n\r\nbody\r\n.")
+	if !wait {
+		return c, 0, ""
+	}
+	code, text := c.reply()
+	return c, code, text
+}
+
+// TestTrialSends: a trial (here: its own port) with limits.TrialSends
+// messages in flight to the plane gets 452 4.3.2 for one more, at once
+// and without it reaching the plane, while another trial on the same
+// writer is served; once its sends are answered, it may send again.
+func TestTrialSends(t *testing.T) {
+	shares := connlimit.NewShares(limits.TrialSends)
+	plane := heldPlane{entered: make(chan struct{}, limits.TrialSends+1), release: make(chan struct{})}
+	// Two trial ports of one writer, sharing its shares.
+	a := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	addrA, addrB := serveOn(t, a), serveOn(t, b)
+	_, portA, err := net.SplitHostPort(addrA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plane.port, err = strconv.Atoi(portA); err != nil {
+		t.Fatal(err)
+	}
+
+	held := make([]*client, 0, limits.TrialSends)
+	for range limits.TrialSends {
+		c, _, _ := transact(t, addrA, false)
+		held = append(held, c)
+	}
+	for range limits.TrialSends {
+		select {
+		case <-plane.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held sends did not reach the plane")
+		}
+	}
+	start := time.Now()
+	if _, code, text := transact(t, addrA, true); code != 452 || !strings.Contains(text, "4.3.2") {
+		t.Fatalf("a send over the trial's share: %d %q, want 452 4.3.2", code, text)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the refusal over the share took %v", d)
+	}
+	if len(plane.entered) != 0 {
+		t.Fatal("a send over the share reached the plane")
+	}
+	if _, code, text := transact(t, addrB, true); code != 250 {
+		t.Fatalf("another trial while the first is at its share: %d %q", code, text)
+	}
+	close(plane.release)
+	for _, c := range held {
+		if code, text := c.reply(); code != 250 {
+			t.Fatalf("a held send: %d %q", code, text)
+		}
+	}
+	if _, code, text := transact(t, addrA, true); code != 250 {
+		t.Fatalf("the trial after its sends were answered: %d %q", code, text)
+	}
+}

@@ -1,0 +1,230 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/websitebench/mailplane/internal/fdpass"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Binding inside a network namespace. A socket belongs to the namespace
+// of the thread that creates it, so the supervisor creates a door's
+// sockets on a thread locked to its goroutine, moved into the namespace
+// with setns(2), and moves the thread back before unlocking it; a thread
+// that cannot move back is never unlocked, and dies with its goroutine.
+// The supervisor needs CAP_SYS_ADMIN (setns), CAP_NET_ADMIN if the
+// namespace's loopback is down (bringing it up), and read access to the
+// namespace file.
+
+// Refusals a netns door is reported with (rpc.NetnsDoor's Error).
+var (
+	errNetnsMissing    = errors.New("no such file")
+	errNetnsNotNet     = errors.New("not a network namespace file")
+	errNetnsPermission = errors.New("permission denied: the supervisor needs read access to the file and CAP_SYS_ADMIN to enter it")
+	errNetnsLoopback   = errors.New("the namespace's loopback is down and cannot be brought up (the supervisor needs CAP_NET_ADMIN)")
+	// Doors on the host's own loopback would take plain SMTP from every
+	// local process: there a trial's port asks for AUTH.
+	errNetnsHost = errors.New("it is the stack's own network namespace, which every local process shares")
+)
+
+// listenIn binds one TCP listener per port (0: any free one) on
+// rpc.NetnsDoorHost inside the network namespace that the file at path
+// names, bringing its loopback up if it is down. On any error nothing
+// stays bound.
+func listenIn(path string, ports []int) ([]*net.TCPListener, error) {
+	ns, err := openNetns(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	type result struct {
+		lns []*net.TCPListener
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		lns, err, back := bindInside(ns, ports)
+		if back {
+			runtime.UnlockOSThread()
+		} // else: the thread is in the namespace still, and exits with this goroutine
+		done <- result{lns, err}
+	}()
+	r := <-done
+	return r.lns, r.err
+}
+
+// openNetns opens a namespace file and checks that it names a network
+// namespace.
+func openNetns(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errNetnsMissing
+	case errors.Is(err, fs.ErrPermission):
+		return nil, errNetnsPermission
+	case err != nil:
+		return nil, fmt.Errorf("cannot open it: %w", err)
+	}
+	kind, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE)
+	if err != nil || kind != unix.CLONE_NEWNET {
+		f.Close()
+		return nil, errNetnsNotNet
+	}
+	if same, err := sameFile(f, "/proc/self/ns/net"); err != nil || same {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("cannot compare it with the stack's own: %w", err)
+		}
+		return nil, errNetnsHost
+	}
+	return f, nil
+}
+
+// sameFile reports whether f is the file at path (a namespace is one
+// inode of nsfs).
+func sameFile(f *os.File, path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path, &b); err != nil {
+		return false, err
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// bindInside runs on a locked thread: it enters ns, binds, and returns to
+// the thread's own namespace; back reports whether it did.
+func bindInside(ns *os.File, ports []int) (lns []*net.TCPListener, err error, back bool) {
+	home, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the supervisor's own network namespace: %w", err), true
+	}
+	defer home.Close()
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return nil, errNetnsPermission, true
+		}
+		return nil, fmt.Errorf("cannot enter it: %w", err), true
+	}
+	lns, err = bindDoors(ports)
+	if berr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); berr != nil {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("cannot return from it: %w", berr), false
+	}
+	return lns, err, true
+}
+
+// bindDoors brings the current namespace's loopback up and binds on it.
+func bindDoors(ports []int) ([]*net.TCPListener, error) {
+	if err := loopbackUp(); err != nil {
+		return nil, err
+	}
+	var lns []*net.TCPListener
+	for _, port := range ports {
+		ln, err := net.Listen("tcp4", net.JoinHostPort(rpc.NetnsDoorHost, strconv.Itoa(port)))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("cannot bind %s port %d in it: %w", rpc.NetnsDoorHost, port, err)
+		}
+		lns = append(lns, ln.(*net.TCPListener))
+	}
+	return lns, nil
+}
+
+// loopbackUp sets the loopback interface up (ip link set lo up), as a
+// namespace made by `ip netns add` starts with it down.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("cannot make a socket in it: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("it has no loopback: %w", err)
+	}
+	flags := ifr.Uint16()
+	if flags&unix.IFF_UP != 0 {
+		return nil
+	}
+	ifr.SetUint16(flags | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return errNetnsLoopback
+	}
+	return nil
+}
+
+// bindDoor binds a trial's doors inside its namespace (at d's ports, or
+// free ones), hands them to the writer, and answers d with the ports or
+// with why nothing of it is served.
+func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
+	kinds := []byte{fdpass.KindSMTP, fdpass.KindHTTP}
+	ports := []int{d.SMTPPort, d.HTTPPort}
+	if k.tls {
+		kinds, ports = append(kinds, fdpass.KindSMTPTLS), append(ports, d.SMTPTLSPort)
+	}
+	lns, err := listenIn(d.Netns, ports)
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	defer func() {
+		for _, ln := range lns {
+			ln.Close() // the writer holds its own copies
+		}
+	}()
+	// SMTP first: the HTTP door's bootstrap names the SMTP port.
+	for i, ln := range lns {
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		if err := fdpass.AddDoor(k.ctl, d.Key, kinds[i], ports[i], ln); err != nil {
+			fdpass.RemoveDoor(k.ctl, d.Key)
+			d.Error = "cannot hand the doors to the writer"
+			k.log.Error().Err(err).Msg("port control: a door not handed over")
+			return d
+		}
+	}
+	d.SMTPPort, d.HTTPPort = ports[0], ports[1]
+	if k.tls {
+		d.SMTPTLSPort = ports[2]
+	}
+	return d
+}
+
+// doors does one ports.sync answer's door work: binds the doors asked for
+// (a restored trial's at its ports) and closes those released, and puts
+// the outcome in the next request. A restored trial whose namespace is
+// gone is not served, never moved to the host.
+func (k *portKeeper) doors(resp rpc.PortsSyncResponse, req *rpc.PortsSyncRequest) {
+	for _, d := range resp.Doors {
+		got := k.bindDoor(d)
+		if got.Error != "" {
+			k.log.Error().Str("namespace", d.Namespace).Str("netns", d.Netns).Str("error", got.Error).
+				Msg("cannot bind a trial's doors in its network namespace; they are not served")
+		}
+		req.Doors = append(req.Doors, got)
+	}
+	for _, key := range resp.CloseDoors {
+		if err := fdpass.RemoveDoor(k.ctl, key); err != nil {
+			k.log.Error().Err(err).Msg("port control: the writer is gone")
+			return
+		}
+		req.DoorsClosed = append(req.DoorsClosed, key)
+	}
+}

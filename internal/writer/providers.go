@@ -1,0 +1,389 @@
+package writer
+
+import (
+	"cmp"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/websitebench/mailplane/internal/faults"
+	"github.com/websitebench/mailplane/internal/limits"
+	"github.com/websitebench/mailplane/internal/sendapi"
+	"github.com/websitebench/mailplane/internal/sendapi/mailgun"
+	"github.com/websitebench/mailplane/internal/sendapi/postmark"
+	"github.com/websitebench/mailplane/internal/sendapi/sendgrid"
+	"github.com/websitebench/mailplane/internal/sendapi/ses"
+	"github.com/websitebench/mailplane/internal/sigv4"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// The provider-compatible send APIs (SendGrid, Postmark, Mailgun, Amazon
+// SES; package sendapi) on the writer, beside POST /emails and under its
+// rules: the credential selects the trial and is judged before anything
+// else about the request, every email is judged as POST /emails judges one
+// and composed the same way, the plane counts every byte toward the
+// quota, and every refusal is the provider's own shape.
+
+// sendAPIs are the provider APIs every writer serves.
+var sendAPIs = []sendapi.API{sendgrid.API{}, postmark.API{}, mailgun.API{}, ses.API{}}
+
+// maxProviderHeaders bounds the headers of one provider email: a
+// provider's own (tags, metadata, variables) beside the sender's.
+const maxProviderHeaders = 2 * maxHeaders
+
+// sendAPI is the provider API that serves path, or nil.
+func sendAPI(path string) sendapi.API {
+	for _, api := range sendAPIs {
+		if api.Match(path) {
+			return api
+		}
+	}
+	return nil
+}
+
+// presented is what a provider request presents to open a trial.
+type presented struct {
+	credential string
+	proof      *rpc.SigV4Proof
+}
+
+// share is the key of the request's fair share of the writer.
+func (p presented) share() string {
+	if p.proof != nil {
+		return "sigv4 " + p.proof.AccessKeyID
+	}
+	return p.credential
+}
+
+// provider serves one provider API request.
+func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.API) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, errMethod)
+		return
+	}
+	cred, hasCred := api.Credential(r)
+	signedAPI, isSigned := api.(sendapi.Signed)
+	if !hasCred && !isSigned {
+		api.Refuse(w, sendapi.Fail(sendapi.Unauthorized))
+		return
+	}
+	if _, signed := r.Header["Authorization"]; isSigned && !signed {
+		api.Refuse(w, signedAPI.Unsigned(true))
+		return
+	}
+	who := presented{credential: cred}
+	if hasCred {
+		// A bearer's share is taken before its body is read; a signed
+		// request's, once its signature names its trial.
+		release, ok := h.shares.Take(who.share())
+		if !ok {
+			api.Refuse(w, sendapi.Fail(sendapi.Busy))
+			return
+		}
+		defer release()
+	}
+	limit := h.cfg.MaxBodyBytes
+	if api.Batch(r.URL.EscapedPath()) {
+		limit *= batchBodyFactor
+	}
+	body, fail := h.readProviderBody(w, r, limit)
+	if fail != nil {
+		if hasCred {
+			// A wrong credential is answered before anything else.
+			fail = cmp.Or(h.checkPresented(r, api, who, fail), fail)
+		}
+		api.Refuse(w, fail)
+		return
+	}
+	if !hasCred {
+		proof, err := sigv4.Prove(r, body)
+		if err != nil {
+			api.Refuse(w, signedAPI.Unsigned(false))
+			return
+		}
+		who.proof = &rpc.SigV4Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
+		release, ok := h.shares.Take(who.share())
+		if !ok {
+			api.Refuse(w, sendapi.Fail(sendapi.Busy))
+			return
+		}
+		defer release()
+	}
+	emails, fail := api.Parse(r, body)
+	var judged []*judgedEmail
+	if fail == nil {
+		judged, fail = h.judgeAll(emails, api.Batch(r.URL.EscapedPath()))
+	}
+	if fail != nil {
+		// The credential is judged first: a wrong one is the answer.
+		api.Refuse(w, cmp.Or(h.checkPresented(r, api, who, fail), fail))
+		return
+	}
+	if item := firstRefused(judged); item != nil {
+		// A batch's email refused on its own: the others are still sent,
+		// if the credential opens a trial at all.
+		if refusal := h.checkPresented(r, api, who, item); refusal != nil {
+			api.Refuse(w, refusal)
+			return
+		}
+	}
+	results, whole := h.sendJudged(r, api, who, judged)
+	if whole != nil {
+		api.Refuse(w, whole)
+		return
+	}
+	api.Accepted(w, r, results)
+}
+
+// firstRefused is the refusal of the first email judged invalid, or nil.
+func firstRefused(judged []*judgedEmail) *sendapi.Error {
+	for _, j := range judged {
+		if j.err != nil {
+			return j.err
+		}
+	}
+	return nil
+}
+
+// readProviderBody reads a body of at most limit bytes, of any media type
+// (each API checks its own).
+func (h *Handler) readProviderBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *sendapi.Error) {
+	_, hasLength := r.Header["Content-Length"]
+	if !hasLength && len(r.TransferEncoding) == 0 {
+		return nil, sendapi.Bad("", "A Content-Length (or a chunked body) is required.")
+	}
+	if r.ContentLength > limit {
+		return nil, sendapi.Fail(sendapi.TooLarge)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, sendapi.Fail(sendapi.TooLarge)
+	case err != nil:
+		return nil, sendapi.Bad("", "The body ended before Content-Length bytes arrived.")
+	}
+	return body, nil
+}
+
+// judgedEmail is one email of a provider request, judged: its envelope
+// and message, or its refusal.
+type judgedEmail struct {
+	from  string
+	to    []string // the envelope
+	raw   []byte
+	shown []string // To as given, for answers that echo it
+	err   *sendapi.Error
+}
+
+// judgeAll judges every email. Unless the API judges a batch's emails one
+// by one, the first invalid email refuses the request before anything is
+// sent.
+func (h *Handler) judgeAll(emails []sendapi.Email, oneByOne bool) ([]*judgedEmail, *sendapi.Error) {
+	out := make([]*judgedEmail, 0, len(emails))
+	for i := range emails {
+		m := &emails[i]
+		j := &judgedEmail{shown: m.To, err: m.Refused}
+		if j.err == nil {
+			j.err = h.judge(m, j)
+		}
+		if j.err != nil && !oneByOne {
+			return nil, j.err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+var errProviderValue = sendapi.Bad("", "A field has an invalid value.")
+
+// judge checks m's values as POST /emails checks its own, and composes
+// its message into j.
+func (h *Handler) judge(m *sendapi.Email, j *judgedEmail) *sendapi.Error {
+	var ok bool
+	if j.from, ok = bareAddress(m.From); !ok {
+		return sendapi.Bad("from", "The from address is invalid.")
+	}
+	e := &email{From: j.from}
+	if e.To, ok = addressList(anyList(m.To), false); !ok {
+		return sendapi.Bad("to", "A to address is invalid.")
+	}
+	if e.Cc, ok = addressList(anyList(m.Cc), false); !ok {
+		return sendapi.Bad("cc", "A cc address is invalid.")
+	}
+	if e.Bcc, ok = addressList(anyList(m.Bcc), false); !ok {
+		return sendapi.Bad("bcc", "A bcc address is invalid.")
+	}
+	j.to = e.Recipients()
+	if n := len(j.to); n == 0 || n > h.cfg.MaxRecipients {
+		return sendapi.Bad("to", "A message has 1 to "+strconv.Itoa(h.cfg.MaxRecipients)+" recipients here.")
+	}
+	if m.Raw != nil {
+		if len(m.Raw) > limits.MessageBytes {
+			return sendapi.Fail(sendapi.TooLarge)
+		}
+		j.raw = m.Raw
+		return nil
+	}
+	if e.ReplyTo, ok = replyTo(anyList(m.ReplyTo)); !ok {
+		return sendapi.Bad("reply_to", "A reply-to address is invalid.")
+	}
+	e.Subject = m.Subject
+	if utf8.RuneCountInString(e.Subject) > maxSubjectChars || strings.ContainsAny(e.Subject, "\r\n") || !utf8.ValidString(e.Subject) {
+		return sendapi.Bad("subject", "The subject is invalid.")
+	}
+	e.Text, e.HTML = m.Text, m.HTML
+	if fail := judgeHeaders(m.Headers, e); fail != nil {
+		return fail
+	}
+	if fail := judgeAttachments(m.Attachments, e); fail != nil {
+		return fail
+	}
+	j.raw = compose(e, h.now())
+	return nil
+}
+
+func judgeHeaders(list []sendapi.Header, e *email) *sendapi.Error {
+	if len(list) > maxProviderHeaders {
+		return sendapi.Bad("headers", "Too many headers.")
+	}
+	for _, hd := range list {
+		if !safeHeaderName(hd.Name) || len(hd.Name)+2+len(hd.Value) > maxHeaderLine || !printableASCII(hd.Value) {
+			return sendapi.Bad("headers", "Only X-* and list or threading headers of printable ASCII may be set.")
+		}
+		e.Headers = append(e.Headers, header{Name: hd.Name, Value: hd.Value})
+	}
+	return nil
+}
+
+func judgeAttachments(list []sendapi.Attachment, e *email) *sendapi.Error {
+	if len(list) > maxAttachments {
+		return sendapi.Bad("attachments", "Too many attachments.")
+	}
+	for _, a := range list {
+		att := attachment{Filename: a.Filename, Content: a.Content, ContentID: a.ContentID}
+		if !validFilename(a.Filename) || (a.ContentID != "" && !validContentID(a.ContentID)) {
+			return sendapi.Bad("attachments", "An attachment's filename or content id is invalid.")
+		}
+		var ok bool
+		if a.ContentType == "" {
+			att.ContentType = typeByName(a.Filename)
+		} else if att.ContentType, ok = attachmentType(a.ContentType); !ok {
+			return sendapi.Bad("attachments", "An attachment's content type is invalid.")
+		}
+		e.Attachments = append(e.Attachments, att)
+	}
+	return nil
+}
+
+func anyList(list []string) any {
+	if list == nil {
+		return nil
+	}
+	out := make([]any, len(list))
+	for i, s := range list {
+		out[i] = s
+	}
+	return out
+}
+
+// sendJudged sends each judged email to the plane, in order. A refusal
+// that holds for every email (credential, sealed mailbox) or an outage
+// ends the request: it is whole, the request's answer.
+func (h *Handler) sendJudged(r *http.Request, api sendapi.API, who presented, judged []*judgedEmail) (results []sendapi.Result, whole *sendapi.Error) {
+	results = make([]sendapi.Result, 0, len(judged))
+	for _, j := range judged {
+		if j.err != nil {
+			results = append(results, sendapi.Result{To: j.shown, Err: j.err})
+			continue
+		}
+		ctx, cancel := planeContext(r)
+		resp, err := h.plane.Send(ctx, &rpc.SendRequest{Via: rpc.ViaHTTP, Credential: who.credential, SigV4: who.proof, API: api.Name(),
+			From: j.from, To: j.to, Raw: j.raw})
+		cancel()
+		if err != nil {
+			if wholeBatch(err) {
+				return nil, h.providerRefusal(err)
+			}
+			results = append(results, sendapi.Result{To: j.shown, Err: h.providerRefusal(err)})
+			continue
+		}
+		if resp.Fault != nil && resp.Fault.Do == faults.Timeout {
+			holdAndDrop(r.Context(), resp.Fault) // faults.go: no answer
+		}
+		if f := providerFault(resp.Fault); f != nil {
+			return nil, f
+		}
+		h.log.Debug().Str("api", api.Name()).Str("namespace", resp.Namespace).Int64("seq", resp.Seq).Msg("http: accepted")
+		results = append(results, sendapi.Result{ID: resp.ID, To: j.shown})
+	}
+	return results, nil
+}
+
+// providerFault is a send refused by a fault on purpose (faults.go), in
+// the provider's shape for what its status stands for: a rate limit, a
+// failure, an outage; nil for any other send.
+func providerFault(f *rpc.Fault) *sendapi.Error {
+	if faultAnswer(f) == nil {
+		return nil
+	}
+	failure := sendapi.Unavailable
+	switch f.Status {
+	case http.StatusTooManyRequests:
+		failure = sendapi.Busy
+	case http.StatusInternalServerError:
+		failure = sendapi.Internal
+	}
+	e := sendapi.Fail(failure)
+	e.Status, e.RetryAfter = faultAnswer(f).Status, f.RetryAfter
+	return e
+}
+
+// checkPresented asks the plane whether what the request presents opens
+// a trial, for a request (or one email of a batch) the writer refuses as
+// fail: the plane records the refusal in that trial's trail. It returns
+// nil if the credential opens the trial, else the API's refusal of a
+// wrong credential (or an outage), which is then the answer.
+func (h *Handler) checkPresented(r *http.Request, api sendapi.API, who presented, fail *sendapi.Error) *sendapi.Error {
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	code := "invalid_message"
+	if fail.Failure == sendapi.TooLarge {
+		code = "message_too_large"
+	}
+	err := h.plane.Refused(ctx, &rpc.RefusalRequest{Code: code,
+		CredentialRequest: rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: who.credential, SigV4: who.proof, API: api.Name()}})
+	switch c := rpc.CodeOf(err); {
+	case c == rpc.CodeUnauthorized || c == rpc.CodeUnauthenticated || c == rpc.CodePermissionDenied:
+		return sendapi.Fail(sendapi.Unauthorized)
+	case rpc.IsOutage(err):
+		return sendapi.Fail(sendapi.Unavailable)
+	case c == rpc.CodeInternal:
+		h.log.Error().Str("api", api.Name()).Msg("http: the plane failed to check a credential")
+		return sendapi.Fail(sendapi.Internal)
+	}
+	return nil
+}
+
+// providerRefusal maps the plane's verdict on a well-formed email.
+func (h *Handler) providerRefusal(err error) *sendapi.Error {
+	switch h.refusal(err) {
+	case errUnauthorized:
+		return sendapi.Fail(sendapi.Unauthorized)
+	case errMessage:
+		return errProviderValue
+	case errTooLarge:
+		return sendapi.Fail(sendapi.TooLarge)
+	case errCapacity:
+		return sendapi.Fail(sendapi.Quota)
+	case errSealed:
+		return sendapi.Fail(sendapi.Sealed)
+	case errUnavailable:
+		return sendapi.Fail(sendapi.Unavailable)
+	}
+	return sendapi.Fail(sendapi.Internal)
+}
