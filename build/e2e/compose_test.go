@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,12 @@ var zones = []zone{
 	{service: "writer", network: "candidate", uid: 10002, ports: []int{8025, 1025}, grantFile: "/run/secrets/mailplane/writer.grant"},
 	{service: "inbox", network: "agent", uid: 10003, ports: []int{8026}, grantFile: "/run/secrets/mailplane/inbox.grant"},
 	{service: "gateway", network: "evaluator", uid: 10004, ports: []int{8027}, grantFile: "/run/secrets/mailplane/gateway.grant"},
+	{service: "console", network: "operator", uid: 10006, ports: []int{8028}, grantFile: "/run/secrets/mailplane/console.grant"},
 }
+
+// The zones whose grants the operator mints into their volumes, and which
+// a compromised surface of that zone could carry off.
+var sharedZones = []string{"gateway", "console"}
 
 const (
 	planeUID    = 10001
@@ -40,7 +46,7 @@ const (
 // probe container, and the whole flow runs across containers.
 func TestCompose(t *testing.T) {
 	s := newStack(t, "docker-compose.yml")
-	s.requireImages("mail-plane", "mail-writer", "mail-inbox", "mail-gateway", "e2e-probe")
+	s.requireImages("mail-plane", "mail-writer", "mail-inbox", "mail-gateway", "mail-console", "e2e-probe")
 
 	s.compose("up", "-d", "plane")
 	s.waitHealthy("plane")
@@ -75,12 +81,14 @@ func TestCompose(t *testing.T) {
 	})
 
 	// The operator's one-shot steps, each a container of the plane's image
-	// as the plane's user, with no network: a gateway grant into the
-	// gateway's volume, and a trial whose writer and inbox parts go into
-	// those surfaces' volumes. The whole identity comes back on stdout, as
-	// it would to an operator.
-	s.compose("run", "--rm", "-T", "admin", "grant", "create", "--role", "gateway",
-		"--out", "/secrets/gateway/gateway.grant", "--group-readable")
+	// as the plane's user, with no network: a gateway grant and a console
+	// grant into those surfaces' volumes, and a trial whose writer and inbox
+	// parts go into those surfaces' volumes. The whole identity comes back
+	// on stdout, as it would to an operator.
+	for _, role := range sharedZones {
+		s.compose("run", "--rm", "-T", "admin", "grant", "create", "--role", role,
+			"--out", "/secrets/"+role+"/"+role+".grant", "--group-readable")
+	}
 	var id rpc.Identity
 	out := s.compose("run", "--rm", "-T", "admin", "trial", "create", "--json", "--group-readable",
 		"--party-dir", "writer=/secrets/writer", "--party-dir", "inbox=/secrets/inbox")
@@ -88,7 +96,7 @@ func TestCompose(t *testing.T) {
 		t.Fatalf("trial create --json: %v (%d bytes)", err, len(out))
 	}
 
-	s.compose("up", "-d", "writer", "inbox", "gateway")
+	s.compose("up", "-d", "writer", "inbox", "gateway", "console")
 	addr := map[string]string{} // service → IP on its network
 	for _, z := range zones {
 		addr[z.service] = s.ip(s.container(z.service), z.network)
@@ -100,7 +108,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	t.Run("hardening", func(t *testing.T) {
-		for _, svc := range []string{"plane", "writer", "inbox", "gateway"} {
+		for _, svc := range []string{"plane", "writer", "inbox", "gateway", "console"} {
 			var insp []struct {
 				Config     struct{ User string }
 				HostConfig struct {
@@ -301,12 +309,56 @@ func TestCompose(t *testing.T) {
 		}
 	})
 
+	t.Run("the operator's console", func(t *testing.T) {
+		// The admin grant is in the plane's data volume, readable by the
+		// plane's user alone; the operator copies it out as README says.
+		file := filepath.Join(t.TempDir(), "admin.grant")
+		if out, err := s.try("docker", "cp", plane+":/var/lib/mailplane/admin.grant", file); err != nil {
+			t.Fatalf("docker cp the admin grant: %v %s", err, out)
+		}
+		grant, err := rpc.ReadSecretFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := json.Marshal(map[string]string{"url": "http://console:8028", "grant": grant, "namespace": id.Namespace})
+		type page struct {
+			Status int    `json:"status"`
+			Body   string `json:"body"`
+		}
+		var seen struct{ Anonymous, Trials, Trial, Metrics page }
+		if !s.probe(t, []string{"--network", s.network("operator")}, in, &seen, "operator") {
+			t.FailNow()
+		}
+		if seen.Anonymous.Status != http.StatusUnauthorized || strings.Contains(seen.Anonymous.Body, id.Namespace) {
+			t.Errorf("console without the admin grant: %d, namespace shown %v; want 401 and nothing",
+				seen.Anonymous.Status, strings.Contains(seen.Anonymous.Body, id.Namespace))
+		}
+		if seen.Trials.Status != http.StatusOK || !strings.Contains(seen.Trials.Body, id.Namespace) {
+			t.Errorf("console's trials page with the admin grant: %d, want 200 listing %s:\n%s", seen.Trials.Status, id.Namespace, seen.Trials.Body)
+		}
+		if seen.Trial.Status != http.StatusOK || !strings.Contains(seen.Trial.Body, "Confirm your account") || !strings.Contains(seen.Trial.Body, apiCode) {
+			t.Errorf("console's trial page: %d, want 200 with the candidate's mail and its code %s:\n%s", seen.Trial.Status, apiCode, seen.Trial.Body)
+		}
+		if seen.Metrics.Status != http.StatusOK || !strings.Contains(seen.Metrics.Body, `mailplane_sends_total{`) {
+			t.Errorf("console's /metrics: %d, want 200 with mailplane_sends_total:\n%s", seen.Metrics.Status, seen.Metrics.Body)
+		}
+		for name, p := range map[string]page{"trials": seen.Trials, "trial": seen.Trial, "metrics": seen.Metrics} {
+			if strings.Contains(p.Body, grant) || strings.Contains(p.Body, id.ReadCapability) {
+				t.Errorf("console's %s page shows a grant or the read capability", name)
+			}
+		}
+	})
+
 	t.Run("grants stay in their zone", func(t *testing.T) {
-		// The gateway's grant was written straight into its volume; carry it
-		// off the way a compromised gateway would.
-		var stolen struct{ Content string }
-		s.probe(t, s.asZone(zones[2], zones[2].uid), nil, &stolen, "cat", zones[2].grantFile)
-		grants := map[string]string{"writer": id.WriterGrant, "inbox": id.InboxGrant, "gateway": stolen.Content}
+		// The gateway's and the console's grants were written straight into
+		// their volumes; carry them off the way a compromised surface would.
+		grants := map[string]string{"writer": id.WriterGrant, "inbox": id.InboxGrant}
+		for _, svc := range sharedZones {
+			z := zoneOf(svc)
+			var stolen struct{ Content string }
+			s.probe(t, s.asZone(*z, z.uid), nil, &stolen, "cat", z.grantFile)
+			grants[svc] = stolen.Content
+		}
 		in, _ := json.Marshal(grants)
 
 		// Each zone's container (its network namespace, volumes and user)

@@ -41,6 +41,7 @@ var services = map[string]string{
 	"mail-writer.service":  "writer",
 	"mail-inbox.service":   "inbox",
 	"mail-gateway.service": "gateway",
+	"mail-console.service": "console",
 }
 
 // TestSystemdUnits checks build/systemd with systemd's own tools, offline:
@@ -62,8 +63,8 @@ func TestSystemdUnits(t *testing.T) {
 	units, _ := filepath.Glob(filepath.Join(unitDir, "mail-*.service"))
 	sockets, _ := filepath.Glob(filepath.Join(unitDir, "mail-*.socket"))
 	units = append(units, sockets...)
-	if len(units) != 8 {
-		t.Fatalf("build/systemd has %d units, want 4 services and 4 sockets: %v", len(units), units)
+	if len(units) != 10 {
+		t.Fatalf("build/systemd has %d units, want 5 services and 5 sockets: %v", len(units), units)
 	}
 
 	// systemd-analyze verify resolves everything a unit names under --root:
@@ -260,6 +261,7 @@ func TestSystemdUnits(t *testing.T) {
 			"mail-writer.service":  {"grant": id.WriterGrant},
 			"mail-inbox.service":   {"grant": id.InboxGrant, "token": id.InboxToken},
 			"mail-gateway.service": {"grant": plane.GatewayGrant(t)},
+			"mail-console.service": {"grant": plane.Grant(t, rpc.RoleConsole)},
 		}
 		sockets := socketUnits(t, unitDir)
 		for name, files := range creds {
@@ -327,6 +329,7 @@ func TestSystemdUnits(t *testing.T) {
 			{"mail-writer", "--plane-socket", missing, "--grant-file", missing, "--http-listen", "127.0.0.1:0", "--smtp-listen", "127.0.0.1:0", "--smtp-mode", "fixed"},
 			{"mail-inbox", "--plane-socket", missing, "--grant-file", missing, "--token-file", missing, "--listen", "127.0.0.1:0"},
 			{"mail-gateway", "--plane-socket", missing, "--grant-file", missing, "--listen", "127.0.0.1:0"},
+			{"mail-console", "--plane-socket", missing, "--grant-file", missing, "--listen", "127.0.0.1:0"},
 		} {
 			err := exec.Command(filepath.Join(bin, args[0]), args[1:]...).Run()
 			var exit *exec.ExitError

@@ -388,9 +388,9 @@ func GrantCommand() *cli.Command {
 		Usage: "mint grants for roles not bound to a trial",
 		Subcommands: []*cli.Command{{
 			Name:  "create",
-			Usage: "mint a gateway or admin grant",
+			Usage: "mint a grant for a surface that serves every trial (gateway, console) or for admin",
 			Flags: append(adminFlags(),
-				&cli.StringFlag{Name: "role", Required: true, Usage: "gateway or admin"},
+				&cli.StringFlag{Name: "role", Required: true, Usage: "gateway, console or admin (writer and inbox, for surfaces shared by every trial)"},
 				&cli.StringFlag{Name: "out", Usage: "write the grant to this new file (0600) instead of stdout"},
 				&cli.BoolFlag{Name: "group-readable", Usage: "write --out 0640, not 0600: for a directory whose set-group-ID group is the grant holder's (containers)"},
 			),

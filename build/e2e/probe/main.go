@@ -51,12 +51,13 @@ var commands = map[string]func(args []string) (any, error){
 	"candidate": candidate,
 	"agent":     agent,
 	"evaluator": evaluator,
+	"operator":  operator,
 	"pg":        pgLogin,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: probe dial|netns|stat|cat|rpc|wait-http|candidate|agent|evaluator|pg ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: probe dial|netns|stat|cat|rpc|wait-http|candidate|agent|evaluator|operator|pg ARGS...")
 		os.Exit(2)
 	}
 	out, err := commands[os.Args[1]](os.Args[2:])
@@ -472,6 +473,56 @@ func evaluator([]string) (any, error) {
 		"latest": map[string]any{"status": latestStatus, "body": latest},
 		"wrong":  map[string]any{"status": wrongStatus, "body": wrong},
 	}, nil
+}
+
+// operatorInput is what the operator's browser or Prometheus holds: the
+// console's address and the plane's admin grant.
+type operatorInput struct {
+	URL       string `json:"url"`
+	Grant     string `json:"grant"`
+	Namespace string `json:"namespace"`
+}
+
+// operator does what the operator does with the console: it asks for the
+// trials page without a credential, then for the trials page, the trial's
+// page and /metrics with the admin grant, and reports each status and
+// body.
+func operator([]string) (any, error) {
+	var in operatorInput
+	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(os.Stdin, maxBody))).Decode(&in); err != nil {
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	hc := &http.Client{Timeout: httpTimeout}
+	get := func(path, grant string) (map[string]any, error) {
+		req, err := http.NewRequest(http.MethodGet, in.URL+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		if grant != "" {
+			req.Header.Set("Authorization", "Bearer "+grant)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		return map[string]any{"status": resp.StatusCode, "body": string(b)}, err
+	}
+	out := map[string]any{}
+	for name, r := range map[string]struct{ path, grant string }{
+		"anonymous": {"/", ""},
+		"trials":    {"/", in.Grant},
+		"trial":     {"/trials/" + url.PathEscape(in.Namespace), in.Grant},
+		"metrics":   {"/metrics", in.Grant},
+	} {
+		a, err := get(r.path, r.grant)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = a
+	}
+	return out, nil
 }
 
 // pgLogin logs in to PostgreSQL once per DSN read from stdin (one JSON
