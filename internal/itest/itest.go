@@ -66,7 +66,7 @@ func Bin(t testing.TB, name string) string {
 type Proc struct {
 	Cmd  *exec.Cmd
 	Name string
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 }
 
@@ -79,7 +79,7 @@ func Start(t testing.TB, name string, args ...string) *Proc {
 // StartCmd runs cmd with its output captured; it is killed at cleanup.
 func StartCmd(t testing.TB, cmd *exec.Cmd, name string) *Proc {
 	t.Helper()
-	p := &Proc{Cmd: cmd, Name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, Name: name, out: &SyncBuffer{}, done: make(chan struct{})}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.out
 	}
@@ -141,18 +141,20 @@ func (p *Proc) Stop(t testing.TB) int {
 	return p.Cmd.ProcessState.ExitCode()
 }
 
-type syncBuffer struct {
+// SyncBuffer is a log a test reads while a process or a server writes
+// it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

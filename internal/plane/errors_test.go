@@ -1,7 +1,6 @@
 package plane
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,29 +15,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
-
-// syncBuffer is a log sink the server and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // socketPlane is a plane served on its Unix socket, as serve runs it.
 type socketPlane struct {
@@ -46,7 +28,7 @@ type socketPlane struct {
 	closeStore func()
 	socket     string
 	admin      string
-	log        *syncBuffer
+	log        *itest.SyncBuffer
 	http       *http.Client
 }
 
@@ -64,7 +46,7 @@ func startSocketPlane(t *testing.T) *socketPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &itest.SyncBuffer{}
 	log := zerolog.New(logs)
 	b := NewBroker(l, store, Quotas{}, log)
 	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleAdmin})

@@ -1,34 +1,16 @@
 package supervisor
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/itest"
 )
-
-// syncBuffer is a log a test reads while the stack writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // ignoresTERM reports whether process pid has SIGTERM ignored (its trap
 // is in place).
@@ -51,7 +33,7 @@ func ignoresTERM(pid int) bool {
 // named in the log with its pid; a child that stops on SIGTERM is not
 // named.
 func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
-	var log syncBuffer
+	var log itest.SyncBuffer
 	st := &stack{log: zerolog.New(&log), exited: make(chan *surface, 8), stopBound: 2 * time.Second}
 	stubborn := &surface{name: "stubborn-surface", args: []string{"-c", `trap "" TERM; while :; do sleep 0.05; done`}}
 	polite := &surface{name: "polite-surface", args: []string{"-c", `exec sleep 60`}}
