@@ -30,22 +30,14 @@ build:
 run: build
 	$(BIN)/mail-plane --log-format console up
 
-# Everything `make test` needs that Go does not bring: a real Mailpit,
-# headless Chromium for the inbox, swaks as an SMTP client, and the mail
-# libraries of the frameworks in docs/candidate.md, "Configure your framework".
+# Everything `make test` needs that Go does not bring: a real Mailpit, and
+# from Debian (scripts/deps.sh, one apt-get for all that is missing):
+# headless Chromium for the inbox, swaks as an SMTP client, ip netns,
+# PostgreSQL, the mail libraries of the frameworks in docs/candidate.md
+# ("Configure your framework"), pytest, and systemd's tools and
+# docker-compose for make e2e.
 deps: $(MAILPIT)
-	@command -v chromium >/dev/null && command -v swaks >/dev/null || { \
-	  echo "installing chromium and swaks (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium swaks >/dev/null; }
-	@command -v ip >/dev/null && command -v setpriv >/dev/null && command -v prlimit >/dev/null || { \
-	  echo "installing iproute2 and util-linux for the network-namespace and descriptor tests (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 util-linux >/dev/null; }
-	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
-	  echo "installing postgresql for the tests of --store postgres (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
-	@/usr/bin/python3 -c 'import django' 2>/dev/null && ruby -e 'require "mail"' 2>/dev/null && [ -f /usr/share/php/Symfony/Component/Mailer/autoload.php ] || { \
-	  echo "installing the frameworks TestFrameworks drives: Django, Ruby's mail gem, PHP's Symfony Mailer (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-django ruby-mail php-cli php-symfony-mailer >/dev/null; }
+	@scripts/deps.sh
 
 $(MAILPIT):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)
@@ -71,9 +63,7 @@ unit:
 # with Debian's pytest.
 .PHONY: python-test
 python-test: build
-	@/usr/bin/python3 -c 'import pytest' 2>/dev/null || { \
-	  echo "installing python3-pytest (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null; }
+	@scripts/deps.sh pytest
 	/usr/bin/python3 -m pytest -q -p no:cacheprovider clients/python/tests
 
 # A short run of every fuzz target (seed corpora in testdata/); `make fuzz`
@@ -98,9 +88,7 @@ hardening-long: deps build
 MAILPLANE_TAG ?= local
 images: build
 	build/images/build.sh $(MAILPLANE_TAG) $(BIN) build/images/mail-*.Dockerfile
-	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
-	  echo "installing postgresql (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@scripts/deps.sh postgres
 	$(GO) build $(BUILDFLAGS) -o $(CACHE)/images/pg-entry ./build/pgentry
 	build/images/postgres.sh $(MAILPLANE_TAG) $(CACHE)/images/pg-entry
 
@@ -109,12 +97,7 @@ images: build
 # the systemd units. Whatever the run starts is torn down, also when a check
 # fails or the run is interrupted.
 e2e: images
-	@command -v systemd-analyze >/dev/null || { \
-	  echo "installing systemd's tools (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
-	@command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || { \
-	  echo "installing docker-compose (apt-get)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
+	@scripts/deps.sh e2e
 	$(GO) build $(BUILDFLAGS) -o $(CACHE)/e2e/e2e-probe ./build/e2e/probe
 	build/images/build.sh $(MAILPLANE_TAG) $(CACHE)/e2e build/e2e/e2e-probe.Dockerfile
 	@project=mpe2e$$$$; \
