@@ -7,8 +7,16 @@ import (
 	"time"
 )
 
-// serve accepts from l and echoes until the connection ends.
+// serve accepts from a listener with lim and echoes until the
+// connection ends.
 func serve(t *testing.T, lim Limits) (*Listener, string) {
+	t.Helper()
+	return serveWith(t, lim, func(c net.Conn) { io.Copy(c, c) })
+}
+
+// serveWith accepts from a listener with lim and hands each connection to
+// handle, which it closes when handle returns.
+func serveWith(t *testing.T, lim Limits, handle func(net.Conn)) (*Listener, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -24,7 +32,7 @@ func serve(t *testing.T, lim Limits) (*Listener, string) {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()

@@ -54,32 +54,16 @@ func TestPoolShedsQuietest(t *testing.T) {
 // closed at once, and a place freed is taken again.
 func TestPoolKeepsBusy(t *testing.T) {
 	p := NewPool(2)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Listen(ln, Limits{Pool: p})
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			// Busy from the first byte on: a request in progress.
-			go func() {
-				defer c.Close()
-				b := make([]byte, 1)
-				if _, err := c.Read(b); err != nil {
-					return
-				}
-				MarkBusy(c, true)
-				c.Write(b)
-				io.Copy(c, c)
-			}()
+	// Busy from the first byte on: a request in progress.
+	_, addr := serveWith(t, Limits{Pool: p}, func(c net.Conn) {
+		b := make([]byte, 1)
+		if _, err := c.Read(b); err != nil {
+			return
 		}
-	}()
-	addr := ln.Addr().String()
+		MarkBusy(c, true)
+		c.Write(b)
+		io.Copy(c, c)
+	})
 	a, b := dial(t, addr), dial(t, addr)
 	if !echo(a) || !echo(b) {
 		t.Fatal("connections within the cap do not answer")

@@ -10,21 +10,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestHandOver: a listener bound here is served there: a client connects
-// to the port and the receiving side accepts it; Remove names the port.
-func TestHandOver(t *testing.T) {
+// pair is a connected pair: the sending end (Pair's) and the receiving
+// end, both closed when the test ends.
+func pair(t *testing.T) (mine, recv *net.UnixConn) {
+	t.Helper()
 	mine, theirs, err := Pair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mine.Close()
+	t.Cleanup(func() { mine.Close() })
 	peer, err := net.FileConn(theirs)
 	theirs.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer peer.Close()
-	recv := peer.(*net.UnixConn)
+	t.Cleanup(func() { peer.Close() })
+	return mine, peer.(*net.UnixConn)
+}
+
+// TestHandOver: a listener bound here is served there: a client connects
+// to the port and the receiving side accepts it; Remove names the port.
+func TestHandOver(t *testing.T) {
+	mine, recv := pair(t)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -68,15 +75,7 @@ func TestHandOver(t *testing.T) {
 // TestMalformed: anything but the two messages is refused, and a
 // descriptor that came with it is closed, not leaked.
 func TestMalformed(t *testing.T) {
-	mine, theirs, err := Pair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Close()
-	peer, _ := net.FileConn(theirs)
-	theirs.Close()
-	defer peer.Close()
-	recv := peer.(*net.UnixConn)
+	mine, recv := pair(t)
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -122,15 +121,7 @@ func TestMalformed(t *testing.T) {
 // TestDoorHandOver: a door's listener arrives with its kind and key; port
 // numbers may repeat across doors, and removing a door names its key.
 func TestDoorHandOver(t *testing.T) {
-	mine, theirs, err := Pair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Close()
-	peer, _ := net.FileConn(theirs)
-	theirs.Close()
-	defer peer.Close()
-	recv := peer.(*net.UnixConn)
+	mine, recv := pair(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
