@@ -162,9 +162,17 @@ func TestLinearTouchesWhatRunsAllocate(t *testing.T) {
 }
 
 // Allocations that grow faster than the input fail, even where the time
-// they take does not show it yet.
+// they take does not show it: each run also adds up a fixed 1<<26 numbers
+// (about 25 ms here), which keeps the base from being raised on any host
+// up to 5 times faster and its time about flat, so that only the
+// allocations (64 MiB at the base, 256 MiB at 2n, which depend on n
+// alone) decide.
 func TestLinearFailsQuadraticAllocation(t *testing.T) {
-	msg, _ := linear(t, func(n int) func() { return allocate(n * n) }, 4<<10)
+	work := func(n int) func() {
+		add, alloc := sum(1<<26), allocate(n*n)
+		return func() { add(); alloc() }
+	}
+	msg, _ := linear(t, work, 8<<10)
 	if !strings.Contains(msg, "most allowed ×3)") {
 		t.Fatalf("a quadratic allocation: got %q, want it failed for its allocations", msg)
 	}
