@@ -15,6 +15,9 @@ import (
 
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/sendapi/postmark"
+	"github.com/websitebench/mailplane/internal/sendapi/sendgrid"
+	"github.com/websitebench/mailplane/internal/sendapi/ses"
 	"github.com/websitebench/mailplane/internal/writer"
 	"github.com/websitebench/mailplane/internal/writer/writertest"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -26,7 +29,9 @@ import (
 // for the trial's mail-API token, its bootstrap token and another trial's
 // mail-API token. Whatever the bytes: every answer is well-formed HTTP,
 // never a 5xx while the plane is up, and every refusal is the writer's
-// JSON error whose statusCode is the status; the trial stores exactly as
+// JSON error whose statusCode is the status or, where the input names a
+// provider API's path, that provider's own refusal (providerRefusal); the
+// trial stores exactly as
 // many messages as POST /emails answered with an id; the other trial
 // stores nothing.
 func FuzzWriterRequest(f *testing.F) {
@@ -94,6 +99,7 @@ func FuzzWriterRequest(f *testing.F) {
 			switch {
 			case resp.StatusCode == http.StatusOK && ans["id"] != nil:
 				accepted++
+			case resp.StatusCode >= 400 && providerRefusal(req, resp, ans, b):
 			case resp.StatusCode >= 400 && isJSON:
 				if code, _ := ans["error"].(string); code == "" || ans["statusCode"] != float64(resp.StatusCode) {
 					t.Fatalf("refusal %d is not the writer's error: %s", resp.StatusCode, b)
@@ -113,4 +119,27 @@ func FuzzWriterRequest(f *testing.F) {
 			t.Fatalf("the other trial received %d", n-beforeOther)
 		}
 	})
+}
+
+// providerRefusal reports whether an answer is the refusal of a provider
+// API (package sendapi) whose path the input names: each answers in its
+// own shape, not the writer's (a Postmark-shaped 401 on /email is right).
+func providerRefusal(req []byte, resp *http.Response, ans map[string]any, b []byte) bool {
+	names := func(path string) bool { return bytes.Contains(req, []byte(path)) }
+	_, postmarkCode := ans["ErrorCode"].(float64)
+	sendgridErrors, _ := ans["errors"].([]any)
+	message, _ := ans["message"].(string)
+	switch {
+	case names(postmark.PathEmail) && postmarkCode && ans["Message"] != nil:
+		return true
+	case names(sendgrid.Path) && len(sendgridErrors) > 0:
+		return true
+	case names(ses.Path) && resp.Header.Get("X-Amzn-ErrorType") != "" && message != "":
+		return true
+	case names("/v3/") && message != "": // Mailgun's JSON refusal
+		return true
+	case names("/v3/") && resp.StatusCode == http.StatusUnauthorized && string(b) == "Forbidden": // Mailgun's 401 is plain text
+		return true
+	}
+	return false
 }
