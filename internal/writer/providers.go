@@ -204,11 +204,12 @@ var errProviderValue = sendapi.Bad("", "A field has an invalid value.")
 // judge checks m's values as POST /emails checks its own, and composes
 // its message into j.
 func (h *Handler) judge(m *sendapi.Email, j *judgedEmail) *sendapi.Error {
+	e := &email{}
 	var ok bool
-	if j.from, ok = bareAddress(m.From); !ok {
+	if e.From, e.FromName, ok = sender(m.From); !ok {
 		return sendapi.Bad("from", "The from address is invalid.")
 	}
-	e := &email{From: j.from}
+	j.from = e.From
 	if e.To, ok = addressList(anyList(m.To), false); !ok {
 		return sendapi.Bad("to", "A to address is invalid.")
 	}
