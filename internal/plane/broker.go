@@ -137,7 +137,9 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeMessageTooLarge, "message exceeds %d bytes", limits.MessageBytes)
 	}
 	if len(req.To) > limits.Recipients {
-		return rpc.SendResponse{}, rpc.Errorf(rpc.CodeTooManyRecipients, "more than %d recipients", limits.Recipients)
+		e := rpc.Errorf(rpc.CodeTooManyRecipients, "more than %d recipients", limits.Recipients)
+		e.Field = "to"
+		return rpc.SendResponse{}, e
 	}
 	if err := checkEnvelope(req.From, req.To, ns.AllowedSenders); err != nil {
 		return rpc.SendResponse{}, err
@@ -235,14 +237,20 @@ func (b *Broker) fixedAfterRotation(ctx context.Context, t ledger.Trial) (bool, 
 // allowed list when there is one) and 1 to limits.Recipients valid recipients.
 func checkEnvelope(from string, to []string, allowed []string) error {
 	if !mailmsg.ValidAddress(from) || (len(allowed) > 0 && !slices.Contains(allowed, from)) {
-		return rpc.Errorf(rpc.CodeInvalidEnvelope, "sender not allowed")
+		e := rpc.Errorf(rpc.CodeInvalidEnvelope, "sender not allowed")
+		e.Field, e.Allowed = "from", allowed
+		return e
 	}
 	if len(to) == 0 {
-		return rpc.Errorf(rpc.CodeInvalidEnvelope, "no recipient")
+		e := rpc.Errorf(rpc.CodeInvalidEnvelope, "no recipient")
+		e.Field = "to"
+		return e
 	}
 	for _, r := range to {
 		if !mailmsg.ValidAddress(r) {
-			return rpc.Errorf(rpc.CodeInvalidEnvelope, "recipient not allowed")
+			e := rpc.Errorf(rpc.CodeInvalidEnvelope, "recipient not allowed")
+			e.Field = "to"
+			return e
 		}
 	}
 	return nil

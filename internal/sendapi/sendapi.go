@@ -148,6 +148,11 @@ type API interface {
 	// Credential returns the bearer credential the request presents, or
 	// false. (An API that is a Signed one presents a signature instead.)
 	Credential(r *http.Request) (string, bool)
+	// FieldName is field, a part of an email the writer judges by its
+	// POST /emails name (from, to, cc, bcc, reply_to, subject), as this
+	// API's request spells it, so that a refusal names what the caller
+	// wrote.
+	FieldName(field string) string
 	// Parse reads the body of a request to path.
 	Parse(r *http.Request, body []byte) ([]Email, *Error)
 	// Accepted answers a request all or part of whose emails were judged.
@@ -163,6 +168,14 @@ type Signed interface {
 	// Unsigned is the refusal of a request with no signature, or with
 	// one that is not a complete SigV4 signature.
 	Unsigned(missing bool) *Error
+}
+
+// FieldNames is an API's FieldName: names, else field itself.
+func FieldNames(names map[string]string, field string) string {
+	if n, ok := names[field]; ok {
+		return n
+	}
+	return field
 }
 
 // WriteJSON answers with v in status, as every JSON answer of the writer

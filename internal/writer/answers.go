@@ -1,9 +1,14 @@
 package writer
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/websitebench/mailplane/internal/apierr"
+	"github.com/websitebench/mailplane/internal/limits"
+	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // Every refusal the writer can answer with (package apierr has the
@@ -29,6 +34,75 @@ var (
 	errTrialBusy      = apierr.TrialBusy
 	errInternal       = &apierr.Error{Status: http.StatusInternalServerError, Code: "internal_error", Name: "internal_server_error", Message: "Unexpected error."}
 )
+
+// What each field of a message must be. A refusal of a value names its
+// field and its rule ("from must be …"), in every API's shape: never the
+// value itself, nothing the caller was not given (the pinned sender is in
+// its environment, WEBSITEBENCH_MAIL_FROM).
+const (
+	ruleSender    = `an address, bare or as "Name <address>"`
+	ruleAddresses = `an address or a list of addresses, each bare or as "Name <address>"`
+	ruleTo        = ruleAddresses + `, at least one`
+	ruleReplyTo   = `at most 16 addresses, each bare or as "Name <address>"`
+	ruleSubject   = `a string of at most 998 characters on one line`
+	ruleBody      = `strings, and at least one of them set`
+	ruleTags      = `a list of at most 16 {"name", "value"}, each of ASCII letters, digits, _ and -, at most 256 long; name is required`
+	ruleHeaders   = `an object of at most 16 headers, each named once: X-* (not X-Tags, X-Resend-Tag or X-WebsiteBench-*) or a list or threading header, its value printable ASCII on one line`
+	ruleAttach    = `a list of at most 32 {"filename", "content", "content_type", "content_id"}: a plain file name, base64 content (or a list of byte values), a media type that is not multipart`
+	// ruleDisplayName follows the pinned sender in a refused from.
+	ruleDisplayName = "; a display name is allowed"
+)
+
+// The refusals of POST /emails' values: errMessage's status and code, and
+// the field's rule.
+var (
+	errFrom        = invalid("from", ruleSender)
+	errTo          = invalid("to", ruleTo)
+	errCc          = invalid("cc", ruleAddresses)
+	errBcc         = invalid("bcc", ruleAddresses)
+	errReplyTo     = invalid("reply_to", ruleReplyTo)
+	errSubject     = invalid("subject", ruleSubject)
+	errBody        = invalid("text and html", ruleBody)
+	errTags        = invalid("tags", ruleTags)
+	errHeaders     = invalid("headers", ruleHeaders)
+	errAttachments = invalid("attachments", ruleAttach)
+	errSurrogate   = invalid("every string", `valid UTF-16: no unpaired \uD800-\uDFFF escape`)
+)
+
+// invalid is errMessage saying that field must be must.
+func invalid(field, must string) *apierr.Error {
+	e := *errMessage
+	e.Message = field + " must be " + must
+	return &e
+}
+
+// recipientsRule is what to, cc and bcc together must be.
+func recipientsRule(max int) string {
+	return "at most " + strconv.Itoa(max) + " recipients, with cc and bcc"
+}
+
+// envelopeRule is what the plane's refusal of an envelope (err) says is
+// wrong: its field, by POST /emails' name, and what that must be, or ""
+// when the plane named none.
+func envelopeRule(err error) (field, must string) {
+	var e *rpc.Error
+	if !errors.As(err, &e) {
+		return "", ""
+	}
+	switch {
+	case e.Code == rpc.CodeTooManyRecipients:
+		return "to", recipientsRule(limits.Recipients)
+	case e.Field == "from" && len(e.Allowed) == 1:
+		return "from", e.Allowed[0] + ruleDisplayName
+	case e.Field == "from" && len(e.Allowed) > 1:
+		return "from", "one of " + strings.Join(e.Allowed, ", ") + ruleDisplayName
+	case e.Field == "from":
+		return "from", ruleSender
+	case e.Field == "to":
+		return "to", ruleTo
+	}
+	return "", ""
+}
 
 // writeError answers with e.
 func writeError(w http.ResponseWriter, e *apierr.Error) { e.Write(w) }

@@ -59,13 +59,13 @@ func parseAttachments(v any) ([]attachment, *apierr.Error) {
 	}
 	list, ok := v.([]any)
 	if !ok || len(list) > maxAttachments {
-		return nil, errMessage
+		return nil, errAttachments
 	}
 	out := make([]attachment, 0, len(list))
 	for _, item := range list {
 		obj, ok := item.(map[string]any)
 		if !ok {
-			return nil, errMessage
+			return nil, errAttachments
 		}
 		a, fail := parseAttachment(obj)
 		if fail != nil {
@@ -80,7 +80,7 @@ func parseAttachment(obj map[string]any) (attachment, *apierr.Error) {
 	var a attachment
 	for k, v := range obj {
 		if !slices.Contains(attachmentKeys, k) {
-			return a, errMessage
+			return a, errAttachments
 		}
 		if v == nil {
 			delete(obj, k)
@@ -93,20 +93,20 @@ func parseAttachment(obj map[string]any) (attachment, *apierr.Error) {
 	}
 	content, ok := attachmentContent(obj["content"])
 	if !ok {
-		return a, errMessage
+		return a, errAttachments
 	}
 	a.Content = content
 	var valid bool
 	if a.Filename, valid = obj["filename"].(string); !valid || !validFilename(a.Filename) {
-		return a, errMessage
+		return a, errAttachments
 	}
 	if ct, present := obj["content_type"]; present {
 		s, isStr := ct.(string)
 		if !isStr {
-			return a, errMessage
+			return a, errAttachments
 		}
 		if a.ContentType, valid = attachmentType(s); !valid {
-			return a, errMessage
+			return a, errAttachments
 		}
 	} else {
 		a.ContentType = typeByName(a.Filename)
@@ -118,7 +118,7 @@ func parseAttachment(obj map[string]any) (attachment, *apierr.Error) {
 		}
 		s, isStr := cid.(string)
 		if !isStr || !validContentID(s) || (a.ContentID != "" && a.ContentID != s) {
-			return a, errMessage
+			return a, errAttachments
 		}
 		a.ContentID = s
 	}

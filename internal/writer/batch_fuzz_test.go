@@ -101,7 +101,7 @@ func FuzzAttachments(f *testing.F) {
 		}
 		list, fail := parseAttachments(v)
 		if fail != nil {
-			if fail != errMessage && fail != errAttachmentPath {
+			if fail != errAttachments && fail != errAttachmentPath {
 				t.Fatalf("unexpected refusal %+v", fail)
 			}
 			return

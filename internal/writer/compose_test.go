@@ -109,31 +109,41 @@ func TestParseEmailValues(t *testing.T) {
 		{`{` + ok + `,"to":"U <u@example.com>"}`, nil},
 		{`{` + ok + `,"to":"\"Q, R\" <u@example.com>"}`, nil},
 		{`{` + ok + `,"to":"<u@example.com>"}`, nil},
-		{`{` + ok + `,"to":"a@example.com, b@example.com"}`, errMessage},
-		{`{` + ok + `,"to":"group: a@example.com;"}`, errMessage},
-		{`{` + ok + `,"to":"a@example.com (comment)"}`, errMessage},
+		{`{` + ok + `,"to":"a@example.com, b@example.com"}`, errTo},
+		{`{` + ok + `,"to":"group: a@example.com;"}`, errTo},
+		{`{` + ok + `,"to":"a@example.com (comment)"}`, errTo},
 		{`{` + ok + `,"to":"u@example.com","cc":null,"bcc":null,"reply_to":null,"tags":null,"headers":null,"html":null}`, nil},
-		{`{"from":null,"to":"u@example.com","subject":"s","text":"t"}`, errMessage},
-		{`{"from":"s@example.com","to":"u@example.com","subject":"s","text":null}`, errMessage}, // the reference: its key set, a wrong value
+		{`{"from":null,"to":"u@example.com","subject":"s","text":"t"}`, errFrom},
+		{`{"from":"s@example.com","to":"u@example.com","subject":"s","text":null}`, errBody}, // the reference: its key set, a wrong value
 		{`{` + ok + `,"to":"u@example.com","reply_to":["a@example.com","B <b@example.com>"]}`, nil},
-		{`{` + ok + `,"to":"u@example.com","reply_to":"not an address"}`, errMessage},
+		{`{` + ok + `,"to":"u@example.com","reply_to":"not an address"}`, errReplyTo},
 		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"a_b-1","value":""}]}`, nil},
-		{`{` + ok + `,"to":"u@example.com","tags":[{"value":"v"}]}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"a","other":"v"}]}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"` + strings.Repeat("a", 257) + `"}]}`, errMessage},
+		{`{` + ok + `,"to":"u@example.com","tags":[{"value":"v"}]}`, errTags},
+		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"a","other":"v"}]}`, errTags},
+		{`{` + ok + `,"to":"u@example.com","tags":[{"name":"` + strings.Repeat("a", 257) + `"}]}`, errTags},
 		{`{` + ok + `,"to":"u@example.com","headers":{"X-Custom":"v","In-Reply-To":"<m@x>"}}`, nil},
-		{`{` + ok + `,"to":"u@example.com","headers":{"x-a":"1","X-A":"2"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"Subject":"v"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"Content-Type":"text/html"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"X-Tags":"v"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"X-Resend-Tag":"v"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"X-A":"é"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"X A":"v"}}`, errMessage},
-		{`{` + ok + `,"to":"u@example.com","headers":{"X-A":1}}`, errMessage},
+		{`{` + ok + `,"to":"u@example.com","headers":{"x-a":"1","X-A":"2"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"Subject":"v"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"Content-Type":"text/html"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"X-Tags":"v"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"X-Resend-Tag":"v"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"X-A":"é"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"X A":"v"}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","headers":{"X-A":1}}`, errHeaders},
+		{`{` + ok + `,"to":"u@example.com","cc":"nope"}`, errCc},
+		{`{` + ok + `,"to":"u@example.com","bcc":["nope"]}`, errBcc},
+		{`{` + ok + `,"to":[]}`, errTo},
+		{`{"from":"s@example.com","to":"u@example.com","subject":"a\nb","text":"t"}`, errSubject},
+		{`{"from":"s@example.com","to":"u@example.com","subject":"s","text":1}`, errBody},
+		{`{"from":"s@example.com","to":"u@example.com","subject":"\ud800","text":"t"}`, errSurrogate},
+		{`{` + ok + `,"to":"u@example.com","attachments":{}}`, errAttachments},
 	} {
 		_, got := parseEmail([]byte(c.body), 16)
 		if got != c.want {
 			t.Errorf("%s: got %v, want %v", c.body, got, c.want)
+		}
+		if got != nil && (got.Code != "invalid_message" || got.Status != 400 || !strings.Contains(got.Message, " must be ")) {
+			t.Errorf("%s: %+v: not invalid_message naming its field", c.body, got)
 		}
 	}
 }

@@ -80,9 +80,9 @@ func (e *email) Fingerprint() string {
 }
 
 // parseEmail checks a POST /emails body in the reference's order (§5 checks
-// 7 to 10): UTF-8 JSON, then the key set, then every value. It returns one
-// of errJSON, errFields or errMessage, and never looks at anything but the
-// body.
+// 7 to 10): UTF-8 JSON, then the key set, then every value. It returns
+// errJSON, errFields, or errMessage's code with the field at fault and its
+// rule (answers.go), and never looks at anything but the body.
 func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	// encoding/json would quietly turn invalid UTF-8 into U+FFFD.
 	if !utf8.Valid(body) {
@@ -117,39 +117,39 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	if obj["text"] == nil && obj["html"] == nil {
 		// The reference's key set, with a body that is not text: its value
 		// is wrong, not its keys ("text": null).
-		return nil, errMessage
+		return nil, errBody
 	}
 	// encoding/json also turns an escaped lone surrogate into U+FFFD; the
 	// reference refuses it (§5 check 10).
 	if hasLoneSurrogate(body) {
-		return nil, errMessage
+		return nil, errSurrogate
 	}
 	e := &email{}
 	var valid bool
 	from, isStr := obj["from"].(string)
 	if !isStr {
-		return nil, errMessage
+		return nil, errFrom
 	}
 	if e.From, e.FromName, valid = sender(from); !valid {
-		return nil, errMessage
+		return nil, errFrom
 	}
 	if e.To, valid = addressList(obj["to"], true); !valid {
-		return nil, errMessage
+		return nil, errTo
 	}
 	if e.Cc, valid = addressList(obj["cc"], false); !valid {
-		return nil, errMessage
+		return nil, errCc
 	}
 	if e.Bcc, valid = addressList(obj["bcc"], false); !valid {
-		return nil, errMessage
+		return nil, errBcc
 	}
 	if n := len(e.To) + len(e.Cc) + len(e.Bcc); n > maxRecipients {
-		return nil, errMessage
+		return nil, invalid("to", recipientsRule(maxRecipients))
 	}
 	if e.ReplyTo, valid = replyTo(obj["reply_to"]); !valid {
-		return nil, errMessage
+		return nil, errReplyTo
 	}
 	if e.Subject, valid = obj["subject"].(string); !valid || utf8.RuneCountInString(e.Subject) > maxSubjectChars || strings.ContainsAny(e.Subject, "\r\n") {
-		return nil, errMessage
+		return nil, errSubject
 	}
 	for _, k := range []string{"text", "html"} {
 		v, present := obj[k]
@@ -158,7 +158,7 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 		}
 		s, isStr := v.(string)
 		if !isStr {
-			return nil, errMessage
+			return nil, errBody
 		}
 		if k == "text" {
 			e.Text = &s
@@ -167,10 +167,10 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 		}
 	}
 	if e.Tags, valid = tags(obj["tags"]); !valid {
-		return nil, errMessage
+		return nil, errTags
 	}
 	if e.Headers, valid = headers(obj["headers"]); !valid {
-		return nil, errMessage
+		return nil, errHeaders
 	}
 	var fail *apierr.Error
 	if e.Attachments, fail = parseAttachments(obj["attachments"]); fail != nil {

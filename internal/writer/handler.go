@@ -385,6 +385,9 @@ func (h *Handler) refusal(err error) *apierr.Error {
 		h.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
 		return errUnauthorized
 	case rpc.CodeInvalidEnvelope, rpc.CodeTooManyRecipients:
+		if field, must := envelopeRule(err); field != "" {
+			return invalid(field, must)
+		}
 		return errMessage
 	case rpc.CodeMessageTooLarge:
 		return errTooLarge

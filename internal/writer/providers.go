@@ -116,7 +116,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 	emails, fail := api.Parse(r, body)
 	var judged []*judgedEmail
 	if fail == nil {
-		judged, fail = h.judgeAll(emails, api.Batch(r.URL.EscapedPath()))
+		judged, fail = h.judgeAll(api, emails, api.Batch(r.URL.EscapedPath()))
 	}
 	if fail != nil {
 		// The credential is judged first: a wrong one is the answer.
@@ -183,13 +183,13 @@ type judgedEmail struct {
 // judgeAll judges every email. Unless the API judges a batch's emails one
 // by one, the first invalid email refuses the request before anything is
 // sent.
-func (h *Handler) judgeAll(emails []sendapi.Email, oneByOne bool) ([]*judgedEmail, *sendapi.Error) {
+func (h *Handler) judgeAll(api sendapi.API, emails []sendapi.Email, oneByOne bool) ([]*judgedEmail, *sendapi.Error) {
 	out := make([]*judgedEmail, 0, len(emails))
 	for i := range emails {
 		m := &emails[i]
 		j := &judgedEmail{shown: m.To, err: m.Refused}
 		if j.err == nil {
-			j.err = h.judge(m, j)
+			j.err = h.judge(api, m, j)
 		}
 		if j.err != nil && !oneByOne {
 			return nil, j.err
@@ -201,26 +201,34 @@ func (h *Handler) judgeAll(emails []sendapi.Email, oneByOne bool) ([]*judgedEmai
 
 var errProviderValue = sendapi.Bad("", "A field has an invalid value.")
 
+// bad is api's refusal of field (by POST /emails' name), which must be
+// must: named as api's request spells it, as POST /emails names its own.
+func bad(api sendapi.API, field, must string) *sendapi.Error {
+	name := api.FieldName(field)
+	return sendapi.Bad(name, name+" must be "+must)
+}
+
 // judge checks m's values as POST /emails checks its own, and composes
 // its message into j.
-func (h *Handler) judge(m *sendapi.Email, j *judgedEmail) *sendapi.Error {
+func (h *Handler) judge(api sendapi.API, m *sendapi.Email, j *judgedEmail) *sendapi.Error {
+	e := &email{}
 	var ok bool
-	if j.from, ok = bareAddress(m.From); !ok {
-		return sendapi.Bad("from", "The from address is invalid.")
+	if e.From, e.FromName, ok = sender(m.From); !ok {
+		return bad(api, "from", ruleSender)
 	}
-	e := &email{From: j.from}
+	j.from = e.From
 	if e.To, ok = addressList(anyList(m.To), false); !ok {
-		return sendapi.Bad("to", "A to address is invalid.")
+		return bad(api, "to", ruleTo)
 	}
 	if e.Cc, ok = addressList(anyList(m.Cc), false); !ok {
-		return sendapi.Bad("cc", "A cc address is invalid.")
+		return bad(api, "cc", ruleAddresses)
 	}
 	if e.Bcc, ok = addressList(anyList(m.Bcc), false); !ok {
-		return sendapi.Bad("bcc", "A bcc address is invalid.")
+		return bad(api, "bcc", ruleAddresses)
 	}
 	j.to = e.Recipients()
 	if n := len(j.to); n == 0 || n > h.cfg.MaxRecipients {
-		return sendapi.Bad("to", "A message has 1 to "+strconv.Itoa(h.cfg.MaxRecipients)+" recipients here.")
+		return bad(api, "to", "1 to "+strconv.Itoa(h.cfg.MaxRecipients)+" recipients, with cc and bcc")
 	}
 	if m.Raw != nil {
 		if len(m.Raw) > limits.MessageBytes {
@@ -230,11 +238,11 @@ func (h *Handler) judge(m *sendapi.Email, j *judgedEmail) *sendapi.Error {
 		return nil
 	}
 	if e.ReplyTo, ok = replyTo(anyList(m.ReplyTo)); !ok {
-		return sendapi.Bad("reply_to", "A reply-to address is invalid.")
+		return bad(api, "reply_to", ruleReplyTo)
 	}
 	e.Subject = m.Subject
 	if utf8.RuneCountInString(e.Subject) > maxSubjectChars || strings.ContainsAny(e.Subject, "\r\n") || !utf8.ValidString(e.Subject) {
-		return sendapi.Bad("subject", "The subject is invalid.")
+		return bad(api, "subject", ruleSubject)
 	}
 	e.Text, e.HTML = m.Text, m.HTML
 	if fail := judgeHeaders(m.Headers, e); fail != nil {
@@ -307,9 +315,9 @@ func (h *Handler) sendJudged(r *http.Request, api sendapi.API, who presented, ju
 		cancel()
 		if err != nil {
 			if wholeBatch(err) {
-				return nil, h.providerRefusal(err)
+				return nil, h.providerRefusal(api, err)
 			}
-			results = append(results, sendapi.Result{To: j.shown, Err: h.providerRefusal(err)})
+			results = append(results, sendapi.Result{To: j.shown, Err: h.providerRefusal(api, err)})
 			continue
 		}
 		if resp.Fault != nil && resp.Fault.Do == faults.Timeout {
@@ -369,20 +377,24 @@ func (h *Handler) checkPresented(r *http.Request, api sendapi.API, who presented
 	return nil
 }
 
-// providerRefusal maps the plane's verdict on a well-formed email.
-func (h *Handler) providerRefusal(err error) *sendapi.Error {
-	switch h.refusal(err) {
-	case errUnauthorized:
+// providerRefusal maps the plane's verdict on a well-formed email; a
+// refused envelope names its field as api spells it.
+func (h *Handler) providerRefusal(api sendapi.API, err error) *sendapi.Error {
+	switch h.refusal(err).Code {
+	case errUnauthorized.Code:
 		return sendapi.Fail(sendapi.Unauthorized)
-	case errMessage:
+	case errMessage.Code:
+		if field, must := envelopeRule(err); field != "" {
+			return bad(api, field, must)
+		}
 		return errProviderValue
-	case errTooLarge:
+	case errTooLarge.Code:
 		return sendapi.Fail(sendapi.TooLarge)
-	case errCapacity:
+	case errCapacity.Code:
 		return sendapi.Fail(sendapi.Quota)
-	case errSealed:
+	case errSealed.Code:
 		return sendapi.Fail(sendapi.Sealed)
-	case errUnavailable:
+	case errUnavailable.Code:
 		return sendapi.Fail(sendapi.Unavailable)
 	}
 	return sendapi.Fail(sendapi.Internal)

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"slices"
@@ -45,7 +47,10 @@ const (
 
 var (
 	sdkAttachment = []byte("%PDF-1.4 not really a pdf\x00\x01\x02")
-	sdkFrom       = "Website <" + rpc.CandidateSender + ">"
+	// sdkName is the display name every SDK sends with the pinned
+	// sender: the stored From, the gateway and the inbox keep it.
+	sdkName = "Acme Sign-up"
+	sdkFrom = sdkName + " <" + rpc.CandidateSender + ">"
 )
 
 // sent is what a provider's SDK answered, reduced to what the tests
@@ -91,6 +96,7 @@ func TestProviderSDKs(t *testing.T) {
 				t.Fatalf("%d messages held, want 1", len(msgs))
 			}
 			checkFull(t, msgs[0])
+			checkName(t, a)
 			checkTrail(t, a, p.name)
 
 			expect(t, "bad credential", p.send(t, a, true, 0, true), p.bad)
@@ -105,6 +111,7 @@ func TestProviderSDKs(t *testing.T) {
 			if got := readBack(t, other); len(got) != 1 || got[0].Subject != "small" {
 				t.Fatalf("B holds %v", got)
 			}
+			checkName(t, other) // SES: Content.Raw; Postmark: the batch API
 			for range providerQuota - 1 {
 				expect(t, "within the quota", p.send(t, a, true, 0, false), p.ok)
 			}
@@ -196,6 +203,48 @@ func checkFull(t *testing.T, m mailclient.Message) {
 	}
 }
 
+// checkName: every message of b shows the sender's display name with
+// the pinned address where the gateway and the agent's inbox show a
+// sender: the gateway's inbox page (and its message JSON's from, where
+// it has one) and the agent's own inbox page.
+func checkName(t *testing.T, b rpc.Bundle) {
+	t.Helper()
+	get := func(url string, bearer bool) string {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if bearer {
+			req.Header.Set("Authorization", "Bearer "+b.ReadCapability)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	shown := html.EscapeString(sdkName + " <" + rpc.CandidateSender + ">")
+	if page := get(b.APIURL+"/inbox/"+b.Namespace, true); !strings.Contains(page, shown) {
+		t.Errorf("the gateway's inbox page does not show %q:\n%s", shown, page)
+	}
+	if page := get(b.InboxURL, false); !strings.Contains(page, html.EscapeString(sdkName)) {
+		t.Errorf("the agent's inbox page does not show %q:\n%s", sdkName, page)
+	}
+	var list struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(get(b.APIURL+"/api/namespaces/"+b.Namespace+"/messages", true)), &list); err != nil || len(list.Messages) == 0 {
+		t.Fatalf("messages: %v %v", err, list)
+	}
+	for _, m := range list.Messages {
+		if from, ok := m["from"]; ok && !strings.Contains(fmt.Sprint(from), sdkName) {
+			t.Errorf("message JSON from %v, want the name %q", from, sdkName)
+		}
+	}
+}
+
 // checkTrail: the send's event names the API it came through.
 func checkTrail(t *testing.T, b rpc.Bundle, api string) {
 	t.Helper()
@@ -225,7 +274,7 @@ func sendGridSDK() sdk {
 				key = strings.ToUpper(key)
 			}
 			m := sgmail.NewV3Mail()
-			m.SetFrom(sgmail.NewEmail("Website", rpc.CandidateSender))
+			m.SetFrom(sgmail.NewEmail(sdkName, rpc.CandidateSender))
 			p := sgmail.NewPersonalization()
 			p.AddTos(sgmail.NewEmail("Agent", "agent@example.com"))
 			if small {

@@ -106,6 +106,12 @@ const (
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Field, on CodeInvalidEnvelope and CodeTooManyRecipients, is the part
+	// of the envelope refused: "from" or "to". With "from", Allowed is
+	// the senders the trial allows, which its candidate was given
+	// (WEBSITEBENCH_MAIL_FROM): a surface may name them in its answer.
+	Field   string   `json:"field,omitempty"`
+	Allowed []string `json:"allowed,omitempty"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("plane: %s: %s", e.Code, e.Message) }

@@ -94,6 +94,12 @@ func (f *form) add(k, v string) {
 	f.fields[k] = append(f.fields[k], v)
 }
 
+// fieldNames are the request's names of the fields the writer judges.
+var fieldNames = map[string]string{"reply_to": "h:Reply-To"}
+
+// FieldName implements sendapi.API.
+func (API) FieldName(field string) string { return sendapi.FieldNames(fieldNames, field) }
+
 // Parse implements sendapi.API.
 func (API) Parse(r *http.Request, body []byte) ([]sendapi.Email, *sendapi.Error) {
 	f, fail := readForm(r.Header.Get("Content-Type"), body)

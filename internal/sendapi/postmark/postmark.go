@@ -108,6 +108,12 @@ type message struct {
 	MessageStream string
 }
 
+// fieldNames are the request's names of the fields the writer judges.
+var fieldNames = map[string]string{"from": "From", "to": "To", "cc": "Cc", "bcc": "Bcc", "reply_to": "ReplyTo", "subject": "Subject"}
+
+// FieldName implements sendapi.API.
+func (API) FieldName(field string) string { return sendapi.FieldNames(fieldNames, field) }
+
 // Parse implements sendapi.API.
 func (API) Parse(r *http.Request, body []byte) ([]sendapi.Email, *sendapi.Error) {
 	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")

@@ -100,6 +100,12 @@ type request struct {
 	SendAt           int64             `json:"send_at"`
 }
 
+// fieldNames are the request's names of the fields the writer judges.
+var fieldNames = map[string]string{"from": "from.email", "to": "personalizations.to", "cc": "personalizations.cc", "bcc": "personalizations.bcc"}
+
+// FieldName implements sendapi.API.
+func (API) FieldName(field string) string { return sendapi.FieldNames(fieldNames, field) }
+
 // Parse implements sendapi.API.
 func (API) Parse(r *http.Request, body []byte) ([]sendapi.Email, *sendapi.Error) {
 	if !isJSON(r) {

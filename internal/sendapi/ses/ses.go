@@ -113,6 +113,13 @@ type request struct {
 	ConfigurationSetName string
 }
 
+// fieldNames are the request's names of the fields the writer judges.
+var fieldNames = map[string]string{"from": "FromEmailAddress", "to": "Destination.ToAddresses", "cc": "Destination.CcAddresses", "bcc": "Destination.BccAddresses",
+	"reply_to": "ReplyToAddresses", "subject": "Content.Simple.Subject"}
+
+// FieldName implements sendapi.API.
+func (API) FieldName(field string) string { return sendapi.FieldNames(fieldNames, field) }
+
 // Parse implements sendapi.API.
 func (API) Parse(r *http.Request, body []byte) ([]sendapi.Email, *sendapi.Error) {
 	var req request
