@@ -111,7 +111,11 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 		if t.trial.Expired(time.Now()) {
 			return t, closedRefusal(c.bind, sel.kind)
 		}
-		return t, b.reopens(&t, sel, c)
+		err := b.reopens(&t, sel, c)
+		if err != nil && namedByName(sel.kind) {
+			t.ns = ledger.Namespace{} // as lookup: a refusal names no trail
+		}
+		return t, err
 	}
 	t, err := b.lookup(ctx, c, sel, t)
 	if err == nil {
@@ -174,13 +178,18 @@ func (b *Broker) lookup(ctx context.Context, c caller, sel selector, t target) (
 		return t, err
 	}
 	err = b.opens(&t, sel, c)
-	if err != nil && sel.kind == credSelect {
-		// A wrong capability named a real namespace: it opens nothing, and
-		// its refusal goes in no trail (only the count).
+	if err != nil && namedByName(sel.kind) {
+		// A wrong capability or signature named a real namespace: it opens
+		// nothing, and its refusal goes in no trail (only the count).
 		t.ns = ledger.Namespace{}
 	}
 	return t, err
 }
+
+// namedByName reports whether a credential of kind names its trial by a
+// value anyone may present (a namespace: the capability header's, SigV4's
+// access key id), so that its refusal must go in no trail.
+func namedByName(kind credKind) bool { return kind == credSelect || kind == credSigV4 }
 
 // findTrial finds the trial a shared surface's caller's credential opens.
 func (b *Broker) findTrial(ctx context.Context, sel selector) (ledger.Trial, error) {
