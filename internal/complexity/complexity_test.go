@@ -76,7 +76,7 @@ func TestLinearFailsQuadratic(t *testing.T) {
 	if msg == "" {
 		t.Fatal("a quadratic double loop passed")
 	}
-	if !strings.Contains(msg, "for twice the input") {
+	if !strings.Contains(msg, "times the input") {
 		t.Fatalf("a quadratic double loop failed for another reason: %s", msg)
 	}
 }

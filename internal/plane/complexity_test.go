@@ -128,7 +128,7 @@ func TestSendLinear(t *testing.T) {
 		{"long body", func(n int) string { return "Subject: s\r\n\r\n" + strings.Repeat("line of text\r\n", n) }, rpc.CodeMailboxCapacity, 2_500, 48},
 		{"many parts", func(n int) string {
 			return "Content-Type: multipart/mixed; boundary=b\r\n\r\n" + strings.Repeat("--b\r\nX-Tags: t\r\n\r\nhi\r\n", n) + "--b--\r\n"
-		}, rpc.CodeMailboxCapacity, 500, 16},
+		}, rpc.CodeMailboxCapacity, 1_000, 48},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			grant = into[c.code]
