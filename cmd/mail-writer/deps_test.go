@@ -7,7 +7,7 @@ import (
 )
 
 // The writer reads no mail and touches no storage, so nothing that opens a
-// store may be in the binary (STYLE.md 7), nor the other surfaces.
+// store may be in the binary (docs/design.md, rule 7), nor the other surfaces.
 func TestDependencyFence(t *testing.T) {
 	const mp = itest.Module
 	itest.ForbidDeps(t, "mail-writer", []string{

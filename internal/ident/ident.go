@@ -1,5 +1,5 @@
 // Package ident mints the secrets and names of a trial, in the formats the
-// reference uses (BEHAVIOR.md §2), from crypto/rand, and compares them.
+// reference uses (docs/reference.md §2), from crypto/rand, and compares them.
 //
 // Only digests of secrets are stored; Digest is the one way to make them and
 // Equal the one way to compare them.

@@ -12,7 +12,7 @@ import (
 	"github.com/websitebench/mailplane/internal/tlsca"
 )
 
-// The plane's local CA (ARCHITECTURE.md, "TLS and the local CA") lives in
+// The plane's local CA (docs/tls.md) lives in
 // caDir of the plane's data directory: its key never leaves it. mail-plane
 // up mints it on first start, issues the writer a leaf for its names at
 // every start, and hands candidates only the CA certificate (ca_file).

@@ -24,7 +24,7 @@ func EnvCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "candidate",
-				Usage: "the 8 variables a candidate may be handed (BEHAVIOR.md §9.1), checked before printing",
+				Usage: "the 8 variables a candidate may be handed (docs/reference.md §9.1), checked before printing",
 				Flags: []cli.Flag{out, trialDir, smtpPort,
 					&cli.IntFlag{Name: "writer-port", Required: true, Usage: "the writer's HTTP port"},
 					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket (its path must not leak)", EnvVars: []string{"MAILPLANE_SOCKET"}},
@@ -43,7 +43,7 @@ func EnvCommand() *cli.Command {
 			},
 			{
 				Name:  "authoring",
-				Usage: "the 12 variables of an authoring capture (BEHAVIOR.md §9.2)",
+				Usage: "the 12 variables of an authoring capture (docs/reference.md §9.2)",
 				Flags: []cli.Flag{out, trialDir, smtpPort,
 					&cli.StringFlag{Name: "api-url", Required: true, Usage: "origin of the API port (http://HOST:PORT)"},
 					&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "SMTP host to advertise"},

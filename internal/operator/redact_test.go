@@ -22,7 +22,7 @@ func runRedact(t *testing.T, stdin string, args ...string) string {
 	return string(out)
 }
 
-// Every example row of BEHAVIOR.md §10, through the command.
+// Every example row of docs/reference.md §10, through the command.
 func TestRedactCommand(t *testing.T) {
 	b, err := os.ReadFile("../redact/testdata/reference-rows.tsv")
 	if err != nil {

@@ -151,7 +151,7 @@ func trialCreateCommand() *cli.Command {
 		Name:  "create",
 		Usage: "mint a trial: a namespace with its capabilities, tokens and surface grants",
 		Description: "Prints the whole identity once (--json: one JSON object; for --profile authoring, the capture's 12\n" +
-			"WEBSITEBENCH_* variables of BEHAVIOR.md §9.2 instead). With --dir, also writes one file per\n" +
+			"WEBSITEBENCH_* variables of docs/reference.md §9.2 instead). With --dir, also writes one file per\n" +
 			"secret (0600), so each surface and party can be handed only its own: writer.grant, inbox.grant,\n" +
 			"inbox.token, evaluator.capability, candidate.mail-api-token, candidate.bootstrap-token, namespace.\n" +
 			"--party-dir PARTY=DIR writes only that party's files into DIR (writer: writer.grant; inbox:\n" +

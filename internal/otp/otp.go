@@ -3,8 +3,8 @@
 // link.
 //
 // The reference took the first run of 4–8 Unicode digits of the text
-// (BEHAVIOR.md §8.7), so a ZIP code, a date or an order number above the
-// code won, and mail with no code got one anyway. Here (ARCHITECTURE.md,
+// (docs/reference.md §8.7), so a ZIP code, a date or an order number above the
+// code won, and mail with no code got one anyway. Here (docs/reference.md §13,
 // quirk 26) a code is what a code word, the subject or the HTML layout
 // marks as one, in the typed form ("884 213" → "884213", "G-583920" →
 // "583920", "XQM-4R7" → "XQM4R7"); postal codes, phone numbers, dates,

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Rows of BEHAVIOR.md §8.7, then ours. ARCHITECTURE.md quirk 26 answers
+// Rows of docs/reference.md §8.7, then ours. docs/reference.md §13, quirk 26 answers
 // several of §8.7 differently on purpose: a number that nothing marks as
 // a code is no otp (it stays among codes), a number glued to letters or
 // labelled as a reference is no code, Arabic-Indic digits do not count,

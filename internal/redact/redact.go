@@ -1,7 +1,7 @@
 // Package redact is the one place where text that might hold a secret is
 // made safe to write down: log lines, error texts, evidence files.
 //
-// It removes what the reference removes (BEHAVIOR.md §10) and, in addition,
+// It removes what the reference removes (docs/reference.md §10) and, in addition,
 // anything shaped like a secret this project mints: grants, 64-hex
 // capabilities and tokens, and 43-character inbox tokens.
 package redact
@@ -16,7 +16,7 @@ import (
 // Marker replaces every secret.
 const Marker = "[REDACTED]"
 
-// reference is BEHAVIOR.md §10's pattern, verbatim.
+// reference is docs/reference.md §10's pattern, verbatim.
 var reference = regexp.MustCompile(`(?i)(?:bearer\s+[^\s"']+|(?:authorization|cookie|credential|password|secret|token|otp|verification[-_ ]?code|card[-_ ]?number)\s*[:=]\s*(?:bearer\s+)?[^\s,;]+)`)
 
 // minted matches our own secret formats wherever they stand, also inside
@@ -36,7 +36,7 @@ func Text(s string) string {
 	})
 }
 
-// evidenceKey is BEHAVIOR.md §10's key rule for redact_evidence.
+// evidenceKey is docs/reference.md §10's key rule for redact_evidence.
 var evidenceKey = regexp.MustCompile(`(?i)authorization|cookie|credential|password|secret|token|otp|code|payment|card`)
 
 // Evidence returns a copy of a decoded JSON value in which every object

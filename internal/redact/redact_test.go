@@ -11,7 +11,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ident"
 )
 
-// Every example row of BEHAVIOR.md §10 (testdata/reference-rows.tsv, which
+// Every example row of docs/reference.md §10 (testdata/reference-rows.tsv, which
 // the mail-plane redact command's test reads too).
 func TestTextReferenceRows(t *testing.T) {
 	b, err := os.ReadFile("testdata/reference-rows.tsv")

@@ -1,5 +1,5 @@
 // Package render writes the HTML pages people and agents read mail in:
-// the inbox list, one message, and "not found" (BEHAVIOR.md §6.2, §6.3). The
+// the inbox list, one message, and "not found" (docs/reference.md §6.2, §6.3). The
 // agent's mail-inbox and the evaluator's /inbox/{ns} view on mail-gateway
 // share them.
 //

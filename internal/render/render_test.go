@@ -9,8 +9,9 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// page is §6.2's template, typed out from BEHAVIOR.md rather than built
-// from this package's constants, so that a change to either shows.
+// page is the reference's template (docs/reference.md §6.2), typed out by
+// hand rather than built from this package's constants, so that a change
+// to either shows.
 func page(title, body string) string {
 	return `<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content="width=device-width,initial-scale=1"><title>` + title +
 		`</title><style>body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}header{background:#fff;border-bottom:1px solid #d8dee4;padding:16px 24px}h1{font-size:20px;margin:0}main{max-width:52rem;margin:0 auto;padding:24px}a{color:#0b62d0}.msg{background:#fff;border:1px solid #d8dee4;border-radius:8px;padding:12px 16px;margin-bottom:12px}.msg h2{font-size:16px;margin:0 0 4px}.meta{color:#57606a;font-size:13px;margin:0}.empty{color:#57606a}pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;border-radius:6px;padding:12px;margin:12px 0 0}</style><header><h1>` +

@@ -176,7 +176,7 @@ func TestTrialCreateWritesOneFilePerParty(t *testing.T) {
 }
 
 // TestTrialCreateAuthoring: an authoring trial prints the capture's 12
-// variables (BEHAVIOR.md §9.2) and keeps its grants only in files.
+// variables (docs/reference.md §9.2) and keeps its grants only in files.
 func TestTrialCreateAuthoring(t *testing.T) {
 	p := itest.StartPlane(t)
 	base := []string{"trial", "create", "--socket", p.Socket, "--grant-file", filepath.Join(p.Data, "admin.grant"), "--profile", rpc.ProfileAuthoring, "--json"}

@@ -74,7 +74,7 @@ with smtplib.SMTP(%q, %d, timeout=10) as s:
 // elsewhere the swaks part is skipped loudly.
 func swaksPath(t *testing.T) string { return itest.Optional(t, "swaks") }
 
-// TestSelectMode is BEHAVIOR.md §7.3 on a sidecar trial: the message names
+// TestSelectMode is docs/reference.md §7.3 on a sidecar trial: the message names
 // its namespace and capability in headers; a folded capability header
 // works (quirk 11), and anything else is 550 Invalid namespace capability.
 func TestSelectMode(t *testing.T) {

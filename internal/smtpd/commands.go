@@ -20,8 +20,8 @@ func (l commandLimit) Accept() (net.Conn, error) {
 	return &commandConn{Conn: c, max: l.max}, nil
 }
 
-// commandConn ends a session after max commands (BEHAVIOR.md §7.1: "after
-// the 256th reply: 421 Command limit exceeded, close"). go-smtp has no
+// commandConn ends a session after max commands (docs/reference.md §7.1:
+// the 256th reply is followed by 421 Command limit exceeded). go-smtp has no
 // hook before each command, but it writes every reply line with its own
 // flush, so commands are counted as final replies written: a multi-line
 // reply counts once, and DATA with its body counts once because its 354

@@ -19,7 +19,7 @@
 //
 // Command sequencing, address syntax, dot-unstuffing and the envelope
 // reset after DATA are go-smtp's (RFC 5321). The reply codes of a delivery
-// are the reference's (BEHAVIOR.md §7.2). A refusal by policy is a 5xx or
+// are the reference's (docs/reference.md §7.2). A refusal by policy is a 5xx or
 // a 452; an outage of the plane or its store is always 451, never a 5xx.
 package smtpd
 
@@ -44,7 +44,7 @@ import (
 )
 
 // Limits of one SMTP listener, with the reference's values as defaults
-// (BEHAVIOR.md §7, §11). Connection count, idle time and lifetime are
+// (docs/reference.md §7, §11). Connection count, idle time and lifetime are
 // bounded by the listener (package connlimit).
 const (
 	DefaultMaxCommands = 256
@@ -217,7 +217,7 @@ func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	return &session{srv: s, c: c, conn: cc, port: port}, nil
 }
 
-// Replies. Texts are the reference's (BEHAVIOR.md §7); enhanced codes are
+// Replies. Texts are the reference's (docs/reference.md §7); enhanced codes are
 // RFC 3463's.
 var (
 	errInvalidCapability = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Invalid namespace capability"}

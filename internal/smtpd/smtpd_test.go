@@ -99,8 +99,8 @@ func steps(parts ...[]step) []step {
 	return out
 }
 
-// TestCommandTable is BEHAVIOR.md §7.1 and §7.2 row by row against the
-// running writer, with the fixes of ARCHITECTURE.md: go-smtp's RFC 5321
+// TestCommandTable is docs/reference.md §7.1 and §7.2 row by row against the
+// running writer, with the fixes of docs/reference.md §13: go-smtp's RFC 5321
 // sequencing and syntax (quirks 4, 5, 7, 8, 9), and the reference's reply
 // codes for delivery. stored says how many messages a row must add.
 func TestCommandTable(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package wbenv is the WEBSITEBENCH_* environment: every variable name the
-// reference defines (BEHAVIOR.md §9), in this one file, and the sets of
+// reference defines (docs/reference.md §9), in this one file, and the sets of
 // them that each party is handed.
 package wbenv
 
@@ -13,7 +13,7 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// A candidate's mail ABI (BEHAVIOR.md §9.1).
+// A candidate's mail ABI (docs/reference.md §9.1).
 const (
 	MailAPIURL            = "WEBSITEBENCH_MAIL_API_URL"
 	MailAPIToken          = "WEBSITEBENCH_MAIL_API_TOKEN"
@@ -36,7 +36,7 @@ const (
 	SMTPUser = "resend"
 )
 
-// An authoring capture's further variables (BEHAVIOR.md §9.2).
+// An authoring capture's further variables (docs/reference.md §9.2).
 const (
 	MailboxURL        = "WEBSITEBENCH_MAILBOX_URL"
 	MailboxAllowlist  = "WEBSITEBENCH_MAILBOX_ALLOWLIST"

@@ -246,7 +246,7 @@ func waitHTTP(args []string) (any, error) {
 }
 
 // candidateInput is what the website under test is handed: the candidate
-// environment (BEHAVIOR.md §9.1) with container host names, and what to
+// environment (docs/reference.md §9.1) with container host names, and what to
 // send.
 type candidateInput struct {
 	Env      map[string]string `json:"env"`

@@ -23,7 +23,7 @@ import (
 )
 
 // A private Mailpit the plane starts when no running one is named, with the
-// reference's settings (BEHAVIOR.md §9.3): Unix sockets only, in a fresh
+// reference's settings (docs/reference.md §9.3): Unix sockets only, in a fresh
 // 0700 directory (socketDir); POP3, relay, forwarding, webhooks, chaos and
 // metrics off; no version check; remote CSS and fonts blocked; no internal
 // HTTP requests; at most 16 recipients. Three settings differ, each for a

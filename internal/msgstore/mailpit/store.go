@@ -7,7 +7,7 @@
 // The plane's ledger keeps the index and every policy decision; Mailpit
 // only keeps bytes. Each message carries exactly one X-Tags header, the
 // namespace's private tag, added here after the plane has scrubbed the
-// sender's own (BEHAVIOR.md §8.8). A read goes by the ref the ledger kept,
+// sender's own (docs/reference.md §8.8). A read goes by the ref the ledger kept,
 // and is still re-checked on Mailpit's detailed record (the tag, and every
 // envelope recipient in To/Cc/Bcc): what Mailpit says is never an
 // authorization. Every call has a deadline of CallTimeout and every answer
@@ -41,7 +41,7 @@ import (
 	"github.com/websitebench/mailplane/internal/wbenv"
 )
 
-// Limits on every call to Mailpit (BEHAVIOR.md §11).
+// Limits on every call to Mailpit (docs/reference.md §11).
 const (
 	// CallTimeout bounds one store operation (all its round trips), unless
 	// the caller's context ends sooner.
