@@ -131,7 +131,10 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
-	if err := addColumns(ctx, db, "trials", [][2]string{{"plane", "TEXT"}, {"faults", "TEXT"}}); err != nil {
+	if err := addColumns(ctx, db, "trials", [][2]string{{"plane", "TEXT"}, {"faults", "TEXT"}, {"sealed_reason", "TEXT"}}); err != nil {
+		return fmt.Errorf("ledger: migrating: %w", err)
+	}
+	if err := addColumns(ctx, db, "netns_doors", netnsIdentity); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
 	if err := addColumns(ctx, db, "messages", [][2]string{{"fault", "TEXT"}}); err != nil {
@@ -152,6 +155,13 @@ var trailColumns = [][2]string{
 	{"trail_seq", "INTEGER NOT NULL DEFAULT 0"},
 	{"trail_hash", "TEXT"},
 	{"trail_suppressed", "TEXT"},
+}
+
+// netnsIdentity are the doors' columns of a namespace file's identity
+// (doors.go); a door stored before them has none, and is bound by path.
+var netnsIdentity = [][2]string{
+	{"netns_dev", "INTEGER NOT NULL DEFAULT 0"},
+	{"netns_ino", "INTEGER NOT NULL DEFAULT 0"},
 }
 
 // addColumns adds to table the columns it lacks.

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 )
 
 // NetnsDoor is a trial's candidate doors inside its network namespace:
@@ -15,17 +16,35 @@ type NetnsDoor struct {
 	Namespace                       string // the trial's current one
 	Netns                           string
 	HTTPPort, SMTPPort, SMTPTLSPort int
+	// Dev and Ino are the namespace file's identity when the doors were
+	// first bound (0: a door stored before identities, known by path).
+	Dev, Ino uint64
 }
 
+// ErrNetnsTaken means an open trial of the plane already has its doors in
+// the same network namespace (the same identity, whatever its path).
+var ErrNetnsTaken = errors.New("ledger: an open trial's doors are in that network namespace")
+
 // insertDoor stores t's door, if it has one, in CreateTrial's transaction.
-func insertDoor(ctx context.Context, tx *sql.Tx, t *Trial) error {
+func (l *Ledger) insertDoor(ctx context.Context, tx *sql.Tx, t *Trial) error {
 	d := t.Door
 	if d == nil {
 		return nil
 	}
 	d.TrialID = t.ID
-	_, err := tx.ExecContext(ctx, `INSERT INTO netns_doors (door, trial_id, netns, http_port, smtp_port, smtp_tls_port) VALUES (?, ?, ?, ?, ?, ?)`,
-		d.Key, d.TrialID, d.Netns, d.HTTPPort, d.SMTPPort, d.SMTPTLSPort)
+	if d.Ino != 0 {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM netns_doors d JOIN trials t ON t.id = d.trial_id
+WHERE t.destroyed = 0 AND t.plane = ? AND d.netns_dev = ? AND d.netns_ino = ?`, l.plane, int64(d.Dev), int64(d.Ino)).Scan(&one)
+		switch {
+		case err == nil:
+			return ErrNetnsTaken
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO netns_doors (door, trial_id, netns, http_port, smtp_port, smtp_tls_port, netns_dev, netns_ino) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.Key, d.TrialID, d.Netns, d.HTTPPort, d.SMTPPort, d.SMTPTLSPort, int64(d.Dev), int64(d.Ino))
 	return err
 }
 
@@ -41,9 +60,12 @@ func (l *Ledger) TrialByDoor(ctx context.Context, key string) (Trial, error) {
 // PostgreSQL, another plane's are bound by that plane's supervisor, on its
 // host, never here.
 func (l *Ledger) NetnsDoors(ctx context.Context) ([]NetnsDoor, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT d.door, d.trial_id, t.namespace, d.netns, d.http_port, d.smtp_port, d.smtp_tls_port
+	rows, err := l.read.QueryContext(ctx, `SELECT d.door, d.trial_id, t.namespace, d.netns, d.http_port, d.smtp_port, d.smtp_tls_port, d.netns_dev, d.netns_ino
 FROM netns_doors d JOIN trials t ON t.id = d.trial_id WHERE t.destroyed = 0 AND t.plane = ? ORDER BY d.trial_id`, l.plane)
 	return scanAll(rows, err, func(r *sql.Rows, d *NetnsDoor) error {
-		return r.Scan(&d.Key, &d.TrialID, &d.Namespace, &d.Netns, &d.HTTPPort, &d.SMTPPort, &d.SMTPTLSPort)
+		var dev, ino int64
+		err := r.Scan(&d.Key, &d.TrialID, &d.Namespace, &d.Netns, &d.HTTPPort, &d.SMTPPort, &d.SMTPTLSPort, &dev, &ino)
+		d.Dev, d.Ino = uint64(dev), uint64(ino)
+		return err
 	})
 }

@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS trials (
 	expires_at INTEGER,
 	smtp_port INTEGER,
 	plane TEXT,
-	faults TEXT
+	faults TEXT,
+	sealed_reason TEXT
 );
 CREATE TABLE IF NOT EXISTS namespaces (
 	name TEXT PRIMARY KEY,
@@ -164,7 +165,9 @@ CREATE TABLE IF NOT EXISTS netns_doors (
 	netns TEXT NOT NULL,
 	http_port INTEGER NOT NULL,
 	smtp_port INTEGER NOT NULL,
-	smtp_tls_port INTEGER NOT NULL
+	smtp_tls_port INTEGER NOT NULL,
+	netns_dev INTEGER NOT NULL DEFAULT 0,
+	netns_ino INTEGER NOT NULL DEFAULT 0
 );
 `
 

@@ -31,6 +31,9 @@ type Trial struct {
 	// Faults is the trial's fault schedule as stored (package faults'
 	// JSON; "" for none). Given to CreateTrial, it is the first one.
 	Faults string
+	// SealedReason says why the plane sealed the trial (SealTrial); empty
+	// otherwise.
+	SealedReason string
 	// Door, given to CreateTrial only, is the trial's doors inside its
 	// network namespace (doors.go); the trial's reads do not fill it.
 	Door *NetnsDoor
@@ -70,7 +73,8 @@ type Grant struct {
 
 // CreateTrial stores a new trial with its first namespace and its grants.
 // It fails with ErrExists if the namespace name is taken, and with
-// ErrPortTaken if an open trial of this plane owns its SMTP port.
+// ErrPortTaken if an open trial of this plane owns its SMTP port, and with
+// ErrNetnsTaken if one has its doors in the same network namespace.
 func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
@@ -92,7 +96,7 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 		if err := insertNamespace(ctx, tx, ns); err != nil {
 			return err
 		}
-		if err := insertDoor(ctx, tx, t); err != nil {
+		if err := l.insertDoor(ctx, tx, t); err != nil {
 			return err
 		}
 		if err := l.lifecycle(ctx, tx, ns.Name, evidence.ActionOpen, ""); err != nil {
@@ -169,6 +173,34 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 		}
 		return l.announce(ctx, tx, changePolicy, name)
 	})
+}
+
+// SealTrial seals every namespace of trial id that still takes mail, and
+// records why: in the trial (SealedReason) and as the code of a seal
+// event in its current namespace's trail. The plane seals a trial this
+// way when a restart cannot serve its doors where its candidate was told
+// they are. It fails with ErrNotFound if the trial is not open.
+func (l *Ledger) SealTrial(ctx context.Context, id int64, reason string) (Trial, error) {
+	var t Trial
+	err := l.policyTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if t, err = l.lockTrial(ctx, tx, ` AND id = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE trials SET sealed_reason = ? WHERE id = ?`, reason, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE trial_id = ? AND state = ?`, StateSealed, id, StateActive); err != nil {
+			return err
+		}
+		t.SealedReason = reason
+		e := &evidence.Event{Namespace: t.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionSeal, Outcome: evidence.Accepted, Code: reason}
+		if err := l.appendEvent(ctx, txq{tx, l.ws}, e, true); err != nil {
+			return err
+		}
+		return l.announce(ctx, tx, changePolicy, t.Namespace)
+	})
+	return t, err
 }
 
 // CloseTrial deletes a trial whole, in one transaction: its grants (so
@@ -354,7 +386,7 @@ func (l *Ledger) SMTPPorts(ctx context.Context) ([]int, error) {
 
 // trialSelect selects open trials; a caller appends " AND …". Rows marked
 // destroyed come only from databases of schema 1, whose destroy kept them.
-const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane, faults FROM trials WHERE destroyed = 0`
+const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane, faults, sealed_reason FROM trials WHERE destroyed = 0`
 
 func scanTrials(rows *sql.Rows) ([]Trial, error) {
 	defer rows.Close()
@@ -363,8 +395,8 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 		var t Trial
 		var created int64
 		var expires, port sql.NullInt64
-		var plane, faults sql.NullString
-		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port, &plane, &faults); err != nil {
+		var plane, faults, sealed sql.NullString
+		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port, &plane, &faults, &sealed); err != nil {
 			return nil, err
 		}
 		t.Created = fromMillis(created)
@@ -376,7 +408,7 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 			// is served by none: the trial has no port of its own.
 			t.SMTPPort = int(port.Int64)
 		}
-		t.Plane, t.Faults = plane.String, faults.String
+		t.Plane, t.Faults, t.SealedReason = plane.String, faults.String, sealed.String
 		out = append(out, t)
 	}
 	return out, rows.Err()

@@ -1,8 +1,10 @@
 package plane
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
@@ -48,7 +50,7 @@ func validNetns(path string) bool {
 }
 
 // openDoors has the supervisor bind a new trial's doors in netns and
-// answers them with their ports. A path that is no network namespace is
+// answers them with their ports and the namespace's identity. A path that is no network namespace is
 // refused (4xx) and leaves nothing bound; a supervisor that does not
 // answer in time is an outage.
 func (p *portPool) openDoors(ctx context.Context, netns string) (rpc.NetnsDoor, error) {
@@ -163,25 +165,41 @@ func (b *Broker) restoreDoors(ctx context.Context) ([]rpc.NetnsDoor, error) {
 	for _, d := range ds {
 		b.ports.doorsOpened(d.TrialID, d.Key)
 		out = append(out, rpc.NetnsDoor{Key: d.Key, Netns: d.Netns, Namespace: d.Namespace,
-			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort})
+			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort, NetnsDev: d.Dev, NetnsIno: d.Ino})
 	}
 	return out, nil
 }
 
-// logDoors logs the supervisor's reports that no trial.open waited for:
-// a restored trial whose doors could not be bound again is not served.
-func (b *Broker) logDoors(ds []rpc.NetnsDoor) {
+// unservedDoors seals the trials whose doors the supervisor reported it
+// could not bind again and no trial.open waits for (a restored trial's):
+// a candidate still configured with them would reach whoever holds them
+// now, or nothing. The log says why, with the supervisor's words.
+func (b *Broker) unservedDoors(ctx context.Context, ds []rpc.NetnsDoor) error {
 	for _, d := range ds {
-		if d.Error != "" {
-			b.log.Error().Str("namespace", d.Namespace).Str("netns", d.Netns).Str("error", d.Error).
-				Msg("a trial's doors in its network namespace are not served")
+		if d.Error == "" {
+			continue
 		}
+		reason := cmp.Or(d.Reason, rpc.SealDoorsUnbound)
+		t, err := b.ledger.TrialByDoor(ctx, d.Key)
+		if errors.Is(err, ledger.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return b.storeErr("doors", err)
+		}
+		if err := b.sealFor(ctx, t.ID, reason); err != nil {
+			return err
+		}
+		b.log.Error().Str("namespace", t.Namespace).Str("netns", d.Netns).Str("error", d.Error).Str("reason", reason).
+			Msg("a trial's doors in its network namespace are not served: the trial is sealed and takes no more mail")
 	}
+	return nil
 }
 
 // ledgerDoor is the ledger's row of a door the supervisor bound.
 func ledgerDoor(d rpc.NetnsDoor) *ledger.NetnsDoor {
-	return &ledger.NetnsDoor{Key: d.Key, Netns: d.Netns, HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort}
+	return &ledger.NetnsDoor{Key: d.Key, Netns: d.Netns, HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort,
+		Dev: d.NetnsDev, Ino: d.NetnsIno}
 }
 
 // doorBundle is a netns trial's bundle: the candidate's addresses are on

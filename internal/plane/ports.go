@@ -115,7 +115,7 @@ func (p *portPool) release(port int) {
 
 // SyncPorts is one turn of the supervisor's loop: it takes the ports the
 // supervisor added and those it closed, moves the trials whose ports it
-// could not bind again (Unbound) to ports it added, and answers, as soon
+// could not bind again (Unbound) to ports it added or seals them, and answers, as soon
 // as there is any, its next work: how many ports to bind, which to close,
 // and on its first call (Restore) which ports this plane's open trials
 // already own.
@@ -138,7 +138,7 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 	p := &b.ports
 	p.mu.Lock()
 	p.released = slices.DeleteFunc(p.released, func(port int) bool { return slices.Contains(req.Closed, port) })
-	defer b.logDoors(p.syncDoors(req))
+	unclaimed := p.syncDoors(req)
 	for _, port := range req.Add {
 		if slices.Contains(owned, port) {
 			// Never a spare: it is an open trial's (the unique index would
@@ -154,9 +154,13 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 		p.signal()
 	}
 	p.mu.Unlock()
-	// Moves write to the ledger, outside the pool's lock, and are done
-	// before the answer: the supervisor reports ready only after it.
-	if err := b.moveUnbound(ctx, req.Unbound); err != nil {
+	// Seals and moves write to the ledger, outside the pool's lock, and
+	// are done before the answer: the supervisor reports ready only after
+	// it.
+	if err := b.unservedDoors(ctx, unclaimed); err != nil {
+		return resp, err
+	}
+	if err := b.takenPorts(ctx, req.Unbound, req.MoveTaken); err != nil {
 		return resp, err
 	}
 	p.mu.Lock()
@@ -203,12 +207,21 @@ func (b *Broker) ownedOf(ctx context.Context, ports []int) ([]int, error) {
 	return owned, nil
 }
 
-// moveUnbound moves each trial whose port the supervisor could not bind
-// again (another process holds it) to a spare port: the trial is never
-// advertised on a port that its writer does not serve. A port that no
-// open trial of this plane owns any more is skipped.
-func (b *Broker) moveUnbound(ctx context.Context, unbound []int) error {
+// takenPorts deals with each trial whose port the supervisor could not
+// bind again (another process holds it): the trial is never advertised on
+// a port its writer does not serve, and a candidate still configured with
+// the old port would hand its credentials to that process. So the trial
+// is sealed (rpc.SealPortTaken), or, with move (up --move-taken-ports),
+// moved to a spare port. A port that no open trial of this plane owns any
+// more is skipped.
+func (b *Broker) takenPorts(ctx context.Context, unbound []int, move bool) error {
 	for _, from := range unbound {
+		if !move {
+			if err := b.sealTaken(ctx, from); err != nil {
+				return err
+			}
+			continue
+		}
 		to, ok := b.ports.pop()
 		if !ok {
 			b.log.Error().Int("port", from).Msg("a trial's SMTP port is taken and no spare port is bound to move it to")
@@ -225,8 +238,40 @@ func (b *Broker) moveUnbound(ctx context.Context, unbound []int) error {
 		}
 		b.trails.notify(t.Namespace)
 		b.log.Warn().Str("namespace", t.Namespace).Int("old_port", from).Int("new_port", to).
-			Msg("a trial's SMTP port is taken by another process: the trial moved to a new port")
+			Msg("a trial's SMTP port is taken by another process: the trial moved to a new port (--move-taken-ports)")
 	}
+	return nil
+}
+
+// sealTaken seals the open trial that owns port, which another process
+// holds.
+func (b *Broker) sealTaken(ctx context.Context, port int) error {
+	t, err := b.ledger.TrialByPort(ctx, port)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return b.storeErr("ports", err)
+	}
+	if err := b.sealFor(ctx, t.ID, rpc.SealPortTaken); err != nil {
+		return err
+	}
+	b.log.Error().Str("namespace", t.Namespace).Int("port", port).Str("reason", rpc.SealPortTaken).
+		Msg("a trial's SMTP port is taken by another process: the trial is sealed and takes no more mail (up --move-taken-ports moves it instead)")
+	return nil
+}
+
+// sealFor seals trial id for reason (rpc.Seal…): no door takes its mail
+// any more, and readers of its trail wake to the seal.
+func (b *Broker) sealFor(ctx context.Context, id int64, reason string) error {
+	t, err := b.ledger.SealTrial(ctx, id, reason)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil // closed meanwhile
+	}
+	if err != nil {
+		return b.storeErr("seal", err)
+	}
+	b.lifecycleDone(t.Namespace)
 	return nil
 }
 

@@ -107,6 +107,10 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if errors.Is(err, ledger.ErrExists) {
 		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeConflict, "namespace %s already exists", id.Namespace)
 	}
+	if errors.Is(err, ledger.ErrNetnsTaken) {
+		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeConflict,
+			"netns %s: another open trial's doors are in that network namespace (one namespace holds one open trial: close that trial, or make a namespace for this one)", door.Netns)
+	}
 	if err != nil {
 		return rpc.Identity{}, ledger.Trial{}, b.storeErr("create trial", err)
 	}
@@ -383,7 +387,8 @@ func (b *Broker) infoOf(ctx context.Context, t ledger.Trial) (rpc.TrialInfo, err
 		return rpc.TrialInfo{}, b.storeErr("namespaces", err)
 	}
 	info := rpc.TrialInfo{Namespace: t.Namespace, Profile: t.Profile, State: ledger.StateActive, Created: t.Created,
-		Namespaces: []string{}, SMTPPort: t.SMTPPort, AgeMillis: time.Since(t.Created).Milliseconds(), Plane: t.Plane}
+		Namespaces: []string{}, SMTPPort: t.SMTPPort, AgeMillis: time.Since(t.Created).Milliseconds(), Plane: t.Plane,
+		SealedReason: t.SealedReason}
 	if !t.Expires.IsZero() {
 		info.Expires = &t.Expires
 		info.TTLMillis = t.Expires.Sub(t.Created).Milliseconds()

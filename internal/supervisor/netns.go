@@ -33,18 +33,47 @@ var (
 	// Doors on the host's own loopback would take plain SMTP from every
 	// local process: there a trial's port asks for AUTH.
 	errNetnsHost = errors.New("it is the stack's own network namespace, which every local process shares")
+	// On a restart, the path may have come to name another namespace (a
+	// reused /proc/PID/ns/net does that by itself): doors bound there
+	// would take that namespace's plain SMTP into the trial.
+	errNetnsChanged = errors.New("the path now names another network namespace than the trial was opened in")
 )
+
+// nsID is a namespace file's identity: a namespace is one inode of nsfs.
+type nsID struct{ dev, ino uint64 }
+
+// sealReason is the rpc.Seal… reason for a restored door's error.
+func sealReason(err error) string {
+	switch {
+	case errors.Is(err, errNetnsMissing), errors.Is(err, errNetnsNotNet):
+		return rpc.SealNetnsGone
+	case errors.Is(err, errNetnsChanged), errors.Is(err, errNetnsHost):
+		return rpc.SealNetnsChanged
+	case errors.Is(err, unix.EADDRINUSE):
+		return rpc.SealPortTaken
+	}
+	return rpc.SealDoorsUnbound
+}
 
 // listenIn binds one TCP listener per port (0: any free one) on
 // rpc.NetnsDoorHost inside the network namespace that the file at path
-// names, bringing its loopback up if it is down. On any error nothing
-// stays bound.
-func listenIn(path string, ports []int) ([]*net.TCPListener, error) {
+// names, bringing its loopback up if it is down, and answers that
+// namespace's identity. With want (a restored door's), it binds only if
+// the file is still that namespace. On any error nothing stays bound.
+func listenIn(path string, ports []int, want nsID) ([]*net.TCPListener, nsID, error) {
 	ns, err := openNetns(path)
 	if err != nil {
-		return nil, err
+		return nil, nsID{}, err
 	}
 	defer ns.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
+		return nil, nsID{}, fmt.Errorf("cannot stat it: %w", err)
+	}
+	id := nsID{dev: st.Dev, ino: st.Ino}
+	if want.ino != 0 && id != want {
+		return nil, id, fmt.Errorf("%w (inode %d on device %d, the trial's was inode %d on device %d)", errNetnsChanged, id.ino, id.dev, want.ino, want.dev)
+	}
 	type result struct {
 		lns []*net.TCPListener
 		err error
@@ -59,7 +88,7 @@ func listenIn(path string, ports []int) ([]*net.TCPListener, error) {
 		done <- result{lns, err}
 	}()
 	r := <-done
-	return r.lns, r.err
+	return r.lns, id, r.err
 }
 
 // openNetns opens a namespace file and checks that it names a network
@@ -180,11 +209,12 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 	if k.tls {
 		kinds, ports = append(kinds, fdpass.KindSMTPTLS), append(ports, d.SMTPTLSPort)
 	}
-	lns, err := listenIn(d.Netns, ports)
+	lns, id, err := listenIn(d.Netns, ports, nsID{d.NetnsDev, d.NetnsIno})
 	if err != nil {
-		d.Error = err.Error()
+		d.Error, d.Reason = err.Error(), sealReason(err)
 		return d
 	}
+	d.NetnsDev, d.NetnsIno = id.dev, id.ino
 	defer func() {
 		for _, ln := range lns {
 			ln.Close() // the writer holds its own copies
@@ -210,13 +240,14 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 // doors does one ports.sync answer's door work: binds the doors asked for
 // (a restored trial's at its ports) and closes those released, and puts
 // the outcome in the next request. A restored trial whose namespace is
-// gone is not served, never moved to the host.
+// gone, or is another one now, is not served, never moved to the host:
+// the plane seals it.
 func (k *portKeeper) doors(resp rpc.PortsSyncResponse, req *rpc.PortsSyncRequest) {
 	for _, d := range resp.Doors {
 		got := k.bindDoor(d)
 		if got.Error != "" {
 			k.log.Error().Str("namespace", d.Namespace).Str("netns", d.Netns).Str("error", got.Error).
-				Msg("cannot bind a trial's doors in its network namespace; they are not served")
+				Str("reason", got.Reason).Msg("cannot bind a trial's doors in its network namespace; they are not served")
 		}
 		req.Doors = append(req.Doors, got)
 	}

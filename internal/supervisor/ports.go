@@ -17,14 +17,18 @@ import (
 // the plane which are ready (ports.sync); it closes a closed trial's port
 // when the plane says so, and on its first turn binds again the ports
 // that trials opened before a restart still own, reporting those it
-// cannot bind (Unbound) so that the plane moves their trials.
+// cannot bind (Unbound) so that the plane seals their trials (or, with
+// moveTaken, moves them).
 type portKeeper struct {
 	admin *rpc.Client
 	ctl   *net.UnixConn
 	host  string
 	tls   bool // the writer has TLS: a netns door has implicit-TLS SMTP too
-	log   zerolog.Logger
-	ready chan struct{} // closed once the plane holds the first spare ports
+	// moveTaken is up --move-taken-ports: a trial whose port another
+	// process took moves to a new port instead of being sealed.
+	moveTaken bool
+	log       zerolog.Logger
+	ready     chan struct{} // closed once the plane holds the first spare ports
 }
 
 // syncWait is how long one ports.sync waits for work.
@@ -52,11 +56,13 @@ func (k *portKeeper) run(ctx context.Context) {
 		req = &rpc.PortsSyncRequest{}
 		for _, port := range resp.Assigned {
 			if _, err := k.pass(port); err != nil {
-				// Another process may hold it: the trial must not stay
-				// advertised there. The plane moves it to one of the ports
-				// bound below, in the next call, before up reports ready.
-				k.log.Warn().Err(err).Int("port", port).Msg("cannot bind a trial's SMTP port again: the trial moves to a new port")
-				req.Unbound = append(req.Unbound, port)
+				// Another process may hold it, and a candidate configured
+				// before the restart would hand it the trial's credentials:
+				// the plane seals the trial (or moves it to one of the
+				// ports bound below) in the next call, before up reports
+				// ready.
+				k.log.Warn().Err(err).Int("port", port).Bool("move", k.moveTaken).Msg("cannot bind a trial's SMTP port again")
+				req.Unbound, req.MoveTaken = append(req.Unbound, port), k.moveTaken
 			}
 		}
 		for _, port := range resp.Release {

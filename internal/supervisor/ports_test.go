@@ -19,9 +19,10 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// TestSquattedPortMoves is the squatting attack on a restart: up --data D
-// opens a trial, stops; another process takes the trial's SMTP port; up
-// --data D starts again. No bundle (up --json, up.json, trial info,
+// TestSquattedPortMoves is the squatting attack on a restart with the
+// opt-in to move: up --data D opens a trial, stops; another process takes
+// the trial's SMTP port; up --data D --move-taken-ports starts again. No
+// bundle (up --json, up.json, trial info,
 // bootstrap) advertises the squatted port; the trial's next send to its
 // new port lands in the trial; the trail records the move with both
 // ports; the squatter is never connected to.
@@ -54,7 +55,7 @@ func TestSquattedPortMoves(t *testing.T) {
 		}
 	}()
 
-	again := itest.StartUp(t, "--data", data)
+	again := itest.StartUp(t, "--data", data, "--move-taken-ports")
 	after := again.Bundle.Trials[0]
 	moved := after.SMTPPort
 	if after.Namespace != before.Namespace || moved == 0 || moved == old {
@@ -117,5 +118,66 @@ func TestSquattedPortMoves(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Fatalf("the squatter on port %d was connected to %d times", old, n)
+	}
+}
+
+// TestSquattedPortSeals is the squatting attack on a restart without the
+// opt-in: the trial whose SMTP port another process took is sealed
+// (port_taken in up --json, trial info and its trail), so the token a
+// squatter received writes nothing into it; the other trial is served.
+func TestSquattedPortSeals(t *testing.T) {
+	data := itest.ShortTempDir(t)
+	first := itest.StartUp(t, "--data", data, "--trials", "2")
+	victim, other := first.Bundle.Trials[0], first.Bundle.Trials[1]
+	if code := first.Stop(t); code != 0 {
+		t.Fatalf("up exited %d on SIGTERM", code)
+	}
+	squat, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(victim.SMTPPort))
+	if err != nil {
+		t.Fatalf("taking the trial's port %d: %v", victim.SMTPPort, err)
+	}
+	defer squat.Close()
+
+	again := itest.StartUp(t, "--data", data)
+	var got rpc.Bundle
+	for _, b := range again.Bundle.Trials {
+		if b.Namespace == victim.Namespace {
+			got = b
+		}
+	}
+	if got.SealedReason != rpc.SealPortTaken {
+		t.Fatalf("up --json's bundle of the squatted trial: sealed_reason %q, want %q", got.SealedReason, rpc.SealPortTaken)
+	}
+	out, err := exec.Command(itest.Bin(t, "mail-plane"), "trial", "info", "--socket", again.Bundle.PlaneSocket,
+		"--grant-file", again.Bundle.AdminGrantFile, "--json", victim.Namespace).Output()
+	var info rpc.TrialInfo
+	if err != nil || json.Unmarshal(out, &info) != nil || info.SealedReason != rpc.SealPortTaken || info.State != "sealed" {
+		t.Fatalf("trial info: %s %v; want sealed, port_taken", out, err)
+	}
+	// What the squatter would do with the token it received.
+	if code := (episode{victim}).post(t, "from the squatter"); code == http.StatusOK {
+		t.Fatalf("POST /emails with the squatted trial's token: %d, want a refusal", code)
+	}
+	if code := (episode{other}).post(t, "the other trial"); code != http.StatusOK {
+		t.Fatalf("the other trial's POST /emails: %d", code)
+	}
+	if err := smtpTo(other, other.SMTPPort, "other by smtp"); err != nil {
+		t.Fatalf("the other trial's SMTP on its own port: %v", err)
+	}
+	if _, subjects := (episode{victim}).subjects(t, victim.ReadCapability); len(subjects) != 0 {
+		t.Fatalf("the sealed trial holds %q", subjects)
+	}
+	var recorded bool
+	sc := bufio.NewScanner(bytes.NewReader(export(t, again, victim.Namespace)))
+	for sc.Scan() {
+		var e evidence.Event
+		json.Unmarshal(sc.Bytes(), &e)
+		recorded = recorded || (e.Action == evidence.ActionSeal && e.Code == rpc.SealPortTaken)
+	}
+	if !recorded {
+		t.Fatal("the trail does not record the seal with port_taken")
+	}
+	if !strings.Contains(again.Output(), "the trial is sealed") {
+		t.Fatalf("the log does not say the trial is sealed:\n%s", again.Output())
 	}
 }

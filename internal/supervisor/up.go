@@ -47,7 +47,9 @@ func UpCommand() *cli.Command {
 			"It opens --trials trials (default 1) and prints what each party needs; more are opened on the\n" +
 			"running stack with `mail-plane trial open` or the admin RPC trial.open (admin_grant_file).\n" +
 			"With --json it prints exactly one JSON line once every surface is healthy.\n" +
-			"With --data DIR a second start comes back with every trial still open, on the same ports.\n" +
+			"With --data DIR a second start comes back with every trial still open, on the same ports; a trial\n" +
+			"whose port another process took meanwhile is sealed (sealed_reason port_taken: it takes no mail;\n" +
+			"--move-taken-ports moves it instead), and so is a netns trial whose path names another namespace.\n" +
 			"SIGINT or SIGTERM stops everything and exits 0.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "data", Usage: "data directory (default: a new temporary directory, removed on exit)"},
@@ -61,6 +63,7 @@ func UpCommand() *cli.Command {
 			&cli.DurationFlag{Name: "ttl", Usage: "TTL of the trials opened at start (0: none)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON line when everything is healthy"},
 			&cli.DurationFlag{Name: "auth-failure-delay", Value: limits.AuthFailureMaxDelay, Usage: "the longest the writer makes a refused SMTP AUTH wait as failures on a listener mount (0: no wait; a session still ends at its third failure)"},
+			&cli.BoolFlag{Name: "move-taken-ports", Usage: "with --data: a trial whose SMTP port another process took while up was stopped moves to a new port (logged, and recorded in its trail) instead of being sealed; a candidate configured before the restart then reaches that process"},
 			&cli.BoolFlag{Name: "smtp-plain-ports", Usage: "per-trial SMTP ports take plain SMTP without AUTH (a machine with one tenant only: any local process can then write into any trial)"},
 			&cli.DurationFlag{Name: "start-timeout", Value: 20 * time.Second, Usage: "how long to wait for everything to be healthy"},
 		}, append(serve.StoreFlags(), upTLSFlags()...)...),
@@ -147,7 +150,8 @@ func up(c *cli.Context) error {
 		return err
 	}
 	defer ctl.Close()
-	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, log: log, ready: make(chan struct{})}
+	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
+		log: log, ready: make(chan struct{})}
 	go keeper.run(ctx)
 	select {
 	case <-keeper.ready:
@@ -312,12 +316,18 @@ func (sh shared) openAll(ctx context.Context, st *stack, admin *rpc.Client, prev
 	if len(state.Trials) > 0 {
 		out.Bundle = &state.Trials[0]
 	}
-	return out, nil
+	out.BundleFile = filepath.Join(st.data, "bundle.json")
+	b, err := json.Marshal(out)
+	if err != nil {
+		return out, err
+	}
+	return out, writeSecret(out.BundleFile, b)
 }
 
 // openTrials keeps the bundles of prev whose trials are still open, with
-// the SMTP port each owns now (else the shared one), and opens more, up to
-// n in all; fresh names those it opened.
+// the SMTP port each owns now (else the shared one) and why the plane
+// sealed it, if it did, and opens more, up to n in all; fresh names those
+// it opened.
 func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int, ttl time.Duration, shared int) (out []rpc.Bundle, fresh []string, err error) {
 	out = []rpc.Bundle{} // "trials": [] with none, never null
 	if len(prev) > 0 {
@@ -327,7 +337,9 @@ func openTrials(ctx context.Context, admin *rpc.Client, prev []rpc.Bundle, n int
 		}
 		for _, b := range prev {
 			if i := slices.IndexFunc(open, func(t rpc.TrialInfo) bool { return t.Namespace == b.Namespace }); i >= 0 {
-				out = append(out, withPort(b, cmp.Or(open[i].SMTPPort, shared)))
+				b = withPort(b, cmp.Or(open[i].SMTPPort, shared))
+				b.SealedReason = open[i].SealedReason
+				out = append(out, b)
 			}
 		}
 	}
@@ -367,19 +379,32 @@ func withPort(b rpc.Bundle, port int) rpc.Bundle {
 	return b
 }
 
-// writeState replaces up's state file (0600) whole: a crash leaves the old
-// one or the new one.
+// writeState replaces up's state file (0600) whole.
 func writeState(path string, s upState) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
+	return writeSecret(path, b)
+}
+
+// writeSecret replaces the file at path (0600) with b whole: a crash
+// leaves the old one or the new one.
+func writeSecret(path string, b []byte) error {
 	tmp := path + ".tmp"
 	os.Remove(tmp)
 	if err := credfiles.WriteSecret(tmp, string(b)); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// shellQuote quotes a path for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // advertiseHost is the host clients are told: the bound one, or 127.0.0.1
@@ -394,6 +419,9 @@ func advertiseHost(host string) string {
 func printSummary(b rpc.StackBundle) {
 	if b.Bundle != nil {
 		fmt.Printf("mailplane is up: namespace %s\n\n", b.Namespace)
+		if b.SealedReason != "" {
+			fmt.Printf("SEALED      %s: this trial takes no mail, its result is void (mail-plane trial info)\n", b.SealedReason)
+		}
 		fmt.Printf("agent       inbox            %s\n", b.InboxURL)
 		fmt.Printf("            inbox (MCP)      %s\n", b.InboxMCPURL)
 		fmt.Printf("evaluator   API              %s\n", b.APIURL)
@@ -414,6 +442,11 @@ func printSummary(b rpc.StackBundle) {
 		if len(b.Trials) > 1 {
 			fmt.Printf("(%d trials open; --json prints them all)\n", len(b.Trials))
 		}
+		for _, t := range b.Trials[1:] {
+			if t.SealedReason != "" {
+				fmt.Printf("SEALED      trial %s: %s, it takes no mail\n", t.Namespace, t.SealedReason)
+			}
+		}
 	} else {
 		fmt.Printf("mailplane is up with no trial open\n")
 	}
@@ -425,6 +458,8 @@ func printSummary(b rpc.StackBundle) {
 		b.PlaneSocket, b.AdminGrantFile, b.DataDir)
 	fmt.Printf("            evidence key     %s (mail-plane evidence verify --key)\n", b.EvidencePublicKey)
 	fmt.Printf("            console          %s (sign in with the admin grant)\n", b.ConsoleURL)
-	fmt.Printf("            open a trial     mail-plane trial open --socket %s --grant-file %s\n\nCtrl-C stops everything.\n",
-		b.PlaneSocket, b.AdminGrantFile)
+	fmt.Printf("            bundle           %s (up --json's shape)\n", b.BundleFile)
+	fmt.Printf("            open a trial     mail-plane trial open (with the CLI's environment:)\n\n")
+	fmt.Printf("export MAILPLANE_SOCKET=%s MAILPLANE_ADMIN_GRANT_FILE=%s\n\nCtrl-C stops everything.\n",
+		shellQuote(b.PlaneSocket), shellQuote(b.AdminGrantFile))
 }

@@ -449,7 +449,28 @@ type TrialInfo struct {
 	// FaultsInjected how many sends it has made go wrong.
 	Faults         json.RawMessage `json:"faults,omitempty"`
 	FaultsInjected int64           `json:"faults_injected,omitempty"`
+	// SealedReason says why the plane sealed the trial itself (one of the
+	// Seal… reasons); empty for a trial the operator sealed or that takes
+	// mail.
+	SealedReason string `json:"sealed_reason,omitempty"`
 }
+
+// Why the plane seals a trial on a restart, in TrialInfo, the bundle and
+// the seal event's code: the trial's result is void from then on.
+const (
+	// SealPortTaken: another process holds one of the trial's doors (its
+	// SMTP port, or a door's port inside its network namespace), and a
+	// candidate still configured with it would talk to that process.
+	SealPortTaken = "port_taken"
+	// SealNetnsChanged: the trial's netns path names another network
+	// namespace than the one the trial was opened in.
+	SealNetnsChanged = "netns_changed"
+	// SealNetnsGone: the path names no network namespace any more.
+	SealNetnsGone = "netns_gone"
+	// SealDoorsUnbound: the trial's doors could not be bound again for
+	// another reason (the log says which).
+	SealDoorsUnbound = "doors_unbound"
+)
 
 // TrialListRequest pages MethodTrialList: trials created after the one
 // named After (by its id in the list, Cursor), at most Limit of them.
@@ -509,6 +530,9 @@ type Bundle struct {
 	// Providers configure the SDKs of SendGrid, Postmark, Mailgun and
 	// Amazon SES to send into this trial through the writer.
 	Providers *Providers `json:"providers,omitempty"`
+	// SealedReason, on a bundle up prints again after a restart, says why
+	// the plane sealed the trial (rpc.SealPortTaken…): it takes no mail.
+	SealedReason string `json:"sealed_reason,omitempty"`
 }
 
 // Providers are a trial's coordinates for the writer's provider-compatible
@@ -560,6 +584,9 @@ type StackBundle struct {
 	// ConsoleURL is the operator's console (mail-console): its pages and
 	// /metrics need the admin grant.
 	ConsoleURL string `json:"console_url,omitempty"`
+	// BundleFile is where up keeps this bundle (0600, in its data
+	// directory), for a harness that did not read up's output.
+	BundleFile string `json:"bundle_file,omitempty"`
 }
 
 // PortsSyncRequest is one turn of the supervisor's loop: Add hands the
@@ -574,9 +601,11 @@ type PortsSyncRequest struct {
 	// supervisor's first call, to bind them again after a restart.
 	Restore bool `json:"restore,omitempty"`
 	// Unbound are ports of Assigned the supervisor could not bind again
-	// (another process holds them): the plane moves their trials to ports
-	// of Add, before it answers.
-	Unbound []int `json:"unbound,omitempty"`
+	// (another process holds them): the plane seals their trials
+	// (SealPortTaken), or with MoveTaken moves them to ports of Add,
+	// before it answers.
+	Unbound   []int `json:"unbound,omitempty"`
+	MoveTaken bool  `json:"move_taken,omitempty"`
 	// Doors reports the doors bound (or not: Error) since the last call;
 	// DoorsClosed acknowledges CloseDoors.
 	Doors       []NetnsDoor `json:"doors,omitempty"`
@@ -619,8 +648,15 @@ type NetnsDoor struct {
 	HTTPPort    int `json:"http_port,omitempty"`
 	SMTPPort    int `json:"smtp_port,omitempty"`
 	SMTPTLSPort int `json:"smtp_tls_port,omitempty"`
-	// Error, in a report, says why nothing of the doors is served.
-	Error string `json:"error,omitempty"`
+	// Error, in a report, says why nothing of the doors is served, and
+	// Reason which Seal… reason that is.
+	Error  string `json:"error,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// NetnsDev and NetnsIno are the namespace file's identity: reported
+	// when the doors are first bound, and asked for on a restart, where
+	// the doors are bound only inside the same namespace.
+	NetnsDev uint64 `json:"netns_dev,omitempty"`
+	NetnsIno uint64 `json:"netns_ino,omitempty"`
 }
 
 // GrantCreateRequest mints a grant for a role that is not bound to a trial.
