@@ -98,7 +98,7 @@ func (r *Report) densityMarkdown(w func(string, ...any), d *Density) {
 		"%d warm-up episodes, then trials opened one after the other with the admin RPC `trial.open` until %s and then %s are live; "+
 		"each size is the whole process tree's, PSS and RSS from `/proc/PID/smaps_rollup` summed, %v after the last open. "+
 		"The baseline, in the same run and before mailplane starts: `reference_density.py` drives the reference's `MailPlane(MailpitClient(socket)).trial()` "+
-		"(../shared/reference/local_mailbox.py) on a Mailpit of this run, one trial opened and closed, then %s opened one after the other; "+
+		"(its local_mailbox.py, given with -reference) on a Mailpit of this run, one trial opened and closed, then %s opened one after the other; "+
 		"its sizes are its own process's (and, for context, Mailpit's), read the same way.\n\n",
 		densityWarm, thousands(densityMid), thousands(densityMax), settle, thousands(referenceTrials))
 	w("| stack | live trials | PSS MB | of which anonymous | RSS MB | processes | threads | KB per live trial (PSS, from 0) | anonymous KB per live trial |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")

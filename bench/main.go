@@ -97,7 +97,7 @@ func run() int {
 	out := flag.String("out", "results", "directory for bench.md, bench.png and bench.json")
 	binDir := flag.String("bin", envOr("MAILPLANE_BIN", "bin"), "directory of the mailplane binaries (make build)")
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
-	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", filepath.Join("..", "shared", "reference", "local_mailbox.py")), "the reference's local_mailbox.py (density's baseline)")
+	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", ""), "the reference sidecar's local_mailbox.py, density's baseline (none: that baseline is left out)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
 	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, agent, postgres, fair, netns, faults, console, profile (make profile)")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")

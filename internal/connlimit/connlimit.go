@@ -1,6 +1,6 @@
 // Package connlimit bounds what one untrusted client can hold on a TCP
 // listener: how many connections are open at once, how long a connection
-// may sit idle, and how long it may live at all (BEHAVIOR.md §3, §11).
+// may sit idle, and how long it may live at all (docs/reference.md §3, §11).
 //
 // A connection over the cap is accepted and closed at once, without a
 // byte written, so a flood of connections costs the server nothing but the

@@ -1,6 +1,6 @@
 // Package gateway is mail-gateway's HTTP surface: the evaluator's
 // Bearer-gated JSON API over any namespace whose read capability the
-// caller presents (BEHAVIOR.md §4.1–4.3), with waiting reads, and the
+// caller presents (docs/reference.md §4.1–4.3), with waiting reads, and the
 // Bearer-gated HTML view of the same mail.
 //
 // The gateway decides nothing about access itself: it passes the caller's

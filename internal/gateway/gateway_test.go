@@ -13,7 +13,7 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// messageKeys are exactly the keys of a message: BEHAVIOR.md §4.2's plus
+// messageKeys are exactly the keys of a message: docs/reference.md §4.2's plus
 // codes and links.
 var messageKeys = []string{"action_link", "attachments", "codes", "envelope_from", "id", "links", "namespace", "otp", "recipients", "subject", "text"}
 

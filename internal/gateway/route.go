@@ -38,7 +38,7 @@ type route struct {
 }
 
 // parseRoute maps the escaped path of a request to a route, as the
-// reference splits it (BEHAVIOR.md §4.2, §4.3): leading and trailing
+// reference splits it (docs/reference.md §4.2, §4.3): leading and trailing
 // slashes stripped, split on "/", the namespace segment percent-decoded.
 // Unlike the reference, /messages/{anything} that is neither "latest" nor
 // an id is not the list (quirk 21), and the HTML view's message links are

@@ -1,5 +1,5 @@
 // Package inbox is mail-inbox's HTTP surface: the agent's HTML inbox
-// (BEHAVIOR.md §6), each mailbox reachable with no credential but the
+// (docs/reference.md §6), each mailbox reachable with no credential but the
 // inbox token in its path.
 //
 // A shared inbox (no token of its own) serves every trial of its plane:

@@ -22,7 +22,7 @@ const (
 )
 
 // checkHeaders checks what every inbox answer carries, the redirect
-// included (ARCHITECTURE.md, quirk 24).
+// included (docs/reference.md §13, quirk 24).
 func checkHeaders(t *testing.T, ans answer) {
 	t.Helper()
 	for h, want := range map[string]string{
@@ -321,7 +321,7 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// The inbox holds at most 16 connections (BEHAVIOR.md §3): one more is
+// The inbox holds at most 16 connections (docs/reference.md §3): one more is
 // accepted and closed at once, and a place frees when a connection closes.
 func TestConnectionLimit(t *testing.T) {
 	plane := itest.StartPlane(t)

@@ -13,7 +13,7 @@ import (
 )
 
 // Limits of a trial's own inbox's HTTP server, the reference's
-// (BEHAVIOR.md §3, §11): its client is an untrusted agent's browser. A
+// (docs/reference.md §3, §11): its client is an untrusted agent's browser. A
 // shared inbox serves every trial: its connections share one cap sized to
 // the process, with short timeouts before a token is read, and each
 // token its share of requests in flight (package limits).

@@ -6,13 +6,13 @@
 package limits
 
 const (
-	// MessageBytes bounds one message as the sender wrote it (BEHAVIOR.md
+	// MessageBytes bounds one message as the sender wrote it (docs/reference.md
 	// §11): the SMTP DATA, the raw message the writer composes, the send
 	// the plane accepts.
 	MessageBytes = 1 << 20
 
 	// Recipients bounds the envelope recipients of one message (to, cc
-	// and bcc together) (BEHAVIOR.md §11).
+	// and bcc together) (docs/reference.md §11).
 	Recipients = 16
 
 	// HeaderBytes and HeaderLines bound one header block (the top-level

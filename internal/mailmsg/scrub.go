@@ -21,7 +21,7 @@ var ErrHeaderTooLarge = errors.New("a header block exceeds the limit on lines or
 const LabelHeader = "X-WebsiteBench-Label"
 
 // Scrub returns raw with the headers a sender may not choose replaced
-// (BEHAVIOR.md §8.8): every X-Tags and X-WebsiteBench-* header is removed
+// (docs/reference.md §8.8): every X-Tags and X-WebsiteBench-* header is removed
 // from every MIME part; the top-level From, To, Cc and Bcc are removed and
 // From: <from> and To: <to joined by ", "> are appended. From keeps the
 // display name the sender wrote (cleaned, see Sender), never its address. Everything else,

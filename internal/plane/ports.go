@@ -12,7 +12,7 @@ import (
 )
 
 // Per-trial SMTP ports. A plain SMTP client is told apart by the port it
-// connects to (BEHAVIOR.md §9.1: each trial's WEBSITEBENCH_SMTP_PORT is its
+// connects to (docs/reference.md §9.1: each trial's WEBSITEBENCH_SMTP_PORT is its
 // own). The plane has no network, and the shared writer never binds: a
 // supervisor (mail-plane up) binds ports, passes them to the writer, and
 // hands their numbers to the plane through ports.sync. The plane keeps a

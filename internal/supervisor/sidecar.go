@@ -24,7 +24,7 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// The reference sidecar's start-up refusals, verbatim (BEHAVIOR.md §1).
+// The reference sidecar's start-up refusals, verbatim (docs/reference.md §1).
 const (
 	errBootstrapToken = wbenv.MailboxBootstrapToken + " must be at least 32 characters"
 	errMailpitMissing = wbenv.MailpitHTTPSocket + " is not configured; refusing an in-memory production mailbox"

@@ -30,11 +30,11 @@ const (
 )
 
 // compose builds the message for e. The stored text must come back exactly
-// as it was sent (ARCHITECTURE.md, quirk 16), so each body part is written
+// as it was sent (docs/reference.md §13, quirk 16), so each body part is written
 // as-is (7bit) only when that is already valid mail (ASCII, CRLF line
 // endings, short lines) and base64 otherwise: no line ending is ever
 // rewritten. From and To are written for a well-formed message; the plane
-// replaces them with the envelope (BEHAVIOR.md §8.8), and Cc and Bcc are
+// replaces them with the envelope (docs/reference.md §8.8), and Cc and Bcc are
 // never written (the envelope carries them).
 func compose(e *email, now time.Time) []byte {
 	var b bytes.Buffer

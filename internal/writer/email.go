@@ -16,7 +16,7 @@ import (
 	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
-// Limits on the fields of POST /emails (BEHAVIOR.md §5, §11), beyond the
+// Limits on the fields of POST /emails (docs/reference.md §5, §11), beyond the
 // body size and recipient count the writer is configured with.
 const (
 	maxSubjectChars = 998 // code points

@@ -95,8 +95,8 @@ func with(kv ...any) map[string]any {
 	return m
 }
 
-// TestEmailsCheckTable is BEHAVIOR.md §5's check table, row by row, against
-// the running writer, with ARCHITECTURE.md's fixes. Every refusal is a JSON
+// TestEmailsCheckTable is docs/reference.md §5's check table, row by row, against
+// the running writer, with docs/reference.md §13's fixes. Every refusal is a JSON
 // answer with Resend's fields, says no-store, and stores nothing.
 func TestEmailsCheckTable(t *testing.T) {
 	p, id, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", nil)
@@ -470,7 +470,7 @@ func TestMethods(t *testing.T) {
 	}
 }
 
-// TestSiteMode is BEHAVIOR.md §4.4: on a sidecar trial the bootstrap token
+// TestSiteMode is docs/reference.md §4.4: on a sidecar trial the bootstrap token
 // writes, any valid sender is accepted, and bootstrap hands out the read
 // capability (the reference's contract for that profile).
 func TestSiteMode(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package writer is mail-writer's mail APIs: Resend-style POST /emails and
-// POST /emails/batch, GET /internal/bootstrap and GET /healthz (BEHAVIOR.md
+// POST /emails/batch, GET /internal/bootstrap and GET /healthz (docs/reference.md
 // §4.4, §5), and the send APIs of SendGrid, Postmark, Mailgun and SES
 // (providers.go: package sendapi's parsers, matched by pattern, since
 // Mailgun's path holds a domain; each is judged and composed as POST
@@ -48,7 +48,7 @@ type Plane interface {
 	Bootstrap(ctx context.Context, token string) (rpc.BootstrapResponse, error)
 }
 
-// Defaults of the HTTP listener (BEHAVIOR.md §11).
+// Defaults of the HTTP listener (docs/reference.md §11).
 const (
 	// planeTimeout bounds one plane call; a slower plane is an outage.
 	planeTimeout = 10 * time.Second
@@ -242,7 +242,7 @@ type idResponse struct {
 	ID string `json:"id"`
 }
 
-// emails is POST /emails, checked in BEHAVIOR.md §5's order. The
+// emails is POST /emails, checked in docs/reference.md §5's order. The
 // credential is checked by the plane, so a request that fails a later
 // check locally is first shown to the plane with no message at all: a
 // wrong credential must answer 401 whatever else is wrong with the

@@ -34,7 +34,7 @@ const MaxWait = 60 * time.Second
 const maxResponseBytes = 64 << 20
 
 // Message is one message as the gateway returns it: the reference's keys
-// (BEHAVIOR.md §4.2) plus ActionLink, Codes and Links. Fields are in key
+// (docs/reference.md §4.2) plus ActionLink, Codes and Links. Fields are in key
 // order, which is the order the gateway writes them.
 type Message struct {
 	// ActionLink is the one link a person is asked to click (verify,
