@@ -102,7 +102,8 @@ func TestNetnsDoors(t *testing.T) {
 	for _, bu := range []rpc.Bundle{a, b} {
 		env := bu.CandidateEnvironment
 		if bu.Netns == "" || env["WEBSITEBENCH_SMTP_HOST"] != rpc.NetnsDoorHost || env["WEBSITEBENCH_SMTP_PORT"] != strconv.Itoa(bu.SMTPPort) ||
-			env["WEBSITEBENCH_MAIL_API_URL"] != bu.WriterURL+"/emails" || bu.SMTPTLSPort == 0 || bu.WriterHTTPSURL != "" {
+			env["WEBSITEBENCH_MAIL_API_URL"] != bu.WriterURL+"/emails" || bu.SMTPTLSPort == 0 || bu.WriterHTTPSURL != "" ||
+			env["WEBSITEBENCH_SMTP_TLS_PORT"] != strconv.Itoa(bu.SMTPTLSPort) || env["WEBSITEBENCH_SMTP_CA_FILE"] != bu.CAFile || bu.CAFile == "" {
 			t.Fatalf("a netns trial's bundle: %+v", bu)
 		}
 	}
