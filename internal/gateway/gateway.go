@@ -283,7 +283,8 @@ func (g *Gateway) planeError(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 // wire is the evaluator's view of a message: the reference's keys plus the
-// codes and links found in it.
+// codes and links found in it, the sender's display name, the HTML part
+// and when it arrived.
 //
 // Codes and links are found here, when the evaluator reads, not when the
 // plane stores the message: the plane is the process that holds every
@@ -301,10 +302,13 @@ func wire(m rpc.Message) mailclient.Message {
 		Codes:        found.Codes,
 		EnvelopeFrom: m.EnvelopeFrom,
 		Fault:        m.Fault,
+		FromName:     m.FromName,
+		HTML:         m.HTML,
 		ID:           m.ID,
 		Label:        m.Label,
 		Links:        found.Links,
 		Namespace:    m.Namespace,
+		ReceivedAt:   m.Received.UTC(),
 		Recipients:   m.Recipients,
 		Subject:      m.Subject,
 		Text:         m.Text,

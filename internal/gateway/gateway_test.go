@@ -14,8 +14,10 @@ import (
 )
 
 // messageKeys are exactly the keys of a message: docs/reference.md §4.2's plus
-// codes and links.
-var messageKeys = []string{"action_link", "attachments", "codes", "envelope_from", "id", "links", "namespace", "otp", "recipients", "subject", "text"}
+// the action link, codes and links, the sender's display name, the HTML
+// part and the received time.
+var messageKeys = []string{"action_link", "attachments", "codes", "envelope_from", "from_name", "html", "id", "links", "namespace", "otp", "received_at",
+	"recipients", "subject", "text"}
 
 // errorKeys are exactly the keys of every error.
 var errorKeys = []string{"error", "message", "name", "statusCode"}
@@ -223,16 +225,19 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// The message object: §4.2's values, and the code and links found in it.
+// The message object: §4.2's values, the code and links found in it, the
+// sender's display name, the HTML part as sent and when it arrived.
 func TestMessageJSON(t *testing.T) {
 	plane := itest.StartPlane(t)
 	id := plane.Trial(t, rpc.ProfileCandidate)
 	gw := startGateway(t, plane)
 	s := newSender(t, plane, id)
 	long := strings.Repeat("x", 200_000)
-	s.send(t, []string{"user@example.com", "second@example.com"}, "API hello", "Order 88776655 shipped 2024-01-02.\r\nYour code is 246810.\r\nhttps://site.example/a?b=1&c=2 <b>&</b>\r\n"+long+"\r\n")
-	s.sendRaw(t, []string{"user@example.com"}, "Subject: HTML only\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"+
-		`<p>Your PIN is <b>1357</b></p><a href="https://site.example/html?x=1&amp;y=2">Verify</a><script>alert(1)</script>`)
+	before := time.Now().Truncate(time.Millisecond) // the ledger keeps milliseconds
+	s.sendRaw(t, []string{"user@example.com", "second@example.com"}, "From: =?utf-8?q?Acme_B=C3=BCro?= <"+rpc.CandidateSender+">\r\nSubject: API hello\r\n"+
+		"Content-Type: text/plain; charset=utf-8\r\n\r\nOrder 88776655 shipped 2024-01-02.\r\nYour code is 246810.\r\nhttps://site.example/a?b=1&c=2 <b>&</b>\r\n"+long+"\r\n")
+	const html = `<p>Your PIN is <b>1357</b></p><a href="https://site.example/html?x=1&amp;y=2">Verify</a><script>alert(1)</script>`
+	s.sendRaw(t, []string{"user@example.com"}, "Subject: HTML only\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"+html)
 	s.send(t, []string{"user@example.com"}, "No code", "١٢٣٤ and 2024-01-02 and +1 555 010 0100")
 
 	ans := get(t, gw.URL+"/api/namespaces/"+id.Namespace+"/messages", id.ReadCapability)
@@ -255,6 +260,8 @@ func TestMessageJSON(t *testing.T) {
 		"attachments":   `[]`,
 		"codes":         `["246810"]`,
 		"envelope_from": `"no-reply@candidate.websitebench.local"`,
+		"from_name":     `"Acme Büro"`,
+		"html":          `""`,
 		"id":            `1`,
 		"links":         `["https://site.example/a?b=1&c=2"]`,
 		"namespace":     `"` + id.Namespace + `"`,
@@ -271,7 +278,20 @@ func TestMessageJSON(t *testing.T) {
 	if !strings.HasPrefix(text, "Order 88776655") || !strings.Contains(text, long) || !strings.HasSuffix(text, long+"\r\n") {
 		t.Errorf("text is not returned as sent (%d bytes)", len(text))
 	}
+	after := time.Now()
+	for i, m := range list.Messages {
+		var at string
+		json.Unmarshal(m["received_at"], &at)
+		got, err := time.Parse(time.RFC3339, at)
+		if err != nil || !strings.HasSuffix(at, "Z") || got.Before(before) || got.After(after) {
+			t.Errorf("message %d received_at %s (%v): want RFC 3339 in UTC between %s and %s", i+1, m["received_at"], err, before, after)
+		}
+	}
 	h := list.Messages[1]
+	var gotHTML string
+	if json.Unmarshal(h["html"], &gotHTML); gotHTML != html || str(h, "from_name") != `""` {
+		t.Errorf("HTML-only message: html %s, from_name %s; want the HTML as sent and no name", h["html"], h["from_name"])
+	}
 	if str(h, "otp") != `"1357"` || str(h, "links") != `["https://site.example/html?x=1&y=2"]` || str(h, "action_link") != `"https://site.example/html?x=1&y=2"` {
 		t.Errorf("HTML-only message: otp %s links %s action_link %s", str(h, "otp"), str(h, "links"), str(h, "action_link"))
 	}

@@ -244,3 +244,28 @@ func TestEventStream(t *testing.T) {
 		t.Fatalf("Last-Event-ID 1 resumed at %s", id2)
 	}
 }
+
+// pkg/mailclient decodes the sender's display name, the HTML part and the
+// received time the gateway writes.
+func TestMailclientMessageFields(t *testing.T) {
+	plane := itest.StartPlane(t)
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	gw := startGateway(t, plane)
+	before := time.Now().Truncate(time.Millisecond)
+	const html = `<p>Your code is <b>770011</b></p>`
+	newSender(t, plane, id).sendRaw(t, []string{"user@example.com"}, "From: Acme <"+rpc.CandidateSender+">\r\nSubject: Welcome\r\nMIME-Version: 1.0\r\n"+
+		"Content-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nYour code is 770011.\r\n"+
+		"--b\r\nContent-Type: text/html\r\n\r\n"+html+"\r\n--b--\r\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := mailclient.New(gw.URL, id.Namespace, id.ReadCapability).Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.FromName != "Acme" || m.EnvelopeFrom != rpc.CandidateSender || strings.TrimSpace(m.HTML) != html || strings.TrimSpace(m.Text) != "Your code is 770011." {
+		t.Fatalf("from %q <%s>, html %q, text %q", m.FromName, m.EnvelopeFrom, m.HTML, m.Text)
+	}
+	if m.ReceivedAt.Location() != time.UTC || m.ReceivedAt.Before(before) || m.ReceivedAt.After(time.Now()) {
+		t.Fatalf("received_at %v, want UTC between %v and now", m.ReceivedAt, before)
+	}
+}

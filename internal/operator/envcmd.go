@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,9 +25,12 @@ func EnvCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "candidate",
-				Usage: "the 8 variables a candidate may be handed (docs/reference.md §9.1), checked before printing",
+				Usage: "the variables a candidate may be handed (docs/reference.md §9.1; with --ca-file, the writer's TLS), checked before printing",
 				Flags: []cli.Flag{out, trialDir, smtpPort,
 					&cli.IntFlag{Name: "writer-port", Required: true, Usage: "the writer's HTTP port"},
+					&cli.StringFlag{Name: "ca-file", Usage: "the CA certificate that verifies the writer's --tls-cert (mail-plane ca export): names it, STARTTLS and the TLS ports below"},
+					&cli.IntFlag{Name: "smtp-tls-port", Usage: "with --ca-file: the writer's implicit-TLS SMTP port (--smtp-tls-listen)"},
+					&cli.IntFlag{Name: "https-port", Usage: "with --ca-file: the writer's HTTPS port (--https-listen)"},
 					&cli.StringFlag{Name: "socket", Value: cliapp.DefaultSocket, Usage: "the plane's socket (its path must not leak)", EnvVars: []string{"MAILPLANE_SOCKET"}},
 				},
 				Action: func(c *cli.Context) error {
@@ -35,6 +39,14 @@ func EnvCommand() *cli.Command {
 						return cliapp.UsageError{Err: err}
 					}
 					env := wbenv.Candidate(wbenv.LocalURL(c.Int("writer-port")), "127.0.0.1", c.Int("smtp-port"), id.MailAPIToken, id.BootstrapToken)
+					var https string
+					if p := c.Int("https-port"); p > 0 {
+						https = "https://127.0.0.1:" + strconv.Itoa(p)
+					}
+					if c.String("ca-file") == "" && (https != "" || c.Int("smtp-tls-port") > 0) {
+						return cliapp.Usagef("--smtp-tls-port and --https-port need --ca-file: a client cannot verify them without it")
+					}
+					wbenv.WithTLS(env, c.String("ca-file"), c.Int("smtp-tls-port"), https)
 					if err := wbenv.Check(env, c.String("socket"), os.Getenv(wbenv.MailpitHTTPSocket), id.ReadCapability); err != nil {
 						return err
 					}

@@ -222,6 +222,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 	}
 	if d.SMTPTLSPort > 0 {
 		bu.CAFile = a.CAFile
+		wbenv.WithTLS(bu.CandidateEnvironment, a.CAFile, d.SMTPTLSPort, "")
 	}
 	return bu
 }

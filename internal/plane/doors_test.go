@@ -33,7 +33,8 @@ func TestNetnsDoorsOpenAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := NewBroker(l, store, Quotas{}, zerolog.Nop())
-	b.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 4})
+	b.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 4,
+		CAFile: "/data/ca.pem", SMTPTLSPort: 5, WriterHTTPSURL: "https://127.0.0.1:6"})
 
 	if _, err := b.OpenTrial(ctx, &rpc.TrialOpenRequest{Netns: "/run/netns/x"}); rpc.CodeOf(err) != rpc.CodeBadRequest {
 		t.Fatalf("netns with no supervisor: %v, want %s", err, rpc.CodeBadRequest)
@@ -115,7 +116,9 @@ func TestNetnsDoorsOpenAndClose(t *testing.T) {
 	for i, bu := range bundles {
 		env := bu.CandidateEnvironment
 		if bu.Netns != "/run/netns/n"+strconv.Itoa(i) || bu.SMTPPort != 2525 || bu.SMTPTLSPort != 4650 || bu.WriterURL != "http://127.0.0.1:8080" ||
-			env["WEBSITEBENCH_SMTP_PORT"] != "2525" || env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"] != "http://127.0.0.1:8080/internal/bootstrap" {
+			env["WEBSITEBENCH_SMTP_PORT"] != "2525" || env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"] != "http://127.0.0.1:8080/internal/bootstrap" ||
+			// The door's own implicit-TLS port and the stack's CA; no HTTPS door in a namespace.
+			env["WEBSITEBENCH_SMTP_TLS_PORT"] != "4650" || env["WEBSITEBENCH_SMTP_CA_FILE"] != "/data/ca.pem" || env["WEBSITEBENCH_MAIL_API_HTTPS_URL"] != "" {
 			t.Fatalf("bundle %d: %+v", i, bu)
 		}
 	}

@@ -184,7 +184,7 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 	}
 	return rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)),
+		CandidateEnvironment: wbenv.WithTLS(wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)), a.CAFile, a.SMTPTLSPort, a.WriterHTTPSURL),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
 		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,

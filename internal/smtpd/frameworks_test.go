@@ -15,22 +15,36 @@ import (
 
 // TestFrameworks: the mail settings of the frameworks in docs/candidate.md's
 // "Configure your framework" table, as a site would write them, read from
-// the candidate's environment of a trial on an `up` stack: host, port,
-// WEBSITEBENCH_SMTP_USERNAME and WEBSITEBENCH_SMTP_PASSWORD, against the
-// trial's own port (which requires AUTH), each trusting the exported CA
-// through SSL_CERT_FILE (the variable up's bundle suggests): Django's SMTP
-// backend with EMAIL_USE_TLS and with EMAIL_USE_SSL (on the implicit-TLS
-// port), Rails' smtp_settings (ActionMailer delivers through the mail gem,
-// tested here directly) with enable_starttls_auto and with tls, and
-// Laravel's mailer (Symfony Mailer) with smtp:// and smtps:// DSNs. Each
-// message is read back. A framework whose runtime is not installed (make
-// deps installs them) is skipped loudly, and fails under CI.
+// nothing but the candidate's environment of a trial on an `up` stack
+// (no SSL_CERT_FILE, no field of the bundle): host, WEBSITEBENCH_SMTP_PORT
+// (the trial's own port, which requires AUTH) for STARTTLS and
+// WEBSITEBENCH_SMTP_TLS_PORT for implicit TLS, WEBSITEBENCH_SMTP_USERNAME
+// and WEBSITEBENCH_SMTP_PASSWORD, and WEBSITEBENCH_SMTP_CA_FILE as the
+// one CA trusted: Django's SMTP backend with EMAIL_USE_TLS and with
+// EMAIL_USE_SSL (Django 3.2, Debian's, does not verify; 4.2+ does, with
+// docs/candidate.md's ssl_context), Rails' smtp_settings (ActionMailer
+// delivers through the mail gem, tested here directly) with
+// enable_starttls_auto and with tls, and Laravel's mailer (Symfony Mailer)
+// with smtp:// and smtps:// DSNs. Each message is read back. Rails' and
+// Symfony's settings without the CA file must fail to verify and store
+// nothing: they do verify. A framework whose runtime is not installed
+// (make deps installs them) is skipped loudly, and fails under CI.
 func TestFrameworks(t *testing.T) {
 	s := itest.StartUp(t, "--trials", "1", "--quota-messages", "0")
 	b := s.Bundle.Trials[0]
-	env := append(os.Environ(), "SSL_CERT_FILE="+b.CAFile)
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
 	for k, v := range b.CandidateEnvironment {
 		env = append(env, k+"="+v)
+	}
+	// refused runs a framework's settings without the CA file: the
+	// handshake must fail verification.
+	refused := func(name string, cmd *exec.Cmd, verify string) {
+		t.Helper()
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), verify) {
+			t.Errorf("%s without the CA file: %v, want a verification failure (%q)\n%s", name, err, verify, out)
+		}
 	}
 	want := map[string]string{}
 
@@ -47,18 +61,17 @@ func TestFrameworks(t *testing.T) {
 
 	if have("Django", "/usr/bin/python3", "-c", "import django") {
 		for _, c := range []struct {
-			subject, settings string
-			port              int
+			subject, settings, port string
 		}{
-			{"django tls", "EMAIL_USE_TLS=True", b.SMTPPort},
-			{"django ssl", "EMAIL_USE_SSL=True", b.SMTPTLSPort},
+			{"django tls", "EMAIL_USE_TLS=True", "WEBSITEBENCH_SMTP_PORT"},
+			{"django ssl", "EMAIL_USE_SSL=True", "WEBSITEBENCH_SMTP_TLS_PORT"},
 		} {
 			py := fmt.Sprintf(`
 import os, django
 from django.conf import settings
 env = os.environ
 settings.configure(EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
-    EMAIL_HOST=env["WEBSITEBENCH_SMTP_HOST"], EMAIL_PORT=%d, %s, EMAIL_TIMEOUT=10,
+    EMAIL_HOST=env["WEBSITEBENCH_SMTP_HOST"], EMAIL_PORT=int(env[%q]), %s, EMAIL_TIMEOUT=10,
     EMAIL_HOST_USER=env["WEBSITEBENCH_SMTP_USERNAME"], EMAIL_HOST_PASSWORD=env["WEBSITEBENCH_SMTP_PASSWORD"],
     DEFAULT_FROM_EMAIL=env["WEBSITEBENCH_SMTP_FROM"])
 django.setup()
@@ -76,14 +89,8 @@ assert send_mail(%q, "Your code is 515151.", None, ["dj@example.com"], fail_sile
 	}
 
 	if have("Ruby's mail gem (Rails' ActionMailer)", "ruby", "-e", `require "mail"`) {
-		for _, c := range []struct {
-			subject, settings string
-			port              int
-		}{
-			{"rails starttls", "enable_starttls_auto: true", b.SMTPPort},
-			{"rails tls", "tls: true", b.SMTPTLSPort},
-		} {
-			rb := fmt.Sprintf(`
+		rails := func(subject, settings, port, ca string) *exec.Cmd {
+			return exec.Command("ruby", "-e", fmt.Sprintf(`
 require "mail"
 m = Mail.new do
   from ENV.fetch("WEBSITEBENCH_SMTP_FROM")
@@ -91,47 +98,58 @@ m = Mail.new do
   subject %q
   body "Your code is 626262."
 end
-m.delivery_method :smtp, address: ENV.fetch("WEBSITEBENCH_SMTP_HOST"), port: %d, domain: "site.example",
+m.delivery_method :smtp, address: ENV.fetch("WEBSITEBENCH_SMTP_HOST"), port: ENV.fetch(%q).to_i, domain: "site.example",
   user_name: ENV.fetch("WEBSITEBENCH_SMTP_USERNAME"), password: ENV.fetch("WEBSITEBENCH_SMTP_PASSWORD"),
-  authentication: :plain, %s, openssl_verify_mode: "peer", open_timeout: 10, read_timeout: 10
+  authentication: :plain, %s, openssl_verify_mode: "peer", %s open_timeout: 10, read_timeout: 10
 m.deliver!
-`, c.subject, c.port, c.settings)
-			cmd := exec.Command("ruby", "-e", rb)
+`, subject, port, settings, ca))
+		}
+		for _, c := range []struct {
+			subject, settings, port string
+		}{
+			{"rails starttls", "enable_starttls_auto: true", "WEBSITEBENCH_SMTP_PORT"},
+			{"rails tls", "tls: true", "WEBSITEBENCH_SMTP_TLS_PORT"},
+		} {
+			cmd := rails(c.subject, c.settings, c.port, `ca_file: ENV.fetch("WEBSITEBENCH_SMTP_CA_FILE"),`)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("%s: %v\n%s", c.subject, err, out)
 				continue
 			}
 			want[c.subject] = "Your code is 626262."
+			refused(c.subject, rails(c.subject+" unverified", c.settings, c.port, ""), "certificate verify failed")
 		}
 	}
 
 	if have("PHP's Symfony Mailer (Laravel's mailer)", "php", "-r", `require "/usr/share/php/Symfony/Component/Mailer/autoload.php";`) {
-		for _, c := range []struct {
-			subject, scheme string
-			port            int
-		}{
-			{"laravel tls", "smtp", b.SMTPPort},
-			{"laravel ssl", "smtps", b.SMTPTLSPort},
-		} {
-			php := fmt.Sprintf(`
+		laravel := func(subject, scheme, port, ca string) *exec.Cmd {
+			return exec.Command("php", "-r", fmt.Sprintf(`
 require "/usr/share/php/Symfony/Component/Mailer/autoload.php";
 require "/usr/share/php/Symfony/Component/Mime/autoload.php";
 use Symfony\Component\Mailer\Transport;
 use Symfony\Component\Mailer\Mailer;
 use Symfony\Component\Mime\Email;
-$dsn = sprintf("%s://%%s:%%s@%%s:%d", rawurlencode(getenv("WEBSITEBENCH_SMTP_USERNAME")),
-    rawurlencode(getenv("WEBSITEBENCH_SMTP_PASSWORD")), getenv("WEBSITEBENCH_SMTP_HOST"));
-$mailer = new Mailer(Transport::fromDsn($dsn));
-$mailer->send((new Email())->from(getenv("WEBSITEBENCH_SMTP_FROM"))->to("php@example.com")->subject(%q)->text("Your code is 737373."));
-`, c.scheme, c.port, c.subject)
-			cmd := exec.Command("php", "-r", php)
+$dsn = sprintf("%s://%%s:%%s@%%s:%%s", rawurlencode(getenv("WEBSITEBENCH_SMTP_USERNAME")),
+    rawurlencode(getenv("WEBSITEBENCH_SMTP_PASSWORD")), getenv("WEBSITEBENCH_SMTP_HOST"), getenv(%q));
+$transport = Transport::fromDsn($dsn);
+%s
+(new Mailer($transport))->send((new Email())->from(getenv("WEBSITEBENCH_SMTP_FROM"))->to("php@example.com")->subject(%q)->text("Your code is 737373."));
+`, scheme, port, ca, subject))
+		}
+		for _, c := range []struct {
+			subject, scheme, port string
+		}{
+			{"laravel tls", "smtp", "WEBSITEBENCH_SMTP_PORT"},
+			{"laravel ssl", "smtps", "WEBSITEBENCH_SMTP_TLS_PORT"},
+		} {
+			cmd := laravel(c.subject, c.scheme, c.port, `$transport->getStream()->setStreamOptions(["ssl" => ["cafile" => getenv("WEBSITEBENCH_SMTP_CA_FILE")]]);`)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("%s: %v\n%s", c.subject, err, out)
 				continue
 			}
 			want[c.subject] = "Your code is 737373."
+			refused(c.subject, laravel(c.subject+" unverified", c.scheme, c.port, ""), "certificate verify failed")
 		}
 	}
 

@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ type candidateRun struct {
 	Dial      map[string]string `json:"dial"`
 	Socket    string            `json:"socket"`
 	Held      int               `json:"held"`
+	TLS       string            `json:"tls"`
 	OverCap   string            `json:"over_cap"`
 }
 
@@ -102,7 +104,8 @@ func TestNetnsDoors(t *testing.T) {
 	for _, bu := range []rpc.Bundle{a, b} {
 		env := bu.CandidateEnvironment
 		if bu.Netns == "" || env["WEBSITEBENCH_SMTP_HOST"] != rpc.NetnsDoorHost || env["WEBSITEBENCH_SMTP_PORT"] != strconv.Itoa(bu.SMTPPort) ||
-			env["WEBSITEBENCH_MAIL_API_URL"] != bu.WriterURL+"/emails" || bu.SMTPTLSPort == 0 || bu.WriterHTTPSURL != "" {
+			env["WEBSITEBENCH_MAIL_API_URL"] != bu.WriterURL+"/emails" || bu.SMTPTLSPort == 0 || bu.WriterHTTPSURL != "" ||
+			env["WEBSITEBENCH_SMTP_TLS_PORT"] != strconv.Itoa(bu.SMTPTLSPort) || env["WEBSITEBENCH_SMTP_CA_FILE"] != bu.CAFile || bu.CAFile == "" {
 			t.Fatalf("a netns trial's bundle: %+v", bu)
 		}
 	}
@@ -127,10 +130,20 @@ func TestNetnsDoors(t *testing.T) {
 				dial = append(dial, [2]any{h, p})
 			}
 		}
-		run := runCandidate(t, c.ns, c.me, map[string]any{"subject": c.me.Namespace, "dial": dial, "socket": s.Bundle.PlaneSocket})
+		args := map[string]any{"subject": c.me.Namespace, "dial": dial, "socket": s.Bundle.PlaneSocket}
+		me := c.me
+		if i == 1 {
+			// B verifies its doors' TLS from its environment, with the
+			// readable copy of the CA a candidate running as another
+			// user is handed (docs/candidate.md).
+			args["tls"] = true
+			me.CandidateEnvironment = maps.Clone(me.CandidateEnvironment)
+			me.CandidateEnvironment["WEBSITEBENCH_SMTP_CA_FILE"] = readableCopy(t, me.CandidateEnvironment["WEBSITEBENCH_SMTP_CA_FILE"])
+		}
+		run := runCandidate(t, c.ns, me, args)
 		t.Logf("candidate %d in %s: smtp %s, http %v, plane socket %s, dialled %v", i, c.ns, run.SMTP, run.HTTP, run.Socket, run.Dial)
-		if run.SMTP != "ok" || run.HTTP != float64(http.StatusOK) {
-			t.Fatalf("candidate %d in its namespace: smtp %s, http %v", i, run.SMTP, run.HTTP)
+		if run.SMTP != "ok" || run.HTTP != float64(http.StatusOK) || (args["tls"] != nil && run.TLS != "ok") {
+			t.Fatalf("candidate %d in its namespace: smtp %s, http %v, tls %s", i, run.SMTP, run.HTTP, run.TLS)
 		}
 		var boot struct {
 			Namespace string `json:"namespace"`
@@ -176,7 +189,8 @@ func TestNetnsDoors(t *testing.T) {
 	for _, c := range []struct {
 		b    rpc.Bundle
 		want string
-	}{{a, "smtp " + a.Namespace + "|http " + a.Namespace + "|tls --tls|tls --tlsc"}, {b, "smtp " + b.Namespace + "|http " + b.Namespace}} {
+	}{{a, "smtp " + a.Namespace + "|http " + a.Namespace + "|tls --tls|tls --tlsc"},
+		{b, "smtp " + b.Namespace + "|http " + b.Namespace + "|tls starttls " + b.Namespace + "|tls implicit " + b.Namespace}} {
 		if itest.Optional(t, "swaks") == "" {
 			c.want = strings.TrimSuffix(c.want, "|tls --tls|tls --tlsc")
 		}
@@ -331,4 +345,31 @@ func TestNetnsDoorsRestart(t *testing.T) {
 	if fallback {
 		t.Fatalf("the writer serves the door's ports %v on the host", itest.DoorPorts(t, b))
 	}
+}
+
+// readableCopy copies the CA certificate at path where any user reads it,
+// as a harness does for a candidate that runs as another user: up's data
+// directory is 0700.
+func readableCopy(t *testing.T, path string) string {
+	t.Helper()
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "mpt-ca-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	copied := filepath.Join(dir, "ca.pem")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copied, pem, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(copied, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	return copied
 }

@@ -42,10 +42,12 @@ func TestUpEndToEnd(t *testing.T) {
 	if b.Namespace == "" || b.InboxURL == "" || b.APIURL == "" || len(b.ReadCapability) != 64 || b.PlaneSocket == "" {
 		t.Fatalf("bundle incomplete: %s", line)
 	}
-	// The reference's 8 variables, and the SMTP credential a host trial's
-	// port requires.
-	if len(b.Env) != 10 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender || b.Env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" ||
-		b.Env["WEBSITEBENCH_SMTP_PASSWORD"] != b.Env["WEBSITEBENCH_MAIL_API_TOKEN"] {
+	// The reference's 8 variables, the SMTP credential a host trial's
+	// port requires, and the writer's TLS (the CA file, the implicit-TLS
+	// port, the HTTPS door and its CA).
+	if len(b.Env) != 14 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender || b.Env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" ||
+		b.Env["WEBSITEBENCH_SMTP_PASSWORD"] != b.Env["WEBSITEBENCH_MAIL_API_TOKEN"] ||
+		b.Env["WEBSITEBENCH_SMTP_CA_FILE"] == "" || b.Env["WEBSITEBENCH_SMTP_TLS_PORT"] == "" || b.Env["WEBSITEBENCH_MAIL_API_HTTPS_URL"] == "" {
 		t.Fatalf("candidate environment: %v", b.Env)
 	}
 	for k, v := range b.Env {

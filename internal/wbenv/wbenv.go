@@ -36,6 +36,20 @@ const (
 	SMTPUser = "resend"
 )
 
+// TLS, where the writer serves it (docs/tls.md): the local CA's
+// certificate to trust, the implicit-TLS SMTP port (the SMTP port also
+// offers STARTTLS) and the HTTPS door's POST /emails. A client configured
+// from these verifies the writer, so it never hands its password to a
+// process that took one of the trial's ports. Not in the reference's ABI.
+// The two CA names hold the same file: each door's settings are complete
+// under its own prefix, as MailFrom and SMTPFrom are.
+const (
+	SMTPCAFile      = "WEBSITEBENCH_SMTP_CA_FILE"
+	SMTPTLSPort     = "WEBSITEBENCH_SMTP_TLS_PORT"
+	MailAPIHTTPSURL = "WEBSITEBENCH_MAIL_API_HTTPS_URL"
+	MailAPICAFile   = "WEBSITEBENCH_MAIL_API_CA_FILE"
+)
+
 // An authoring capture's further variables (docs/reference.md §9.2).
 const (
 	MailboxURL        = "WEBSITEBENCH_MAILBOX_URL"
@@ -59,7 +73,7 @@ const Prefix = "WEBSITEBENCH_"
 // candidateNames is the complete mail ABI a candidate may be handed.
 // Nothing outside it reaches a candidate.
 var candidateNames = []string{MailAPIURL, MailAPIToken, MailFrom, SMTPHost, SMTPPort, SMTPFrom, MailboxBootstrapURL, MailboxBootstrapToken,
-	SMTPUsername, SMTPPassword}
+	SMTPUsername, SMTPPassword, SMTPCAFile, SMTPTLSPort, MailAPIHTTPSURL, MailAPICAFile}
 
 // Candidate is the §9.1 environment of a candidate trial whose writer
 // serves HTTP at writerURL (scheme, host and port) and SMTP on smtpPort
@@ -82,6 +96,25 @@ func Candidate(writerURL, smtpHost string, smtpPort int, mailAPIToken, bootstrap
 func WithSMTPAuth(env map[string]string) map[string]string {
 	env[SMTPUsername] = SMTPUser
 	env[SMTPPassword] = env[MailAPIToken]
+	return env
+}
+
+// WithTLS adds to a candidate's environment the TLS its writer serves:
+// caFile, the CA certificate that verifies it (nothing is added without
+// one), the implicit-TLS SMTP port and the HTTPS door's origin, each when
+// served (0 or "": not).
+func WithTLS(env map[string]string, caFile string, smtpTLSPort int, httpsURL string) map[string]string {
+	if caFile == "" {
+		return env
+	}
+	env[SMTPCAFile] = caFile
+	if smtpTLSPort > 0 {
+		env[SMTPTLSPort] = strconv.Itoa(smtpTLSPort)
+	}
+	if httpsURL != "" {
+		env[MailAPIHTTPSURL] = httpsURL + "/emails"
+		env[MailAPICAFile] = caFile
+	}
 	return env
 }
 

@@ -78,3 +78,36 @@ func TestWithSMTPAuth(t *testing.T) {
 		t.Fatal("a read capability as the SMTP password passed the leak check")
 	}
 }
+
+// TestWithTLS: a writer that serves TLS adds the CA file, the implicit-TLS
+// port and the HTTPS door's POST /emails to the environment, each only
+// when served, and the leak check accepts them; without a CA nothing is
+// added.
+func TestWithTLS(t *testing.T) {
+	env := WithTLS(WithSMTPAuth(Candidate(LocalURL(8030), "127.0.0.1", 2525, "api", "boot")), "/data/ca.pem", 4650, "https://127.0.0.1:8443")
+	want := map[string]string{
+		"WEBSITEBENCH_SMTP_CA_FILE":       "/data/ca.pem",
+		"WEBSITEBENCH_SMTP_TLS_PORT":      "4650",
+		"WEBSITEBENCH_MAIL_API_HTTPS_URL": "https://127.0.0.1:8443/emails",
+		"WEBSITEBENCH_MAIL_API_CA_FILE":   "/data/ca.pem",
+	}
+	if len(env) != 14 {
+		t.Fatalf("got %d names: %v", len(env), env)
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if err := Check(env, "/data/plane/plane.sock", "readcap"); err != nil {
+		t.Fatalf("the TLS names refused: %v", err)
+	}
+
+	door := WithTLS(Candidate(LocalURL(8030), "127.0.0.1", 2525, "api", "boot"), "/data/ca.pem", 4650, "")
+	if len(door) != 10 || door["WEBSITEBENCH_SMTP_TLS_PORT"] != "4650" || door["WEBSITEBENCH_MAIL_API_HTTPS_URL"] != "" {
+		t.Fatalf("no HTTPS door: %v", door)
+	}
+	if plain := WithTLS(Candidate(LocalURL(8030), "127.0.0.1", 2525, "api", "boot"), "", 4650, "https://x"); len(plain) != 8 {
+		t.Fatalf("no CA: %v", plain)
+	}
+}

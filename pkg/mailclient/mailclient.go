@@ -34,7 +34,8 @@ const MaxWait = 60 * time.Second
 const maxResponseBytes = 64 << 20
 
 // Message is one message as the gateway returns it: the reference's keys
-// (docs/reference.md §4.2) plus ActionLink, Codes and Links. Fields are in key
+// (docs/reference.md §4.2) plus ActionLink, Codes, FromName, HTML, Links
+// and ReceivedAt. Fields are in key
 // order, which is the order the gateway writes them.
 type Message struct {
 	// ActionLink is the one link a person is asked to click (verify,
@@ -51,6 +52,12 @@ type Message struct {
 	// Fault is "delay" or "duplicate" for a message a fault of the trial's
 	// schedule delivered late or stored more than once; absent otherwise.
 	Fault string `json:"fault,omitempty"`
+	// FromName is the display name the sender wrote in From ("Acme" of
+	// "Acme <no-reply@…>"), "" when it wrote none; EnvelopeFrom is the
+	// address.
+	FromName string `json:"from_name"`
+	// HTML is the message's HTML part as sent, "" when it has none.
+	HTML string `json:"html"`
 	// ID is the message's stable id in its namespace: 1, 2, 3... in arrival
 	// order.
 	ID int64 `json:"id"`
@@ -64,10 +71,12 @@ type Message struct {
 	// none: a code word, the subject or the HTML layout marks it, and
 	// addresses, phone numbers, dates, prices and order or account numbers
 	// never count. When set it is Codes[0].
-	OTP        *string  `json:"otp"`
-	Recipients []string `json:"recipients"`
-	Subject    string   `json:"subject"`
-	Text       string   `json:"text"`
+	OTP *string `json:"otp"`
+	// ReceivedAt is when the plane stored the message (RFC 3339, UTC).
+	ReceivedAt time.Time `json:"received_at"`
+	Recipients []string  `json:"recipients"`
+	Subject    string    `json:"subject"`
+	Text       string    `json:"text"`
 }
 
 // Attachment describes one attachment or inline part, with Mailpit's field

@@ -9,10 +9,15 @@ says ``wire``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 __all__ = ["Message", "Attachment", "Checksums"]
+
+
+_FRACTION = re.compile(r"\.(\d+)")
 
 
 def _wire(name: str) -> Dict[str, Any]:
@@ -51,24 +56,46 @@ class Message:
     ``label`` is the evaluator's label of mail it planted, ``""`` for the
     candidate's. ``fault`` is ``"delay"`` or ``"duplicate"`` for a message a
     fault of the trial's schedule delivered late or stored twice, ``""``
-    otherwise. ``raw`` is the decoded JSON object as the gateway sent it.
+    otherwise. ``from_name`` is the display name the sender wrote in From
+    (``"Acme"`` of ``"Acme <no-reply@…>"``), ``""`` when none;
+    ``envelope_from`` is the address. ``html`` is the HTML part as sent,
+    ``""`` when there is none. ``received_at`` is when the plane stored the
+    message, RFC 3339 in UTC as the gateway wrote it; ``received`` is the
+    same as a ``datetime``. ``raw`` is the decoded JSON object as the
+    gateway sent it.
     """
 
     attachments: List[Attachment] = field(default_factory=list)
     codes: List[str] = field(default_factory=list)
     envelope_from: str = ""
     fault: str = ""
+    from_name: str = ""
+    html: str = ""
     id: int = 0
     #: Set on mail the evaluator planted (``Trial.plant``), and only there.
     label: str = field(default="", metadata={"omitempty": True})
     links: List[str] = field(default_factory=list)
     namespace: str = ""
     otp: Optional[str] = None
+    received_at: str = ""
     recipients: List[str] = field(default_factory=list)
     subject: str = ""
     text: str = ""
     action_link: Optional[str] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False, metadata={"wire": None})
+
+    @property
+    def received(self) -> Optional[datetime.datetime]:
+        """``received_at`` as an aware ``datetime`` (UTC), or None when the
+        gateway sent none. Python before 3.11 reads neither a ``Z`` nor more
+        than six decimals, so both are normalized first."""
+        if not self.received_at:
+            return None
+        stamp = self.received_at.replace("Z", "+00:00")
+        m = _FRACTION.search(stamp)
+        if m:
+            stamp = stamp[: m.start()] + "." + (m.group(1) + "000000")[:6] + stamp[m.end() :]
+        return datetime.datetime.fromisoformat(stamp)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Message":

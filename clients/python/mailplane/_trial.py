@@ -212,8 +212,10 @@ class Trial:
         """Waits for a message with an action link (the one link a person is
         asked to click: verify, confirm, sign in, reset, invite) and returns
         it. Messages without one are passed over. Raises Timeout when none
-        arrives in time."""
-        m = self._wait_for(lambda m: bool(m.action_link), "an action link", recipient, after, timeout)
+        arrives in time; its message says how many messages did arrive and,
+        of those with links, the first links, none of which was an action
+        link."""
+        m = self._wait_for(lambda m: bool(m.action_link), "an action link", recipient, after, timeout, _links_note)
         assert m.action_link is not None
         return m.action_link
 
@@ -224,11 +226,12 @@ class Trial:
         recipient: Optional[str],
         after: Optional[int],
         timeout: Optional[float],
+        note: Callable[[List[Message]], str] = lambda passed: f"{len(passed)} other message(s) arrived",
     ) -> Message:
         deadline = None if timeout is None else time.monotonic() + timeout
-        passed = 0
+        passed: List[Message] = []
         while True:
-            wait = self._next_wait(deadline, recipient, after, timeout, (what, passed))
+            wait = self._next_wait(deadline, recipient, after, timeout, (what, note(passed) if passed else ""))
             started = time.monotonic()
             obj = self._get("/messages", self._query(recipient, after, wait), wait, recipient)
             new = [Message.from_json(m) for m in _messages_of(obj)]
@@ -236,7 +239,8 @@ class Trial:
                 if accept(m):
                     return m
             if new:
-                passed += len(new)
+                # Only what a timeout's note needs is kept of them.
+                passed += [Message(id=m.id, links=m.links[: _NOTE_LINKS + 1]) for m in new]
                 after = max(m.id for m in new)
             else:
                 self._never_tightly(started, wait, deadline)
@@ -247,7 +251,7 @@ class Trial:
         recipient: Optional[str],
         after: Optional[int],
         timeout: Optional[float],
-        what: Optional[Tuple[str, int]],
+        what: Optional[Tuple[str, str]],
     ) -> float:
         wait = self.max_request_wait
         if deadline is not None:
@@ -258,7 +262,7 @@ class Trial:
                 desc += f" to {recipient}"
             if after:
                 desc += f" after id {after}"
-            extra = f" ({what[1]} other message(s) arrived)" if what is not None and what[1] else ""
+            extra = f" ({what[1]})" if what is not None and what[1] else ""
             raise Timeout("timeout", f"no {desc} arrived in {self._namespace} within {timeout:g}s{extra}")
         return wait
 
@@ -421,3 +425,20 @@ def _events_of(obj: Any) -> List[Dict[str, Any]]:
     if not isinstance(obj, Mapping) or not isinstance(obj.get("events"), list):
         raise Unavailable("undecodable_answer", "the gateway's events answer has no events array")
     return [dict(e) for e in obj["events"] if isinstance(e, Mapping)]
+
+
+# How many links a timeout's note shows, and of how many characters each.
+_NOTE_LINKS = 3
+_NOTE_LINK_CHARS = 100
+
+
+def _links_note(passed: List[Message]) -> str:
+    """What wait_for_link's timeout says of the messages it passed over:
+    how many arrived, how many had links, and the first of those links."""
+    linked = [link for m in passed for link in m.links]
+    if not linked:
+        return f"{len(passed)} other message(s) arrived, none with a link"
+    with_links = sum(1 for m in passed if m.links)
+    shown = [u if len(u) <= _NOTE_LINK_CHARS else u[:_NOTE_LINK_CHARS] + "..." for u in linked[:_NOTE_LINKS]]
+    more = ", ..." if len(linked) > _NOTE_LINKS else ""
+    return f"{len(passed)} other message(s) arrived, {with_links} with links, none an action link: {', '.join(shown)}{more}"

@@ -47,11 +47,15 @@ def own_stack() -> Iterator[Stack]:
         yield s
 
 
-def send(trial: Trial, to: str, subject: str = "Hello", text: str = "Hello there.", html: Optional[str] = None) -> str:
+def send(
+    trial: Trial, to: str, subject: str = "Hello", text: str = "Hello there.", html: Optional[str] = None, name: Optional[str] = None
+) -> str:
     """Sends one message into trial through the candidate's door (POST
-    /emails), as the website under test would; returns Resend's id."""
+    /emails), as the website under test would, from the pinned sender
+    with display name ``name`` if given; returns Resend's id."""
     env = trial.candidate_environment
-    body: Dict[str, Any] = {"from": env["WEBSITEBENCH_MAIL_FROM"], "to": [to], "subject": subject, "text": text}
+    sender = env["WEBSITEBENCH_MAIL_FROM"] if name is None else f"{name} <{env['WEBSITEBENCH_MAIL_FROM']}>"
+    body: Dict[str, Any] = {"from": sender, "to": [to], "subject": subject, "text": text}
     if html is not None:
         body["html"] = html
     req = urllib.request.Request(

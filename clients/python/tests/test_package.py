@@ -45,6 +45,27 @@ def test_wheel_builds_and_installs(tmp_path: Path) -> None:
     assert r.stdout.strip().startswith(str(target))
 
 
+def test_offline_install_as_the_readme_says(tmp_path: Path) -> None:
+    # README's offline install: a venv that sees Debian's python3-setuptools
+    # and python3-wheel, pip with no index and no build isolation. A plain
+    # venv lacks wheel, and fails as README says.
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE_DIR, src, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "build", "*.egg-info"))
+    offline = ["-m", "pip", "install", "--no-index", "--no-build-isolation", "-q", str(src)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300, env=env)
+    subprocess.run([str(venv / "bin" / "python"), *offline], check=True, timeout=300, cwd=tmp_path, env=env)
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", "import mailplane; print(mailplane.__file__)"],
+                       capture_output=True, text=True, check=True, timeout=60, cwd=tmp_path, env=env)
+    assert r.stdout.strip().startswith(str(venv))
+
+    plain = tmp_path / "plain"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(plain)], check=True, timeout=300, env=env)
+    r = subprocess.run([str(plain / "bin" / "python"), *offline], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode != 0 and "invalid command 'bdist_wheel'" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
 def test_standard_library_only_and_python_39_syntax() -> None:
     allowed_third_party = {"pytest"}  # imported by the pytest plugin only
     stdlib = set(sys.stdlib_module_names)

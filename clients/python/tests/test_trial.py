@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from typing import Any, List
@@ -70,6 +71,50 @@ def test_wait_for_code_times_out_naming_what_it_passed_over(stack: Stack) -> Non
         trial.wait_for_code(recipient="nocode@example.com", after=after, timeout=1)
     assert e.value.code == "timeout"
     assert "1 other message(s) arrived" in str(e.value)
+
+
+def test_wait_for_link_times_out_naming_the_links_that_arrived(stack: Stack) -> None:
+    trial = stack.trial
+    after = max([m.id for m in trial.messages()], default=0)
+    send(trial, "nolink@example.com", "Welcome", "Thanks for signing up.")
+    send(trial, "nolink@example.com", "Your code", "Your code is 246801. Questions? https://site.example/help")
+    got = trial.messages(recipient="nolink@example.com", after=after)
+    assert [m.action_link for m in got] == [None, None] and got[1].links == ["https://site.example/help"] and got[1].otp == "246801"
+    with pytest.raises(Timeout) as e:
+        trial.wait_for_link(recipient="nolink@example.com", after=after, timeout=1)
+    assert e.value.code == "timeout"
+    assert "2 other message(s) arrived, 1 with links, none an action link: https://site.example/help" in str(e.value), str(e.value)
+
+    after = got[1].id
+    send(trial, "nolink@example.com", "Welcome again", "Thanks for signing up.")
+    with pytest.raises(Timeout) as e:
+        trial.wait_for_link(recipient="nolink@example.com", after=after, timeout=1)
+    assert "1 other message(s) arrived, none with a link" in str(e.value), str(e.value)
+
+
+def test_message_has_its_time_display_name_and_html(stack: Stack) -> None:
+    trial = stack.trial
+    before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)
+    html = '<p>Your code is <b>864200</b></p><a href="https://site.example/verify?t=1">Confirm</a>'
+    send(trial, "fields@example.com", "Fields", "Your code is 864200.", html=html, name="Acme Büro")
+    send(trial, "fields@example.com", "Plain", "No name, no HTML.")
+    named, plain = trial.messages(recipient="fields@example.com")
+    after = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
+    assert named.from_name == "Acme Büro" and named.html == html and named.envelope_from == trial.candidate_environment["WEBSITEBENCH_MAIL_FROM"]
+    assert plain.from_name == "" and plain.html == ""
+    for m in (named, plain):
+        assert m.received_at.endswith("Z") and m.received_at == m.raw["received_at"]
+        received = m.received
+        assert received is not None and received.utcoffset() == datetime.timedelta(0) and before <= received <= after, m.received_at
+    assert named.received is not None and plain.received is not None and named.received <= plain.received
+
+
+def test_received_reads_every_rfc3339_form() -> None:
+    utc = datetime.timezone.utc
+    assert Message(received_at="2026-12-06T01:02:03.123456789Z").received == datetime.datetime(2026, 12, 6, 1, 2, 3, 123456, tzinfo=utc)
+    assert Message(received_at="2026-12-06T01:02:03.5Z").received == datetime.datetime(2026, 12, 6, 1, 2, 3, 500000, tzinfo=utc)
+    assert Message(received_at="2026-12-06T01:02:03Z").received == datetime.datetime(2026, 12, 6, 1, 2, 3, tzinfo=utc)
+    assert Message().received is None
 
 
 def test_wait_for_link(stack: Stack) -> None:

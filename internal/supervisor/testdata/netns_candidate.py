@@ -1,7 +1,8 @@
 """A candidate inside its network namespace, as TestNetnsDoors runs it
 (ip netns exec NAME setpriv --reuid 65534 ...): it sends by plain SMTP
 and by POST /emails to the addresses its WEBSITEBENCH_* environment
-names, asks its bootstrap, tries to connect to each of the addresses it
+names (with "tls", by STARTTLS and implicit TLS too, verifying the CA
+file the environment names), asks its bootstrap, tries to connect to each of the addresses it
 is given, and to the plane's Unix socket, and prints what happened as
 one JSON object."""
 
@@ -10,6 +11,7 @@ import json
 import os
 import smtplib
 import socket
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -44,6 +46,18 @@ if subject:
         out["http"] = e.code
     except Exception as e:
         out["http"] = repr(e)
+    if args.get("tls"):  # as a framework configured from the environment: verifying, on both TLS doors
+        try:
+            ctx = ssl.create_default_context(cafile=env["WEBSITEBENCH_SMTP_CA_FILE"])
+            msg = f"Subject: tls %s {subject}\r\n\r\nYour code is 987654\r\n"
+            with smtplib.SMTP(env["WEBSITEBENCH_SMTP_HOST"], int(env["WEBSITEBENCH_SMTP_PORT"]), timeout=20) as c:
+                c.starttls(context=ctx)
+                c.sendmail(env["WEBSITEBENCH_SMTP_FROM"], ["agent@example.com"], msg % "starttls")
+            with smtplib.SMTP_SSL(env["WEBSITEBENCH_SMTP_HOST"], int(env["WEBSITEBENCH_SMTP_TLS_PORT"]), timeout=20, context=ctx) as c:
+                c.sendmail(env["WEBSITEBENCH_SMTP_FROM"], ["agent@example.com"], msg % "implicit")
+            out["tls"] = "ok"
+        except Exception as e:
+            out["tls"] = repr(e)
     req = urllib.request.Request(env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_URL"], headers={
         "Authorization": "Bearer " + env["WEBSITEBENCH_MAILBOX_BOOTSTRAP_TOKEN"]})
     try:

@@ -18,8 +18,9 @@ import (
 	"github.com/websitebench/mailplane/pkg/mailclient"
 )
 
-// field is one JSON key of a struct: its name and kind ("string", "int",
-// "bool", "list of K", "nullable K", or "object" with its fields).
+// field is one JSON key of a struct: its name and kind ("string" (a
+// time.Time too), "int", "bool", "list of K", "nullable K", or "object"
+// with its fields).
 type field struct {
 	Name   string  `json:"name"`
 	Kind   string  `json:"kind"`
@@ -27,6 +28,9 @@ type field struct {
 }
 
 func describe(t reflect.Type) (string, []field) {
+	if t == reflect.TypeOf(time.Time{}) {
+		return "string", nil // RFC 3339 on the wire
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "string", nil
