@@ -47,21 +47,18 @@ const (
 	// parser, which refuses or cuts off large input, is flat; that
 	// passes.) MinBase keeps base sizes well above it.
 	Floor = time.Millisecond
-	// MinBase is the CPU time Linear wants the base size's run to take.
-	// A base that runs much faster measures timer and scheduler noise,
-	// not the parser, and passes a quadratic parser whose doublings all
-	// stay under Floor. Linear doubles such a base, up to maxRaise times
-	// (the same test's base runs 4.1 ms on one run of a host and 6 ms on
-	// another).
-	MinBase = 5 * time.Millisecond
-	// MinUsableBase is the least CPU time a base may take once raised;
-	// under it Linear fails the test, so that its author raises n. It
-	// lies well below MinBase: a base that a loaded host ran a little
-	// under MinBase (4.1 ms once failed make test when this was
-	// MinBase) still measures a quadratic parser at ×64 against its
-	// Floor, so only a base off by a wide margin, an author's mistake
-	// rather than chance, is refused.
-	MinUsableBase = 2 * Floor
+	// MinBase is the least CPU time the base size's run may take. A base
+	// that runs faster measures timer and scheduler noise, not the
+	// parser, and passes a quadratic parser whose doublings all stay
+	// under Floor. Linear doubles such a base, up to maxRaise times, and
+	// fails a base that is still too small, so that its test raises n.
+	// It is twice Floor, well below the 5 ms and more a test's base is
+	// chosen to take: a quadratic parser from a 2 ms base takes ×64 all
+	// the same, and a base that a loaded host runs a little faster than
+	// usual is neither raised nor refused by chance (at 5 ms, a base of
+	// 4.1 ms was refused once, and a raised base once grew a capped
+	// input past the plane's frame).
+	MinBase = 2 * Floor
 	// maxRaise is how many times Linear may double a base that runs under
 	// MinBase. A test sizes its inputs' memory from its base: a base
 	// raised further than 4× belongs in the test.
@@ -102,8 +99,8 @@ const (
 // the input and is not timed; run parses it and may be called many times.
 // The times are logged (go test -v) so that they can be compared. A base
 // whose run takes less than MinBase of CPU is doubled, at most maxRaise
-// times, and fails t if it then takes less than MinUsableBase: choose one
-// that makes the runs of a linear parser take milliseconds.
+// times, and fails t if it is still too small: choose one that makes the
+// runs of a linear parser take 5 ms or more.
 //
 // Under the race detector Linear skips: the detector's shadow memory and
 // bookkeeping grow with the memory a run touches, so its runs slow down
@@ -118,9 +115,9 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	}
 	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes), allocs: make([]uint64, sizes)}
 	defer m.quietGC(minTouched)()
-	if d := m.calibrate(); d < MinUsableBase {
-		t.Fatalf("%s: base n=%d took %v of CPU at n=%d (doubled %d times), less than %v: such a base measures noise; raise it (to take about %v)",
-			name, base, d, m.base, maxRaise, MinUsableBase, MinBase)
+	if d := m.calibrate(); d < MinBase {
+		t.Fatalf("%s: base n=%d took %v of CPU at n=%d (doubled %d times), less than %v: such a base measures noise; raise it",
+			name, base, d, m.base, maxRaise, MinBase)
 	}
 	span := 1.0
 	for i := 1; i < sizes; i++ {
