@@ -218,7 +218,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 		WriterURL:            writer,
 		SMTPTLSPort:          d.SMTPTLSPort,
 		Netns:                d.Netns,
-		Providers:            providers(writer, id),
+		Providers:            b.providers(writer, id),
 	}
 	if d.SMTPTLSPort > 0 {
 		bu.CAFile = a.CAFile

@@ -33,6 +33,7 @@ import (
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/internal/plane"
+	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -200,8 +201,9 @@ func shutdown(srv *http.Server, socket string, log zerolog.Logger) {
 	os.Remove(socket)
 }
 
-// setSigner gives the broker the key it signs trails with, kept in the
-// data directory (minted 0600 at first start; it never leaves it).
+// setSigner gives the broker the key it signs trails with and the key it
+// makes SES secrets with, each kept in the data directory (minted 0600 at
+// first start; neither ever leaves it, nor is in the ledger).
 func setSigner(b *plane.Broker, data string) error {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
@@ -211,6 +213,11 @@ func setSigner(b *plane.Broker, data string) error {
 		return fmt.Errorf("evidence key: %w", err)
 	}
 	b.SetSigner(key)
+	ses, err := sigv4.EnsureKey(filepath.Join(data, sigv4.KeyFile))
+	if err != nil {
+		return fmt.Errorf("SES key: %w", err)
+	}
+	b.SetSESKey(ses)
 	return nil
 }
 

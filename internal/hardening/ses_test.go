@@ -1,0 +1,166 @@
+package hardening
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/sendapi/ses"
+	"github.com/websitebench/mailplane/internal/sigv4"
+	"github.com/websitebench/mailplane/internal/wbenv"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// TestSESRefusalsNameNoTrial is the audit's SES attack on mail-plane up:
+// SigV4 requests whose access key id is trial B's namespace and whose
+// signature is wrong. They are counted, never written into B's trail, and
+// they cost what the same requests naming a namespace that does not exist
+// cost, so a stranger cannot probe for namespaces by timing. B's own key
+// pair, as its bundle hands it out, is made with the plane's SES key
+// (0600 in its data directory), not from the ledger alone.
+func TestSESRefusalsNameNoTrial(t *testing.T) {
+	u := newUpSys(t, "--quota-messages", "0", "--quota-bytes", "0")
+	s := u.sys
+	ctx := ctxT(t, 5*time.Minute)
+	b, err := s.plane.admin.TrialOpen(ctx, &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := b.Providers.SES
+	token := b.CandidateEnvironment[wbenv.MailAPIToken]
+	s.secret("B's mail-API token", token)
+	s.secret("B's SES secret", keys.SecretAccessKey)
+	s.secret("B's read capability", b.ReadCapability)
+
+	// The bundle's secret is made with the key file, which only the
+	// plane's user may read.
+	keyFile := filepath.Join(filepath.Dir(u.bundle.AdminGrantFile), sigv4.KeyFile)
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatalf("the plane keeps no SES key: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s is %v; want 0600", keyFile, fi.Mode().Perm())
+	}
+	if want := sigv4.Secret(planeSESKey(t, filepath.Dir(keyFile)), ident.Digest(token), b.Namespace); keys.SecretAccessKey != want {
+		t.Fatalf("B's bundle hands out an SES secret not made with the plane's key file")
+	}
+
+	hc := httpClient(1)
+	endpoint := keys.Endpoint + ses.Path
+	send := func(ns, secret, subject string) (answer, time.Duration) {
+		body := `{"FromEmailAddress":` + strconv.Quote(rpc.CandidateSender) + `,"Destination":{"ToAddresses":["b@example.com"]},` +
+			`"Content":{"Simple":{"Subject":{"Data":` + strconv.Quote(subject) + `},"Body":{"Text":{"Data":"x"}}}}}`
+		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		signSES(t, req, body, ns, secret)
+		start := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("SES request for %s: %v", ns, err)
+		}
+		a := answer{status: resp.StatusCode, header: resp.Header}
+		buf := new(strings.Builder)
+		_, err = io.Copy(buf, resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.body = buf.String()
+		if a.status >= 400 {
+			s.saw("SES "+ns+" "+subject, a.body)
+		}
+		return a, took
+	}
+	// B's own key pair opens B, so that B's binding is in the plane's
+	// cache when the refusals come (the case a cache would make fastest).
+	if a, _ := send(b.Namespace, keys.SecretAccessKey, "B's own"); a.status != http.StatusOK {
+		t.Fatalf("B's own SES key pair: %d %s", a.status, a.body)
+	}
+	before := trailLen(t, s, b.Namespace)
+	health, err := s.plane.admin.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := health.UnboundRefusals
+
+	// A wrong secret of the right shape; a missing namespace of the same
+	// length as B's. The two kinds interleave (B, missing, missing, B, …)
+	// so that the machine's drift falls on both alike.
+	wrong := sigv4.SecretPrefix + strings.Repeat("x", 36)
+	missing := ident.Namespace()
+	samples := scale(300, 1500)
+	var forB, forMissing []time.Duration
+	var answerB, answerMissing answer
+	for i := 0; i < 2*samples; i++ {
+		ns := b.Namespace
+		if i%4 == 1 || i%4 == 2 {
+			ns = missing
+		}
+		a, took := send(ns, wrong, "probe "+strconv.Itoa(i))
+		if a.status < 400 || a.status >= 500 {
+			t.Fatalf("a wrong signature for %s: %d %s; want a refusal", ns, a.status, a.body)
+		}
+		if ns == b.Namespace {
+			forB, answerB = append(forB, took), a
+		} else {
+			forMissing, answerMissing = append(forMissing, took), a
+		}
+	}
+	if answerB.status != answerMissing.status || answerB.body != answerMissing.body {
+		t.Errorf("refusals differ: B's %d %q, a missing namespace's %d %q", answerB.status, answerB.body, answerMissing.status, answerMissing.body)
+	}
+	if after := trailLen(t, s, b.Namespace); after != before {
+		t.Errorf("B's trail grew from %d to %d events under %d refused signatures naming it", before, after, len(forB))
+	}
+	health, err = s.plane.admin.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := health.UnboundRefusals - unbound; n < int64(2*samples) {
+		t.Errorf("%d refusals counted as naming no trial; want at least %d", n, 2*samples)
+	}
+	mB, mMissing := median(forB), median(forMissing)
+	ratio := float64(mB) / float64(mMissing)
+	figure(t, "ses-refusal samples=%d median_b=%v median_missing=%v ratio=%.3f", len(forB), mB, mMissing, ratio)
+	if ratio > 1.2 || ratio < 1/1.2 {
+		t.Errorf("a refusal naming B takes %v (median), one naming a missing namespace %v: more than 20%% apart, so namespaces can be probed by timing", mB, mMissing)
+	}
+}
+
+// trailLen is the number of events in ns's trail, as the operator exports
+// it.
+func trailLen(t *testing.T, s *sys, ns string) int {
+	t.Helper()
+	n := 0
+	req := &rpc.EventsRequest{Namespace: ns}
+	for {
+		page, err := s.plane.admin.Export(ctxT(t, 30*time.Second), req)
+		if err != nil {
+			t.Fatalf("export %s: %v", ns, err)
+		}
+		n += len(page.Events)
+		if len(page.Events) < rpc.MaxEventPage {
+			return n
+		}
+		req.After = int64(n)
+	}
+}
+
+// median is the middle of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
