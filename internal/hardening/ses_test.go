@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/internal/sendapi/ses"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/internal/wbenv"
@@ -163,4 +165,58 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestSESKeyOfAFleet: two planes on one PostgreSQL, each with the key
+// file it minted, make different SES secrets for the same trial of the
+// same ledger from the same token: the ledger and the token make none
+// without the key. The second plane's log says its key is not the
+// database's; a third plane given a copy of the first's key file says
+// nothing and makes the first's secrets.
+func TestSESKeyOfAFleet(t *testing.T) {
+	pg := pgtest.Start(t)
+	dsn := itest.WriteSecret(t, "dsn", pg.DSN())
+	advertise := []string{"--store", "postgres", "--dsn-file", dsn, "--advertise-writer", "http://127.0.0.1:9",
+		"--advertise-inbox", "http://127.0.0.1:9", "--advertise-gateway", "http://127.0.0.1:9", "--advertise-smtp", "127.0.0.1:9"}
+	a := startPlane(t, "", advertise...)
+	b := startPlane(t, "", advertise...)
+	copied := filepath.Join(itest.ShortTempDir(t), "data")
+	if err := os.MkdirAll(copied, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keyA, err := os.ReadFile(filepath.Join(a.data, sigv4.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copied, sigv4.KeyFile), keyA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startPlane(t, copied, advertise...)
+
+	bundle, err := a.admin.TrialOpen(ctxT(t, 30*time.Second), &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := ident.Digest(bundle.CandidateEnvironment[wbenv.MailAPIToken])
+	secret := bundle.Providers.SES.SecretAccessKey
+	for _, p := range []*planeProc{a, b, c} {
+		fi, err := os.Stat(filepath.Join(p.data, sigv4.KeyFile))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v; want a 0600 key file", p.data, fi, err)
+		}
+	}
+	if sigv4.Secret(planeSESKey(t, a.data), digest, bundle.Namespace) != secret ||
+		sigv4.Secret(planeSESKey(t, c.data), digest, bundle.Namespace) != secret {
+		t.Fatal("the first plane's key, or its copy, does not make the secret the bundle hands out")
+	}
+	if sigv4.Secret(planeSESKey(t, b.data), digest, bundle.Namespace) == secret {
+		t.Fatal("a plane with another key makes the same SES secret from the same ledger and token")
+	}
+	const warning = "this plane's SES key is not the one the database's trials were opened with"
+	waitFor(t, "the second plane's warning", 10*time.Second, func() bool { return strings.Contains(b.Output(), warning) })
+	for _, p := range []*planeProc{a, c} {
+		if strings.Contains(p.Output(), warning) {
+			t.Errorf("a plane with the database's key warns that it is not:\n%s", p.Output())
+		}
+	}
 }

@@ -1,8 +1,11 @@
 package sigv4
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -59,4 +62,12 @@ func loadKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not an SES key (base64 of %d bytes)", path, KeySize)
 	}
 	return key, nil
+}
+
+// KeyCheck is a one-way value of key that planes sharing one ledger
+// compare (ledger.KeyCheck): it tells two keys apart and opens nothing.
+func KeyCheck(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("mailplane ses key check"))
+	return "ses_" + hex.EncodeToString(m.Sum(nil))[:16]
 }
