@@ -107,7 +107,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	}
 	gen, key := b.ledger.PolicyGen(), keyOf(c, sel)
 	hit, cached := b.binds.get(gen, key)
-	if cached && c.bind == bindCredential && sel.kind == credSigV4 {
+	if bind := c.bind; cached && bind == bindCredential && sel.kind == credSigV4 {
 		// Only a signature that verifies is served from the cache: a
 		// refused one costs what a missing namespace's does (bySigV4).
 		cachedT := t
