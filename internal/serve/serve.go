@@ -50,7 +50,7 @@ func StoreFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mailpit-image", Value: d.MailpitImage, Usage: "image for --mailpit-runtime docker"},
 		&cli.Int64Flag{Name: "quota-messages", Value: d.QuotaMessages, Usage: "messages per namespace (0: unlimited)"},
 		&cli.Int64Flag{Name: "quota-bytes", Value: d.QuotaBytes, Usage: "stored bytes per namespace (0: unlimited)"},
-		&cli.Int64Flag{Name: "event-budget", Value: d.EventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
+		&cli.Int64Flag{Name: "event-budget", Value: d.EventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary; the agent's opens and clicks have as many again of their own (0: unlimited)"},
 		&cli.DurationFlag{Name: "evidence-retention", Value: d.EvidenceRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
