@@ -99,45 +99,57 @@ func TestSESRefusalsNameNoTrial(t *testing.T) {
 
 	// A wrong secret of the right shape; a missing namespace of the same
 	// length as B's. The two kinds interleave (B, missing, missing, B, …)
-	// so that the machine's drift falls on both alike.
+	// so that the machine's drift falls on both alike. Medians further
+	// apart than the bound are measured once more before the test fails
+	// (2 busy cores): a real difference, such as a trail write, shows in
+	// both rounds.
 	wrong := sigv4.SecretPrefix + strings.Repeat("x", 36)
 	missing := ident.Namespace()
 	samples := scale(300, 1500)
-	var forB, forMissing []time.Duration
+	sent := 0
 	var answerB, answerMissing answer
-	for i := 0; i < 2*samples; i++ {
-		ns := b.Namespace
-		if i%4 == 1 || i%4 == 2 {
-			ns = missing
+	round := func() (mB, mMissing time.Duration) {
+		var forB, forMissing []time.Duration
+		for i := 0; i < 2*samples; i++ {
+			ns := b.Namespace
+			if i%4 == 1 || i%4 == 2 {
+				ns = missing
+			}
+			a, took := send(ns, wrong, "probe "+strconv.Itoa(sent))
+			sent++
+			if a.status < 400 || a.status >= 500 {
+				t.Fatalf("a wrong signature for %s: %d %s; want a refusal", ns, a.status, a.body)
+			}
+			if ns == b.Namespace {
+				forB, answerB = append(forB, took), a
+			} else {
+				forMissing, answerMissing = append(forMissing, took), a
+			}
 		}
-		a, took := send(ns, wrong, "probe "+strconv.Itoa(i))
-		if a.status < 400 || a.status >= 500 {
-			t.Fatalf("a wrong signature for %s: %d %s; want a refusal", ns, a.status, a.body)
-		}
-		if ns == b.Namespace {
-			forB, answerB = append(forB, took), a
-		} else {
-			forMissing, answerMissing = append(forMissing, took), a
+		return median(forB), median(forMissing)
+	}
+	apart := func(a, b time.Duration) bool { r := float64(a) / float64(b); return r > 1.2 || r < 1/1.2 }
+	mB, mMissing := round()
+	figure(t, "ses-refusal samples=%d median_b=%v median_missing=%v ratio=%.3f", samples, mB, mMissing, float64(mB)/float64(mMissing))
+	if apart(mB, mMissing) {
+		mB, mMissing = round()
+		figure(t, "ses-refusal again samples=%d median_b=%v median_missing=%v ratio=%.3f", samples, mB, mMissing, float64(mB)/float64(mMissing))
+		if apart(mB, mMissing) {
+			t.Errorf("a refusal naming B takes %v (median), one naming a missing namespace %v: more than 20%% apart, so namespaces can be probed by timing", mB, mMissing)
 		}
 	}
 	if answerB.status != answerMissing.status || answerB.body != answerMissing.body {
 		t.Errorf("refusals differ: B's %d %q, a missing namespace's %d %q", answerB.status, answerB.body, answerMissing.status, answerMissing.body)
 	}
 	if after := trailLen(t, s, b.Namespace); after != before {
-		t.Errorf("B's trail grew from %d to %d events under %d refused signatures naming it", before, after, len(forB))
+		t.Errorf("B's trail grew from %d to %d events under %d refused signatures naming it", before, after, sent/2)
 	}
 	health, err = s.plane.admin.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := health.UnboundRefusals - unbound; n < int64(2*samples) {
-		t.Errorf("%d refusals counted as naming no trial; want at least %d", n, 2*samples)
-	}
-	mB, mMissing := median(forB), median(forMissing)
-	ratio := float64(mB) / float64(mMissing)
-	figure(t, "ses-refusal samples=%d median_b=%v median_missing=%v ratio=%.3f", len(forB), mB, mMissing, ratio)
-	if ratio > 1.2 || ratio < 1/1.2 {
-		t.Errorf("a refusal naming B takes %v (median), one naming a missing namespace %v: more than 20%% apart, so namespaces can be probed by timing", mB, mMissing)
+	if n := health.UnboundRefusals - unbound; n < int64(sent) {
+		t.Errorf("%d refusals counted as naming no trial; want at least %d", n, sent)
 	}
 }
 
