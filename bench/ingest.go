@@ -72,7 +72,7 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 			}
 		}
 	}
-	if err := h.ingestProviders(ctx, store, w, id); err != nil {
+	if err := h.ingestProviders(ctx, store, pl, w, id); err != nil {
 		return err
 	}
 	for _, p := range []*proc{pl.proc, w.proc, nh.proc, ns.proc} {

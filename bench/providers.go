@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,8 +39,9 @@ type providerPath struct {
 }
 
 // providerPaths are the four APIs' requests for trial id on the writer at
-// base, carrying the ingest message of n bytes.
-func providerPaths(base string, id rpc.Identity, n int) []providerPath {
+// base, carrying the ingest message of n bytes; SES's signed with
+// sesSecret, the trial's secret access key.
+func providerPaths(base string, id rpc.Identity, sesSecret string, n int) []providerPath {
 	text := bodyText(n)
 	sendgrid, _ := json.Marshal(map[string]any{"personalizations": []any{map[string]any{"to": []any{map[string]string{"email": recipient}}}},
 		"from": map[string]string{"email": sender}, "subject": subject, "content": []any{map[string]string{"type": "text/plain", "value": text}}})
@@ -48,7 +50,7 @@ func providerPaths(base string, id rpc.Identity, n int) []providerPath {
 	ses, _ := json.Marshal(map[string]any{"FromEmailAddress": sender, "Destination": map[string]any{"ToAddresses": []string{recipient}},
 		"Content": map[string]any{"Simple": map[string]any{"Subject": map[string]string{"Data": subject}, "Body": map[string]any{"Text": map[string]string{"Data": text}}}}})
 	sesSum := sha256.Sum256(ses)
-	creds := aws.Credentials{AccessKeyID: id.Namespace, SecretAccessKey: sigv4.Secret(ident.Digest(id.MailAPIToken), id.Namespace)}
+	creds := aws.Credentials{AccessKeyID: id.Namespace, SecretAccessKey: sesSecret}
 	signer := v4.NewSigner()
 	req := func(path, contentType string, body []byte) *http.Request {
 		r, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
@@ -92,9 +94,15 @@ func requestWorkers(build func() *http.Request, want, conc int) (workerFactory, 
 }
 
 // ingestProviders measures each provider API against POST /emails, 512 B.
-func (h *harness) ingestProviders(ctx context.Context, store string, w *surface, id rpc.Identity) error {
+// The trial's SES secret is made, as the plane makes it, with the key in
+// the plane's data directory.
+func (h *harness) ingestProviders(ctx context.Context, store string, pl *plane, w *surface, id rpc.Identity) error {
+	key, err := sigv4.EnsureKey(filepath.Join(pl.data, sigv4.KeyFile))
+	if err != nil {
+		return err
+	}
 	size := sizes[0]
-	for _, p := range providerPaths(w.url, id, size.Bytes) {
+	for _, p := range providerPaths(w.url, id, sigv4.Secret(key, ident.Digest(id.MailAPIToken), id.Namespace), size.Bytes) {
 		subj, closeS := requestWorkers(p.build, p.status, providerConc)
 		base, closeB := postWorkers(w.url+"/emails", id.MailAPIToken, emailJSON(size.Bytes), providerConc)
 		err := h.ingestPair(ctx, store, p.name, size.Name, providerConc, subj, "POST /emails", base)

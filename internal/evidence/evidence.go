@@ -208,8 +208,15 @@ func Verify(r io.Reader) (int, error) {
 type Result struct {
 	Events    int
 	Namespace string
-	Head      *Head // the signed head the trail ends with, if any
+	// LastSeq and LastAction are the last event's: how far the trail
+	// goes, and whether it ends with the trial's close or expiry.
+	LastSeq    int64
+	LastAction string
+	Head       *Head // the signed head the trail ends with, if any
 }
+
+// Ended reports whether the trail ends with its trial's close or expiry.
+func (r Result) Ended() bool { return r.LastAction == ActionClose || r.LastAction == ActionExpire }
 
 // Check reads a trail and checks each line in turn: canonical JSON of one
 // event, its hash, its seq one more than the line before (1 first), its
@@ -273,6 +280,7 @@ func (v *verifier) next(line []byte) error {
 	}
 	v.res.Events++
 	v.res.Namespace, v.prevSeq, v.prevHash, v.lastAction = e.Namespace, e.Seq, e.Hash, e.Action
+	v.res.LastSeq, v.res.LastAction = e.Seq, e.Action
 	return nil
 }
 

@@ -10,9 +10,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,15 +51,29 @@ const (
 const mailgunDomain = "mg.example.com"
 
 // sesSecretOf is trial id's SES secret access key, as its bundle hands it
-// out (rpc.Providers.SES; the plane makes it again from what it keeps):
-// made from the first secret the table keys the mail API by for its
-// profile (keys, plane.Keys).
-func sesSecretOf(id rpc.Identity) string {
+// out (rpc.Providers.SES; the plane makes it again from what it keeps and
+// its SES key): made from the first secret the table keys the mail API
+// by for its profile (keys, plane.Keys).
+func sesSecretOf(sesKey []byte, id rpc.Identity) string {
 	token := id.MailAPIToken
 	if plane.Keys()[presentsToken][id.Profile][0] == "bootstrap_token" {
 		token = id.BootstrapToken
 	}
-	return sigv4.Secret(ident.Digest(token), id.Namespace)
+	return sigv4.Secret(sesKey, ident.Digest(token), id.Namespace)
+}
+
+// planeSESKey is the SES key the plane keeps in its data directory.
+func planeSESKey(t testing.TB, data string) []byte {
+	t.Helper()
+	path := filepath.Join(data, sigv4.KeyFile)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the plane keeps no SES key: %v", err)
+	}
+	key, err := sigv4.EnsureKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // providerRoutes are the writer's provider routes: SES's opened by the

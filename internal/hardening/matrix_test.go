@@ -132,13 +132,13 @@ func principalOf(role rpc.Role, shared bool) string {
 
 // credentials lists every credential of the world: each trial's eight,
 // the plane-wide grants, and none.
-func credentials(ids [2]rpc.Identity, plane map[credKind]string) []cred {
+func credentials(ids [2]rpc.Identity, plane map[credKind]string, sesKey []byte) []cred {
 	out := []cred{{kind: noCred, trial: -1}}
 	for i, id := range ids {
 		for k, v := range map[credKind]string{
 			readCap: id.ReadCapability, writeCap: id.WriteCapability, inboxToken: id.InboxToken,
 			mailAPIToken: id.MailAPIToken, bootstrapToken: id.BootstrapToken,
-			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant, sesSecret: sesSecretOf(id),
+			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant, sesSecret: sesSecretOf(sesKey, id),
 		} {
 			out = append(out, cred{kind: k, trial: i, value: v})
 		}
@@ -358,9 +358,10 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 			t.Fatalf("candidate trials on up have SMTP ports %v (shared %d), not one of their own each", w.ports, w.unowned)
 		}
 	}
-	w.creds = credentials(w.ids, w.shared)
+	sesKey := planeSESKey(t, grantsDir)
+	w.creds = credentials(w.ids, w.shared, sesKey)
 	for _, id := range w.ids {
-		s.secret(id.Namespace+" SES secret", sesSecretOf(id))
+		s.secret(id.Namespace+" SES secret", sesSecretOf(sesKey, id))
 	}
 	// Message 1 of each namespace names its namespace, so that every page
 	// and answer shows whose mail it holds, and has a link to click.

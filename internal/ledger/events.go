@@ -31,7 +31,8 @@ import (
 // "action/outcome" in the trail's row, and the counts are written as one
 // summary event before the next essential event (an accepted send, a
 // lifecycle step) and when the trail is exported. Essential events are
-// never left out: the message quota and the trial's life bound them.
+// never left out: the message quota and the trial's life bound them. The
+// agent's opens and clicks have a budget of their own (budgetFor).
 //
 // Retention: closing a trial deletes its mail but keeps its trail, marked
 // closed, for a retention period (DeleteTrails), so that it can still be
@@ -111,8 +112,8 @@ func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, ess
 		if err := l.flushSummary(ctx, tx, &t, e.Namespace, now); err != nil {
 			return err
 		}
-	} else if l.budget > 0 && t.recorded >= l.budget-1 {
-		if t.recorded == l.budget-1 {
+	} else if limit := l.budgetFor(e); limit > 0 && t.recorded >= limit-1 {
+		if t.recorded == limit-1 {
 			full := &evidence.Event{Namespace: e.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionBudget,
 				Outcome: evidence.Refused, Code: evidence.CodeBudgetFull}
 			if err := l.writeEvent(ctx, tx, &t, full, now); err != nil {
@@ -129,6 +130,28 @@ func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, ess
 		return err
 	}
 	return l.saveTrail(ctx, tx, &t, e.Namespace)
+}
+
+// budgetFor is the number of events a trail may hold when e comes
+// (0: unlimited). An agent's opens and clicks have a budget of their own,
+// as large as every other event's: they are written until the trail holds
+// twice the budget, so no refusal (the agent's own refused pings, or a
+// stranger's) and no read can push what the agent did out of the trail.
+func (l *Ledger) budgetFor(e *evidence.Event) int64 {
+	if l.budget > 0 && agentAct(e) {
+		return 2 * l.budget
+	}
+	return l.budget
+}
+
+// agentAct reports whether e is the agent opening a message or following
+// one of its links.
+func agentAct(e *evidence.Event) bool {
+	if e.Outcome != evidence.Accepted {
+		return false
+	}
+	return e.Action == evidence.ActionClick ||
+		(e.Action == evidence.ActionOpen && (e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP))
 }
 
 // flushSummary writes the counts of left-out events as one summary event.

@@ -119,3 +119,36 @@ func testTrailBudget(t *testing.T) {
 		t.Fatalf("trail: %s", got)
 	}
 }
+
+// testAgentBudget: refusals that fill the budget push none of the agent's
+// opens and clicks out; these have a budget of their own, as large, past
+// which they too are only counted.
+func testAgentBudget(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	l.SetEventBudget(4)
+	trial(t, l, "a")
+	appendAll := func(e evidence.Event, n int) {
+		t.Helper()
+		for range n {
+			if err := l.AppendEvent(ctx, "a", e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	link := 0
+	appendAll(evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionClick, Outcome: evidence.Refused, Code: "not_found"}, 10)
+	appendAll(evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionOpen, Outcome: evidence.Accepted, MessageIDs: []int64{1}}, 1)
+	appendAll(evidence.Event{Door: evidence.DoorInboxMCP, Action: evidence.ActionOpen, Outcome: evidence.Accepted, MessageIDs: []int64{1}}, 1)
+	appendAll(evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionClick, Outcome: evidence.Accepted, MessageIDs: []int64{1}, Link: &link}, 1)
+	want := "open/accepted click/refused click/refused budget/refused open/accepted open/accepted click/accepted"
+	if got := actions(trailOf(t, l, "a")); got != want {
+		t.Fatalf("trail: %s\nwant:  %s", got, want)
+	}
+	// The agent's own budget (4 more) fills too: its last slot says so.
+	appendAll(evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionOpen, Outcome: evidence.Accepted, MessageIDs: []int64{1}}, 5)
+	es := trailOf(t, l, "a")
+	if len(es) != 8 || es[7].Action != evidence.ActionBudget {
+		t.Fatalf("past the agent's budget: %s", actions(es))
+	}
+}

@@ -22,7 +22,7 @@ func TestEngines(t *testing.T) {
 	}{
 		{"Sentinels", testSentinels}, {"IdempotentReplay", testIdempotentReplay}, {"GroupCommit", testGroupCommit},
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
-		{"TrailBudget", testTrailBudget}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
+		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
 		{"Faults", testFaults}, {"Console", testConsole},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {

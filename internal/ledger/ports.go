@@ -97,3 +97,16 @@ func (l *Ledger) MovePort(ctx context.Context, from, to int) (Trial, error) {
 func (l *Ledger) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ...any) (Trial, error) {
 	return firstTrial(tx.QueryContext(ctx, l.d.text(trialSelect+cond+forUpdate), args...))
 }
+
+// KeyCheck keeps under name, in the ledger's meta table, the first check
+// value a plane gives it (a one-way value of a key the planes of one
+// database must share, never the key), and returns the value kept, for
+// the plane to compare its own with.
+func (l *Ledger) KeyCheck(ctx context.Context, name, check string) (string, error) {
+	if _, err := l.write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, name, check); err != nil {
+		return "", err
+	}
+	var kept string
+	err := l.write.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, name).Scan(&kept)
+	return kept, err
+}

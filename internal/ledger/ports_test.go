@@ -138,3 +138,15 @@ func testPorts(t *testing.T) {
 		t.Fatalf("plane a restores %v %v; want only its own ports", ports, err)
 	}
 }
+
+// testKeyCheck: the first check value given is kept; a later, different
+// one is answered with the first.
+func testKeyCheck(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	for _, c := range []struct{ give, want string }{{"ses_1", "ses_1"}, {"ses_2", "ses_1"}, {"ses_1", "ses_1"}} {
+		if got, err := l.KeyCheck(ctx, "ses_key_check", c.give); err != nil || got != c.want {
+			t.Fatalf("KeyCheck(%s) = %q, %v; want %q", c.give, got, err, c.want)
+		}
+	}
+}

@@ -41,9 +41,13 @@ func EvidenceCommand() *cli.Command {
 				Description: "Reads FILE (- for stdin) as written by mail-plane evidence export. With --key, the trail\n" +
 					"must end with a head signed by that key, at its last event: a trail cut short, with events\n" +
 					"dropped or moved, or rewritten and re-hashed, does not verify. Without --key only the hash\n" +
-					"chain is checked, which anyone who rewrites a trail can recompute: the answer says unanchored.",
+					"chain is checked, which anyone who rewrites a trail can recompute: the answer says unanchored.\n" +
+					"A signed head says nothing of freshness: an older export, or one cut back to an earlier head,\n" +
+					"is signed too. --min-seq and --closed say how far the trail must go.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "the plane's evidence public key (evidence_public_key of a bundle, base64), or a file holding it"},
+					&cli.Int64Flag{Name: "min-seq", Usage: "exit 1 unless the trail goes at least to event seq `N` (e.g. the seq of an event already seen)"},
+					&cli.BoolFlag{Name: "closed", Usage: "exit 1 unless the trail ends with the trial's close or expiry"},
 				},
 				Action: evidenceVerify,
 			},
@@ -91,6 +95,9 @@ func evidenceVerify(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cliapp.Usagef("verify takes one argument: the trail's file")
 	}
+	if c.Int64("min-seq") < 0 {
+		return cliapp.Usagef("--min-seq must not be negative")
+	}
 	var key ed25519.PublicKey
 	if c.IsSet("key") {
 		var err error
@@ -113,6 +120,12 @@ func evidenceVerify(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("%s: broken at %v", c.Args().First(), br), 1)
 	case err != nil:
 		return cli.Exit(fmt.Sprintf("%s: %v", c.Args().First(), err), 1)
+	case res.LastSeq < c.Int64("min-seq"):
+		return cli.Exit(fmt.Sprintf("%s: ends at seq %d, before seq %d: an older export, or one cut back to an earlier head",
+			c.Args().First(), res.LastSeq, c.Int64("min-seq")), 1)
+	case c.Bool("closed") && !res.Ended():
+		return cli.Exit(fmt.Sprintf("%s: ends at seq %d with %q, not with the trial's close or expiry: the trial was open when it was exported, or the trail was cut back",
+			c.Args().First(), res.LastSeq, res.LastAction), 1)
 	case key == nil:
 		fmt.Printf("%s: %d events, chain intact; unanchored: no --key, so a trail cut short or rewritten and re-hashed would pass too\n",
 			c.Args().First(), res.Events)

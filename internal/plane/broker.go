@@ -64,6 +64,8 @@ type Broker struct {
 	// holds (evidence.go).
 	signer  ed25519.PrivateKey
 	unbound unboundRefusals
+	// sesKey makes every trial's SES secret (providers.go).
+	sesKey []byte
 	// delays wakes the runner that shows delayed messages (faults.go).
 	delays delayed
 	// metrics counts what the plane sees of every door (metrics.go).
@@ -76,7 +78,7 @@ func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger)
 	return &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
 		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
-		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m}
+		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey()}
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;

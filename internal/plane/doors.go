@@ -49,6 +49,11 @@ func validNetns(path string) bool {
 	return len(path) <= maxNetnsPath && filepath.IsAbs(path) && filepath.Clean(path) == path && !strings.ContainsRune(path, 0)
 }
 
+// doorKey mints a door's key: "mpd_" and 26 base32 characters, a shape
+// the redaction point knows (it opens the trial's plain SMTP to a shared
+// writer that presents it).
+func doorKey() string { return "mpd_" + rand.Text() }
+
 // openDoors has the supervisor bind a new trial's doors in netns and
 // answers them with their ports and the namespace's identity. A path that is no network namespace is
 // refused (4xx) and leaves nothing bound; a supervisor that does not
@@ -57,7 +62,7 @@ func (p *portPool) openDoors(ctx context.Context, netns string) (rpc.NetnsDoor, 
 	if !validNetns(netns) {
 		return rpc.NetnsDoor{}, rpc.Errorf(rpc.CodeBadRequest, "netns must be the absolute, clean path of a network namespace file")
 	}
-	key := rand.Text()
+	key := doorKey()
 	ch := make(chan rpc.NetnsDoor, 1)
 	p.mu.Lock()
 	if !p.supervised() {
@@ -218,7 +223,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 		WriterURL:            writer,
 		SMTPTLSPort:          d.SMTPTLSPort,
 		Netns:                d.Netns,
-		Providers:            providers(writer, id),
+		Providers:            b.providers(writer, id),
 	}
 	if d.SMTPTLSPort > 0 {
 		bu.CAFile = a.CAFile

@@ -275,8 +275,9 @@ func address(a string) string {
 
 // mayHoldSecret reports whether redact.Text could change s: only text with
 // white space, ':' or '=' (the reference's "key: value" and "Bearer x"
-// shapes) or a run of 43 or more token characters (every secret we mint)
-// can. Redaction's regular expressions cost a send more than its event.
+// shapes) or a run of token characters as long as the shortest secret we
+// mint can. Redaction's regular expressions cost a send more than its
+// event.
 func mayHoldSecret(s string) bool {
 	run := 0
 	for i := 0; i < len(s); i++ {
@@ -285,7 +286,7 @@ func mayHoldSecret(s string) bool {
 		case c == ':' || c == '=' || c <= ' ':
 			return true
 		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-':
-			if run++; run >= 43 {
+			if run++; run >= redact.ShortestMinted {
 				return true
 			}
 		default:

@@ -1,6 +1,10 @@
 package plane
 
 import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -12,12 +16,24 @@ import (
 // sesRegion is the region a bundle names; the writer accepts any.
 const sesRegion = "us-east-1"
 
+// SetSESKey sets the key every trial's SES secret is made with
+// (sigv4.EnsureKey: kept in the plane's data directory, never in the
+// ledger). Without it a broker makes one for its own lifetime.
+func (b *Broker) SetSESKey(key []byte) { b.sesKey = key }
+
+// ephemeralKey is a broker's SES key until SetSESKey.
+func ephemeralKey() []byte {
+	k := make([]byte, sigv4.KeySize)
+	rand.Read(k)
+	return k
+}
+
 // providers is a trial's part of a bundle for the writer's
 // provider-compatible send APIs at writerURL: the token that opens its
 // mail API (a candidate's mail-API token, another profile's bootstrap
 // token: keys) for SendGrid, Postmark and Mailgun, and for SES the
-// trial's key pair, made from that token.
-func providers(writerURL string, id rpc.Identity) *rpc.Providers {
+// trial's key pair, made from that token with the plane's SES key.
+func (b *Broker) providers(writerURL string, id rpc.Identity) *rpc.Providers {
 	token := id.MailAPIToken
 	if keyedByBootstrap(id.Profile) {
 		token = id.BootstrapToken
@@ -27,7 +43,7 @@ func providers(writerURL string, id rpc.Identity) *rpc.Providers {
 		Postmark: rpc.PostmarkToken{BaseURL: writerURL, ServerToken: token},
 		Mailgun:  rpc.ProviderToken{BaseURL: writerURL, APIKey: token},
 		SES: rpc.SESKeys{Endpoint: writerURL, Region: sesRegion, AccessKeyID: id.Namespace,
-			SecretAccessKey: sigv4.Secret(ident.Digest(token), id.Namespace)},
+			SecretAccessKey: sigv4.Secret(b.sesKey, ident.Digest(token), id.Namespace)},
 	}
 }
 
@@ -49,12 +65,41 @@ func keyedByBootstrap(profile string) bool {
 
 // sigV4Opens reports whether proof is a valid SES signature for trial tr,
 // whose current namespace ns is the proof's access key id. The secret is
-// made again from what the plane keeps of the trial's write token; the
-// writer, which only relays the proof, never holds it.
-func sigV4Opens(tr ledger.Trial, ns ledger.Namespace, proof *rpc.SigV4Proof, now time.Time) bool {
+// made again from what the plane keeps of the trial's write token and its
+// SES key; the writer, which only relays the proof, never holds it.
+func (b *Broker) sigV4Opens(tr ledger.Trial, ns ledger.Namespace, proof *rpc.SigV4Proof, now time.Time) bool {
 	if proof == nil || ns.Name != proof.AccessKeyID || ns.Name != tr.Namespace {
 		return false
 	}
 	p := sigv4.Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
-	return sigv4.Verify(p, sigv4.Secret(writeDigest(tr), ns.Name), now) == nil
+	return sigv4.Verify(p, sigv4.Secret(b.sesKey, writeDigest(tr), ns.Name), now) == nil
+}
+
+// bySigV4 binds a shared writer's SigV4 request to the trial whose
+// namespace its access key id names. A refusal names no trial, by its
+// answer, by a trail or by its time: a missing namespace costs the same
+// two store reads and the same derivation and check of the signature
+// (with a secret made from a digest no token has) as a real namespace with
+// a wrong signature, and neither is written into a trail.
+func (b *Broker) bySigV4(ctx context.Context, c caller, sel selector, t target) (target, error) {
+	ns, err := b.ledger.Namespace(ctx, sel.namespace)
+	found := err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return t, b.storeErr("namespace", err)
+	}
+	tr, err := b.ledger.Trial(ctx, ns.TrialID) // ID 0 when none: read, and found missing
+	found = found && err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return t, b.storeErr("trial", err)
+	}
+	now := time.Now()
+	if !found {
+		tr, ns = ledger.Trial{Namespace: sel.namespace, MailAPIToken: nothingOpens}, ledger.Namespace{Name: sel.namespace}
+	}
+	ok := b.sigV4Opens(tr, ns, sel.proof, now)
+	if !found || !ok || tr.Expired(now) || !slices.Contains(c.accepts, credSigV4) {
+		return t, refusal[credSigV4] // t names no namespace: the refusal is only counted
+	}
+	t.trial, t.ns = tr, ns
+	return t, nil
 }

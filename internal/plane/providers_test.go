@@ -33,9 +33,10 @@ func TestSigV4Opens(t *testing.T) {
 	idB := rpc.Identity{Namespace: "trial-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", MailAPIToken: ident.Capability()}
 	trA := ledger.Trial{Namespace: idA.Namespace, MailAPIToken: ident.Digest(idA.MailAPIToken)}
 	nsA := ledger.Namespace{Name: idA.Namespace}
-	secretA := providers("http://w", idA).SES.SecretAccessKey
-	secretB := providers("http://w", idB).SES.SecretAccessKey
-	if !sigV4Opens(trA, nsA, signed(idA.Namespace, secretA, now), now) {
+	b := &Broker{sesKey: ephemeralKey()}
+	secretA := b.providers("http://w", idA).SES.SecretAccessKey
+	secretB := b.providers("http://w", idB).SES.SecretAccessKey
+	if !b.sigV4Opens(trA, nsA, signed(idA.Namespace, secretA, now), now) {
 		t.Fatal("the bundle's own key pair does not open its trial")
 	}
 	rotated := trA
@@ -50,8 +51,9 @@ func TestSigV4Opens(t *testing.T) {
 		"an hour old":               {trA, signed(idA.Namespace, secretA, now.Add(-time.Hour))},
 		"no proof":                  {trA, nil},
 		"the mail-API token as key": {trA, signed(idA.Namespace, idA.MailAPIToken, now)},
+		"another plane's key":       {trA, signed(idA.Namespace, (&Broker{sesKey: ephemeralKey()}).providers("http://w", idA).SES.SecretAccessKey, now)},
 	} {
-		if sigV4Opens(c.tr, nsA, c.proof, now) {
+		if b.sigV4Opens(c.tr, nsA, c.proof, now) {
 			t.Errorf("%s opened the trial", name)
 		}
 	}

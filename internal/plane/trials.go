@@ -195,7 +195,7 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 		SMTPTLSPort:          a.SMTPTLSPort,
 		WriterHTTPSURL:       a.WriterHTTPSURL,
 		EvidencePublicKey:    b.PublicKey(),
-		Providers:            providers(a.WriterURL, id),
+		Providers:            b.providers(a.WriterURL, id),
 	}
 }
 

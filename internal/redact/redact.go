@@ -2,8 +2,10 @@
 // made safe to write down: log lines, error texts, evidence files.
 //
 // It removes what the reference removes (docs/reference.md §10) and, in addition,
-// anything shaped like a secret this project mints: grants, 64-hex
-// capabilities and tokens, and 43-character inbox tokens.
+// anything shaped like a secret this project mints, each by its own shape:
+// grants (mpg_ and 64 hex), SES secret access keys (mps_ and 36 base64url),
+// netns door keys (mpd_ and 26 base32), 64-hex capabilities and tokens,
+// and 43-character inbox tokens.
 package redact
 
 import (
@@ -19,17 +21,33 @@ const Marker = "[REDACTED]"
 // reference is docs/reference.md §10's pattern, verbatim.
 var reference = regexp.MustCompile(`(?i)(?:bearer\s+[^\s"']+|(?:authorization|cookie|credential|password|secret|token|otp|verification[-_ ]?code|card[-_ ]?number)\s*[:=]\s*(?:bearer\s+)?[^\s,;]+)`)
 
-// minted matches our own secret formats wherever they stand, also inside
-// JSON strings where the reference's "key: value" shape does not apply.
-var minted = regexp.MustCompile(`mpg_[0-9a-fA-F]{64}|\b[0-9a-fA-F]{64}\b|[A-Za-z0-9_-]{43,}`)
+// prefixed matches the secrets we mint with a prefix of their own (grants,
+// SES secrets, door keys) wherever they stand, even inside a longer run of
+// token characters; minted the others, also inside JSON strings where the
+// reference's "key: value" shape does not apply.
+var (
+	prefixed = regexp.MustCompile(`mpg_[0-9a-fA-F]{64}|mps_[A-Za-z0-9_-]{36}|mpd_[A-Z2-7]{26}`)
+	minted   = regexp.MustCompile(`\b[0-9a-fA-F]{64}\b|[A-Za-z0-9_-]{43,}`)
+)
+
+// ShortestMinted is the length of the shortest secret we mint (a door
+// key): text with no run of token characters this long holds none.
+const ShortestMinted = 30
 
 // Text returns s with every secret replaced by Marker.
 func Text(s string) string {
-	s = reference.ReplaceAllString(s, Marker)
+	return Minted(reference.ReplaceAllString(s, Marker))
+}
+
+// Minted returns s with only the secrets this project mints replaced by
+// Marker: for text a person must read as it was written, such as mail
+// shown to the operator, where Text would also hide "code: 123456".
+func Minted(s string) string {
+	s = prefixed.ReplaceAllString(s, Marker)
 	return minted.ReplaceAllStringFunc(s, func(m string) string {
 		// A run of base64url characters is a token only when it is exactly
 		// one: longer runs (URLs' paths, hashes of other lengths) stay.
-		if len(m) == 43 || strings.HasPrefix(m, "mpg_") || len(m) == 64 {
+		if len(m) == 43 || len(m) == 64 {
 			return Marker
 		}
 		return m

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -35,7 +36,7 @@ func TestTextReferenceRows(t *testing.T) {
 }
 
 func TestTextMintedFormats(t *testing.T) {
-	secrets := []string{ident.Grant(), ident.Capability(), ident.InboxToken()}
+	secrets := []string{ident.Grant(), ident.Capability(), ident.InboxToken(), "mps_" + ident.InboxToken()[:36], "mpd_" + rand.Text()}
 	for _, s := range secrets {
 		for _, wrap := range []string{`{"grant":"%s"}`, "path /inbox/%s/messages/1", "%s", `x="%s"`} {
 			line := strings.Replace(wrap, "%s", s, 1)
@@ -43,6 +44,13 @@ func TestTextMintedFormats(t *testing.T) {
 			if strings.Contains(got, s) {
 				t.Errorf("secret survived in %q", got)
 			}
+		}
+	}
+	// A prefixed secret is found inside a longer run of token characters
+	// too, where the unprefixed shapes are not.
+	for _, s := range secrets[3:] {
+		if got := Text(strings.Repeat("a", 50) + s); strings.Contains(got, s) {
+			t.Errorf("secret survived in %q", got)
 		}
 	}
 	keep := []string{"trial-0123456789abcdef0123456789abcdef", "sha256 of 32 hex 0123456789abcdef0123456789abcdef"}

@@ -33,6 +33,7 @@ import (
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/internal/plane"
+	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -49,7 +50,7 @@ func StoreFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mailpit-image", Value: d.MailpitImage, Usage: "image for --mailpit-runtime docker"},
 		&cli.Int64Flag{Name: "quota-messages", Value: d.QuotaMessages, Usage: "messages per namespace (0: unlimited)"},
 		&cli.Int64Flag{Name: "quota-bytes", Value: d.QuotaBytes, Usage: "stored bytes per namespace (0: unlimited)"},
-		&cli.Int64Flag{Name: "event-budget", Value: d.EventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary (0: unlimited)"},
+		&cli.Int64Flag{Name: "event-budget", Value: d.EventBudget, Usage: "events a namespace's trail holds before refusals and reads are only counted, in one summary; the agent's opens and clicks have as many again of their own (0: unlimited)"},
 		&cli.DurationFlag{Name: "evidence-retention", Value: d.EvidenceRetention, Usage: "how long a closed trial's trail is kept for mail-plane evidence export"},
 	}
 }
@@ -145,6 +146,9 @@ func Run(cfg Config, log zerolog.Logger) error {
 	if err := setSigner(broker, cfg.Data); err != nil {
 		return err
 	}
+	if err := setSESKey(ctx, broker, l, cfg.Data, log); err != nil {
+		return err
+	}
 	broker.SetAdvertise(adv)
 	grants := cmp.Or(cfg.GrantsDir, cfg.Data)
 	// The gateway's, admin's and console's grants, and the shared
@@ -211,6 +215,36 @@ func setSigner(b *plane.Broker, data string) error {
 		return fmt.Errorf("evidence key: %w", err)
 	}
 	b.SetSigner(key)
+	return nil
+}
+
+// sesKeyCheck is the meta key under which the ledger keeps the SES key's
+// check value.
+const sesKeyCheck = "ses_key_check"
+
+// setSESKey gives the broker the key it makes SES secrets with, kept in
+// the data directory (minted 0600 at first start; it never leaves it and
+// is never in the ledger), and compares it with the one the ledger's first
+// plane made its trials' SES secrets with (by a one-way check value). They
+// differ when planes of one PostgreSQL minted a key each, or when a data
+// directory lost its ses.key: SES requests for the other key's trials are
+// then refused here, and the log says why and what to do.
+func setSESKey(ctx context.Context, b *plane.Broker, l *ledger.Ledger, data string, log zerolog.Logger) error {
+	key, err := sigv4.EnsureKey(filepath.Join(data, sigv4.KeyFile))
+	if err != nil {
+		return fmt.Errorf("SES key: %w", err)
+	}
+	b.SetSESKey(key)
+	mine := sigv4.KeyCheck(key)
+	kept, err := l.KeyCheck(ctx, sesKeyCheck, mine)
+	if err != nil {
+		return fmt.Errorf("SES key check: %w", err)
+	}
+	if kept != mine {
+		log.Error().Str("file", filepath.Join(data, sigv4.KeyFile)).Msg("this plane's SES key is not the one the database's trials were opened with " +
+			"(another plane of this database minted its own, or this data directory lost its ses.key): SES signatures for those trials are refused here; " +
+			"copy ses.key from a plane of the database into this data directory (0600) and restart")
+	}
 	return nil
 }
 

@@ -238,13 +238,23 @@ func mac(key []byte, data string) []byte {
 	return h.Sum(nil)
 }
 
-// Secret is a trial's secret access key, made from what the plane keeps
-// of the trial's mail-API token (its digest) and its namespace: the plane
-// can sign with it again without storing it, it changes when the token is
-// rotated, and it is gone with the trial. Nobody who holds only the
-// secret can derive the token, nor another trial's secret.
-func Secret(tokenDigest []byte, namespace string) string {
-	return base64.RawStdEncoding.EncodeToString(mac(tokenDigest, "mailplane ses secret access key\x00"+namespace))[:40]
+// SecretPrefix starts every secret access key Secret makes, so that the
+// redaction point knows one wherever it turns up (internal/redact).
+const SecretPrefix = "mps_"
+
+// Secret is a trial's secret access key: "mps_" and 36 base64url
+// characters (40 in all, as AWS's are), made with the plane's SES key
+// (EnsureKey) from what the plane keeps of the trial's write token (its
+// digest) and its namespace. The plane can sign with it again without
+// storing it, it changes when the token is rotated, and it is gone with the
+// trial. Whoever reads the ledger (its token digests) still cannot make
+// it without the key, which the ledger never holds; nobody who holds only
+// the secret can derive the token, nor another trial's secret.
+func Secret(key, tokenDigest []byte, namespace string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("mailplane ses secret access key v2\x00" + namespace + "\x00"))
+	m.Write(tokenDigest)
+	return SecretPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil))[:40-len(SecretPrefix)]
 }
 
 // token: 1 to max printable ASCII characters without separators.

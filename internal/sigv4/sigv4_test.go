@@ -65,9 +65,10 @@ func signed(t *testing.T, akid, secret, region, path, query string, body []byte,
 func TestSDKSignatures(t *testing.T) {
 	now := time.Now().UTC()
 	ns := "trial-0123456789abcdef0123456789abcdef"
-	secret := Secret([]byte("digest of trial A's token"), ns)
-	other := Secret([]byte("digest of trial B's token"), "trial-ffffffffffffffffffffffffffffffff")
-	if len(secret) != 40 || secret == other {
+	key := []byte("the plane's SES key, 32 bytes...")
+	secret := Secret(key, []byte("digest of trial A's token"), ns)
+	other := Secret(key, []byte("digest of trial B's token"), "trial-ffffffffffffffffffffffffffffffff")
+	if len(secret) != 40 || !strings.HasPrefix(secret, SecretPrefix) || secret == other {
 		t.Fatalf("secrets %q %q", secret, other)
 	}
 	body := []byte(`{"FromEmailAddress":"a@example.com"}`)
