@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,12 @@ import (
 // any trial, on every route; every other credential a party holds (the
 // candidate's, the agent's, the evaluator's, every surface's grant, the
 // console's own) is refused the same way. The admin grant, as a Bearer
-// or through the login form's cookie, opens it; the cookie is HttpOnly
-// and SameSite=Strict, and a form posted from another origin is refused.
+// or through the sign-in form's session, opens it. The session is a
+// capability in the path, never a cookie (no answer sets one, and a
+// cookie is no credential); a forged or ended capability opens nothing
+// and is not echoed; a message's frame URL opens that message only; a
+// form posted from another origin, another port of the same host
+// included, is refused.
 func TestAccess(t *testing.T) {
 	s := startStack(t)
 	id := s.plane.Trial(t, rpc.ProfileCandidate)
@@ -55,9 +60,13 @@ func TestAccess(t *testing.T) {
 			noSecret(t, who+" on "+path, a.body, secrets)
 		}
 	}
-	// A session cookie that no login opened is no credential either.
-	if a := s.get(t, "/", "", "Cookie", "mailplane_console="+strings.Repeat("A", 43)); a.status != http.StatusUnauthorized {
-		t.Fatalf("a forged session: %d", a.status)
+	// A capability that no sign-in opened is no credential, and the 401
+	// does not echo it; nor is the old cookie.
+	forged := strings.Repeat("A", 43)
+	for _, path := range []string{"/s/" + forged + "/", "/s/" + forged + "/trials/" + id.Namespace} {
+		if a := s.get(t, path, "", "Accept", "text/html"); a.status != http.StatusUnauthorized || strings.Contains(a.body, forged) {
+			t.Fatalf("a forged session on %s: %d", path, a.status)
+		}
 	}
 
 	for _, path := range []string{"/", "/?ns=" + id.Namespace, "/trials/" + id.Namespace, "/metrics"} {
@@ -68,28 +77,79 @@ func TestAccess(t *testing.T) {
 		noSecret(t, "admin on "+path, a.body, secrets)
 	}
 
-	// The login form: a wrong grant, then the admin's from another site,
-	// then from the console itself.
-	if a := s.login(t, s.plane.Grant(t, rpc.RoleGateway), s.console.URL); a.status != http.StatusUnauthorized || len(a.header["Set-Cookie"]) != 0 {
-		t.Fatalf("login with the gateway grant: %d %q", a.status, a.header["Set-Cookie"])
+	// The sign-in form: a wrong grant, then the admin's from another
+	// site and from another port of this host, then from the console.
+	if a := s.login(t, s.plane.Grant(t, rpc.RoleGateway), s.console.URL); a.status != http.StatusUnauthorized || a.header.Get("Location") != "" {
+		t.Fatalf("sign-in with the gateway grant: %d %q", a.status, a.header.Get("Location"))
 	}
-	if a := s.login(t, s.admin, "http://evil.example"); a.status != http.StatusForbidden || len(a.header["Set-Cookie"]) != 0 {
-		t.Fatalf("login posted from another site: %d %q", a.status, a.header["Set-Cookie"])
-	}
-	a := s.login(t, s.admin, s.console.URL)
-	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/" {
-		t.Fatalf("login: %d %q", a.status, a.header.Get("Location"))
-	}
-	ck := a.header.Get("Set-Cookie")
-	for _, attr := range []string{"HttpOnly", "SameSite=Strict", "Path=/"} {
-		if !strings.Contains(ck, attr) {
-			t.Fatalf("session cookie %q lacks %s", ck, attr)
+	for _, from := range [][2]string{{"http://evil.example", ""}, {"http://127.0.0.1:1", ""}, {"http://127.0.0.1:1", "same-site"},
+		{"null", "same-site"}, {"null", "cross-site"}, {"https://" + strings.TrimPrefix(s.console.URL, "http://"), ""}, {s.console.URL, "same-site"}} {
+		if a := s.login(t, s.admin, from[0], "Sec-Fetch-Site", from[1]); a.status != http.StatusForbidden || a.header.Get("Location") != "" {
+			t.Fatalf("sign-in posted from %v: %d %q", from, a.status, a.header.Get("Location"))
 		}
 	}
-	noSecret(t, "the session cookie", ck, secrets)
-	cookie, _, _ := strings.Cut(ck, ";")
-	if a := s.get(t, "/", "", "Cookie", cookie); a.status != http.StatusOK || !strings.Contains(a.body, id.Namespace) {
-		t.Fatalf("with the session: %d", a.status)
+	base := s.signIn(t)
+	capability := strings.TrimPrefix(base, "/s/")
+	noSecret(t, "the session's path", base, secrets)
+	if a := s.get(t, "/", "", "Cookie", "mailplane_console="+capability); a.status != http.StatusUnauthorized {
+		t.Fatalf("the capability as a cookie: %d", a.status)
+	}
+	page := s.get(t, base+"/trials/"+id.Namespace, "")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "Welcome aboard") || page.header.Get("Referrer-Policy") != "no-referrer" {
+		t.Fatalf("the session's trial page: %d %q", page.status, page.header.Get("Referrer-Policy"))
+	}
+	noSecret(t, "the session's trial page", page.body, secrets)
+	// Every link of the page stays in the session, or is its frame.
+	for _, m := range regexp.MustCompile(`(?:href|action|src|data-live)="([^"]*)"`).FindAllStringSubmatch(page.body, -1) {
+		if u := strings.ReplaceAll(m[1], "&amp;", "&"); !strings.HasPrefix(u, base+"/") && !strings.HasPrefix(u, "/frames/") && u != "/console.css" && u != "/console.js" {
+			t.Errorf("the session's page links to %q", u)
+		}
+	}
+
+	// A frame's URL carries no capability and opens its message only.
+	s.send(t, id, email{To: []string{"user@example.com"}, Subject: "HTML", HTML: "<p id=x>framed</p>"})
+	page = s.get(t, base+"/trials/"+id.Namespace, "")
+	src := regexp.MustCompile(`<iframe sandbox[^>]* src="(/frames/[^"]+)"`).FindStringSubmatch(page.body)
+	if src == nil || strings.Contains(src[1], capability) || !strings.Contains(src[1], "/"+id.Namespace+"/2/") {
+		t.Fatalf("the frame's URL: %v", src)
+	}
+	if a := s.get(t, src[1], ""); a.status != http.StatusOK || !strings.Contains(a.body, "framed") || a.header.Get("Content-Security-Policy") != console.MailContentSecurityPolicy {
+		t.Fatalf("the frame: %d %q", a.status, a.body)
+	}
+	flipped := []byte(src[1])
+	flipped[len(flipped)-1] ^= 1 // another letter of base64url
+	for _, other := range []string{strings.Replace(src[1], "/2/", "/1/", 1), string(flipped), src[1] + "/x"} {
+		if a := s.get(t, other, ""); a.status != http.StatusNotFound || strings.Contains(a.body, "framed") || strings.Contains(a.body, "482913") {
+			t.Fatalf("an altered frame URL %s: %d", other, a.status)
+		}
+	}
+	if a := s.get(t, base+"/trials/"+id.Namespace+"/messages/2/html", ""); a.status != http.StatusNotFound {
+		t.Fatalf("a session's frame under its capability: %d", a.status)
+	}
+
+	// Signing out: not from another origin, nor by a link; then the
+	// capability and its frames open nothing.
+	logout := func(origin string) answer {
+		req, _ := http.NewRequest(http.MethodPost, s.console.URL+base+"/logout", nil)
+		req.Header.Set("Origin", origin)
+		return do(t, req)
+	}
+	if a := logout("http://127.0.0.1:1"); a.status != http.StatusForbidden {
+		t.Fatalf("sign-out posted from another port: %d", a.status)
+	}
+	if a := s.get(t, base+"/logout", ""); a.status != http.StatusMethodNotAllowed {
+		t.Fatalf("sign-out by GET: %d", a.status)
+	}
+	if a := s.get(t, base+"/", ""); a.status != http.StatusOK {
+		t.Fatalf("the session after refused sign-outs: %d", a.status)
+	}
+	if a := logout(s.console.URL); a.status != http.StatusSeeOther || a.header.Get("Location") != "/login" {
+		t.Fatalf("sign-out: %d %q", a.status, a.header.Get("Location"))
+	}
+	for _, path := range []string{base + "/", src[1]} {
+		if a := s.get(t, path, ""); a.status == http.StatusOK {
+			t.Fatalf("%s after sign-out: %d", path, a.status)
+		}
 	}
 }
 
@@ -377,7 +437,12 @@ func TestSafeNext(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, s.console.URL+"/login", strings.NewReader(url.Values{"grant": {s.admin}, "next": {next}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", s.console.URL)
-		if a := do(t, req); a.status != http.StatusSeeOther || a.header.Get("Location") != want {
+		a := do(t, req)
+		loc := a.header.Get("Location")
+		if len(loc) > len("/s/")+43 && strings.HasPrefix(loc, "/s/") {
+			loc = loc[len("/s/")+43:]
+		}
+		if a.status != http.StatusSeeOther || loc != want {
 			t.Errorf("next %q: %d to %q, want %q", next, a.status, a.header.Get("Location"), want)
 		}
 	}
