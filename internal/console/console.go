@@ -196,6 +196,9 @@ func (c *Console) call(ctx context.Context, method string, req, resp any) error 
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v visit, err error) {
 	code := rpc.CodeOf(err)
 	switch {
+	case r.Context().Err() != nil:
+		// The browser left (a page closed while its stream waited): no one
+		// to answer, nothing to log.
 	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		if v.sess != nil {
 			c.sessions.end(v.key)

@@ -214,7 +214,7 @@ func TestPages(t *testing.T) {
 	if strings.Contains(page.body, "<script>alert") {
 		t.Fatal("the hostile HTML is inline in the console's own page")
 	}
-	if p := s.get(t, "/trials/"+b.Namespace, s.admin); !strings.Contains(p.body, "refused") || !strings.Contains(p.body, "invalid_envelope") {
+	if p := s.get(t, "/trials/"+b.Namespace, s.admin); !strings.Contains(p.body, "tried to send a message: refused (invalid envelope).") {
 		t.Fatalf("the refused send is not on b's timeline:\n%s", p.body)
 	}
 	frame := s.get(t, "/trials/"+a.Namespace+"/messages/2/html", s.admin)
@@ -446,4 +446,141 @@ func TestSafeNext(t *testing.T) {
 			t.Errorf("next %q: %d to %q, want %q", next, a.status, a.header.Get("Location"), want)
 		}
 	}
+}
+
+// A trial's page, from a real run: its mail newest first, each with the
+// sender's display name; its trail newest first, each event a sentence
+// (the agent's open of a message that does not exist reads "The agent
+// tried to open message 7: not found", never "open accepted not_found").
+func TestTrialPage(t *testing.T) {
+	s := startStack(t)
+	id := s.plane.Trial(t, rpc.ProfileCandidate)
+	for _, subject := range []string{"First", "Second", "Third"} {
+		if st := s.send(t, id, email{From: "Acme Support <" + rpc.CandidateSender + ">", To: []string{"ann@example.com"}, Subject: subject, Text: subject}); st != http.StatusOK {
+			t.Fatalf("send %s: %d", subject, st)
+		}
+	}
+	if st := s.send(t, id, email{From: "intruder@example.com", To: []string{"ann@example.com"}, Subject: "x", Text: "x"}); st < 400 {
+		t.Fatalf("a send from another sender: %d", st)
+	}
+	if st := s.send(t, id, email{From: `"ceo@bank.example" <` + rpc.CandidateSender + ">", To: []string{"ann@example.com"}, Subject: "Fourth", Text: "x"}); st != http.StatusOK {
+		t.Fatalf("send with an address for a name: %d", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agent := s.plane.Client(t, s.plane.Grant(t, rpc.RoleInbox))
+	if _, err := agent.Get(ctx, &rpc.ReadRequest{Namespace: id.Namespace, InboxToken: id.InboxToken, ID: 7}); rpc.CodeOf(err) != rpc.CodeNotFound {
+		t.Fatalf("the agent's open of message 7: %v", err)
+	}
+	if _, err := agent.Get(ctx, &rpc.ReadRequest{Namespace: id.Namespace, InboxToken: id.InboxToken, ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	gw := s.plane.Client(t, s.plane.Grant(t, rpc.RoleGateway))
+	if _, err := gw.List(ctx, &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability}); err != nil {
+		t.Fatal(err)
+	}
+
+	page := s.get(t, "/trials/"+id.Namespace, s.admin)
+	if page.status != http.StatusOK {
+		t.Fatalf("the trial's page: %d", page.status)
+	}
+	at := func(what string) int {
+		t.Helper()
+		i := strings.Index(page.body, what)
+		if i < 0 {
+			t.Fatalf("the trial's page lacks %q:\n%s", what, page.body)
+		}
+		return i
+	}
+	if !(at(`id="m4"`) < at(`id="m3"`) && at(`id="m3"`) < at(`id="m2"`) && at(`id="m2"`) < at(`id="m1"`)) {
+		t.Error("the mail is not newest first")
+	}
+	if n := strings.Count(page.body, `<b class="sender">Acme Support &lt;`+rpc.CandidateSender+`&gt;</b>`); n != 3 {
+		t.Errorf("the display name is shown on %d messages of 3", n)
+	}
+	if !strings.Contains(page.body, `<b class="sender">`+rpc.CandidateSender+` (name: &#34;ceo@bank.example&#34;)</b>`) {
+		t.Error("a display name shaped like an address is not shown after the real address")
+	}
+	sentences := []string{
+		"The evaluator listed the mail: messages 1, 2, 3, 4.",
+		"The agent opened message 2.",
+		"The agent tried to open message 7: not found.",
+		"The candidate&#39;s site sent message 4 to ann@example.com.",
+		"The candidate&#39;s site tried to send a message: refused (invalid envelope).",
+		"The candidate&#39;s site sent message 3 to ann@example.com.",
+		"The candidate&#39;s site sent message 1 to ann@example.com.",
+		"The trial was opened.",
+	}
+	for i := 1; i < len(sentences); i++ {
+		if at(sentences[i-1]) > at(sentences[i]) {
+			t.Errorf("the trail is not newest first: %q after %q", sentences[i-1], sentences[i])
+		}
+	}
+	for _, raw := range []string{"open accepted not_found", "<b>open</b>", "not_found</code>"} {
+		if strings.Contains(page.body, raw) {
+			t.Errorf("the trail shows %q", raw)
+		}
+	}
+}
+
+// A page's live stream that ends because the browser left, as it does
+// whenever a page closes or moves on, logs nothing at INFO or above, in
+// the console or the plane (their real output, read as JSON lines).
+func TestLiveQuiet(t *testing.T) {
+	s := startStack(t)
+	id := s.plane.Trial(t, rpc.ProfileCandidate)
+	cut := func() int {
+		return len(logLines(s.plane.Output(), func(m map[string]any) bool {
+			return m["method"] == "console.wait" && m["code"] == rpc.CodeDeadlineExceeded
+		}))
+	}
+	// Streams that the browser leaves while their plane call waits: the
+	// call starts half a second (minGap) after the stream's first answer,
+	// so each leaves a second after it, until the plane has logged three
+	// waits cut short (it logs a call as it ends).
+	deadline := time.Now().Add(60 * time.Second)
+	for cut() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the plane logged %d waits cut short in 60s:\n%s", cut(), s.plane.Output())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.console.URL+"/live?trial="+id.Namespace+"&v=999999", nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the stream: %d %v", resp.StatusCode, err)
+		}
+		before := cut()
+		time.Sleep(time.Second)
+		cancel()
+		resp.Body.Close()
+		// Its cut call is logged soon; a stream left before its call
+		// began leaves no line, and the loop makes another.
+		for end := time.Now().Add(5 * time.Second); cut() == before && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for name, out := range map[string]string{"mail-plane": s.plane.Output(), "mail-console": s.console.Output()} {
+		loud := logLines(out, func(m map[string]any) bool {
+			return m["level"] != "debug" && m["message"] != "console listening" && m["message"] != "plane listening" && m["message"] != "trial created"
+		})
+		if len(loud) > 0 {
+			t.Errorf("%s logged at INFO or above:\n%s", name, strings.Join(loud, "\n"))
+		}
+	}
+}
+
+// logLines are the JSON lines of a process's output that match.
+func logLines(out string, match func(map[string]any) bool) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && match(m) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/redact"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -37,6 +37,10 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"age":  age,
 	"when": when,
 	"mask": redact.Minted,
+	// sender is a message's sender as the agent's inbox shows it: the
+	// display name, then the address (a name that looks like an address
+	// comes after the real one).
+	"sender": func(name, address string) string { return redact.Minted(mailmsg.ShowSender(name, address)) },
 }).ParseFS(assets, "assets/pages.html"))
 
 // pageData is what every page template reads.
@@ -149,13 +153,14 @@ func (c *Console) trial(w http.ResponseWriter, r *http.Request, v visit, ns stri
 		c.fail(w, r, v, err)
 		return
 	}
+	// Mail and trail newest first: the latest is what an operator looks
+	// for.
+	sort.SliceStable(t.Messages, func(i, j int) bool { return t.Messages[i].ID > t.Messages[j].ID })
 	d := pageData{Title: ns, Base: v.base, visit: v, Trial: &t, Timeline: timeline(t.Events)}
 	var last int64
-	if n := len(d.Timeline); n > 0 {
-		last = d.Timeline[n-1].Seq
+	if len(d.Timeline) > 0 {
+		last = d.Timeline[0].Seq
 	}
-	// Newest first: the latest step is what an operator looks for.
-	sort.SliceStable(d.Timeline, func(i, j int) bool { return d.Timeline[i].Seq > d.Timeline[j].Seq })
 	d.Live = v.base + "/live?" + url.Values{"trial": {ns}, "v": {strconv.FormatInt(last, 10)}}.Encode()
 	c.render(w, http.StatusOK, "trial", d)
 }
@@ -178,57 +183,6 @@ func (c *Console) messageHTML(w http.ResponseWriter, r *http.Request, v visit, n
 		}
 	}
 	c.notice(w, visit{}, http.StatusNotFound, "Not found", "No such message.")
-}
-
-// event is one step of the timeline.
-type event struct {
-	Seq                                        int64
-	Time, Door, Action, Outcome, Code, Details string
-}
-
-// standard are the members every event has, shown in their own columns
-// (or, for the chain, not at all).
-var standard = map[string]bool{"seq": true, "time": true, "namespace": true, "door": true, "action": true,
-	"outcome": true, "code": true, "prev": true, "hash": true}
-
-// timeline turns a trail's lines into steps; members beyond the standard
-// ones (the credential kind, message ids, addresses, a fault, a link
-// clicked) are shown as details, whatever they are.
-func timeline(lines []json.RawMessage) []event {
-	out := make([]event, 0, len(lines))
-	for _, l := range lines {
-		var m map[string]any
-		if json.Unmarshal(l, &m) != nil {
-			continue
-		}
-		e := event{Time: str(m["time"]), Door: str(m["door"]), Action: str(m["action"]), Outcome: str(m["outcome"]), Code: str(m["code"])}
-		if s, ok := m["seq"].(float64); ok {
-			e.Seq = int64(s)
-		}
-		var keys []string
-		for k := range m {
-			if !standard[k] {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		var b strings.Builder
-		for _, k := range keys {
-			v, _ := json.Marshal(m[k])
-			if b.Len() > 0 {
-				b.WriteString("  ")
-			}
-			b.WriteString(k + "=" + strings.Trim(string(v), `"`))
-		}
-		e.Details = b.String()
-		out = append(out, e)
-	}
-	return out
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 // age formats a duration in milliseconds as a person reads it.
