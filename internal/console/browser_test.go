@@ -63,8 +63,9 @@ func TestBrowser(t *testing.T) {
 	s := startStack(t)
 	id := s.plane.Trial(t, rpc.ProfileCandidate)
 	far := newRemote(t)
-	s.send(t, id, email{To: []string{"ann@example.com"}, Subject: "Your sign-in code",
+	s.send(t, id, email{From: "Acme <" + rpc.CandidateSender + ">", To: []string{"ann@example.com"}, Subject: "Your sign-in code",
 		HTML: `<h1 id=greeting>Welcome, Ann</h1><p>Your verification code is <b>482913</b>.</p>`})
+	s.send(t, id, email{From: "intruder@example.com", To: []string{"ann@example.com"}, Subject: "x", Text: "x"})
 	s.send(t, id, email{To: []string{"ann@example.com"}, Subject: "Hostile", HTML: `<p id=hostile>look</p>` +
 		`<script>document.body.dataset.ran="1";alert(1);fetch("` + far.URL + `/fetch")</script>` +
 		`<img src="` + far.URL + `/pixel"><link rel=stylesheet href="` + far.URL + `/css"><script src="` + far.URL + `/js"></script>` +
@@ -107,7 +108,8 @@ func TestBrowser(t *testing.T) {
 
 	// The mail: its code and its timeline in the page, its HTML in a
 	// sandboxed frame with no permission at all.
-	if text := eval(`document.querySelector("main").innerText`); !strings.Contains(text, "482913") || !strings.Contains(text, "writer-http") {
+	if text := eval(`document.querySelector("main").innerText`); !strings.Contains(text, "482913") || !strings.Contains(text, "writer-http") ||
+		!strings.Contains(text, "from Acme <"+rpc.CandidateSender+">") || !strings.Contains(text, "The candidate's site tried to send a message: refused (invalid envelope).") {
 		t.Fatalf("the trial's page shows %q", text)
 	}
 	if n := eval(`String(document.querySelectorAll(".timeline li").length)`); n == "0" {
