@@ -38,8 +38,8 @@ func App() *cli.App {
 		Usage: "the operator's read-only console: every trial, its mail and trail, live; Prometheus metrics",
 		Description: "Serves GET /healthz, GET / (the trials), /trials/{ns} (one trial's mail and trail), /live (Server-Sent Events),\n" +
 			"/metrics (Prometheus) and /login. Every page needs the plane's admin grant: Authorization: Bearer, or the\n" +
-			"login form's HttpOnly, SameSite=Strict session cookie. Holds only the console grant, which by itself\n" +
-			"reads nothing: the plane checks the operator's admin grant with every call.",
+			"session the sign-in form opens, a capability in the path (/s/CAPABILITY/...; no cookie). Holds only the\n" +
+			"console grant, which by itself reads nothing: the plane checks the operator's admin grant with every call.",
 		HideHelpCommand: true,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_CONSOLE_LISTEN"}},

@@ -1,11 +1,13 @@
 package console
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,34 +16,53 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// Sessions of the login form: the browser holds a random session id in an
-// HttpOnly, SameSite=Strict cookie; the console holds, under the id's
-// digest, the admin grant the form was given, and forwards it with every
-// plane call as a Bearer would be. A grant the plane stops accepting
-// (revoked) ends the session at its next call.
+// Sessions of the sign-in form. A browser sends a cookie to every port of
+// its host (cookies are not scoped by port), so a page a candidate serves
+// on another port of 127.0.0.1 would receive one. The session is instead a
+// capability in the path, /s/<capability>/…, as the agent's inbox has: a
+// URL of the console's own origin, which the browser sends to that origin
+// only, and every page links within it. Pages carry Referrer-Policy:
+// no-referrer, link nowhere else, and a message's HTML is framed from a
+// URL that names the session only by the digest of its capability, with a
+// MAC that opens that one message (frameURL): a link in the mail that
+// sends its Referer carries out nothing but the mail itself.
+//
+// The console holds, under the capability's digest, the admin grant the
+// form was given, and forwards it with every plane call as a Bearer would
+// be. A grant the plane stops accepting (revoked) ends the session at its
+// next call.
 const (
-	cookieName  = "mailplane_console"
 	sessionTTL  = 12 * time.Hour
 	maxSessions = 256
+	// capLen is a capability's length: 32 random bytes, base64url.
+	capLen = 43
+	// sessionPrefix and framePrefix start a session's pages and a
+	// message's frame.
+	sessionPrefix = "/s/"
+	framePrefix   = "/frames/"
 )
 
 type session struct {
 	grant   string
 	expires time.Time
+	// frameKey signs the URLs of this session's frames.
+	frameKey [32]byte
 }
 
 type sessions struct {
 	mu sync.Mutex
-	m  map[[32]byte]session
+	m  map[[32]byte]*session
 }
 
-func newSessions() *sessions { return &sessions{m: map[[32]byte]session{}} }
+func newSessions() *sessions { return &sessions{m: map[[32]byte]*session{}} }
 
-// open mints a session for grant and returns its id.
+// open mints a session for grant and returns its capability.
 func (s *sessions) open(grant string) string {
 	var b [32]byte
 	rand.Read(b[:])
-	id := base64.RawURLEncoding.EncodeToString(b[:])
+	capability := base64.RawURLEncoding.EncodeToString(b[:])
+	sess := &session{grant: grant, expires: time.Now().Add(sessionTTL)}
+	rand.Read(sess.frameKey[:])
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,60 +72,112 @@ func (s *sessions) open(grant string) string {
 		}
 	}
 	if len(s.m) >= maxSessions {
-		// The oldest goes: an operator who logs in always gets in.
+		// The oldest goes: an operator who signs in always gets in.
 		var oldest [32]byte
-		first := true
+		var first *session
 		for k, v := range s.m {
-			if first || v.expires.Before(s.m[oldest].expires) {
-				oldest, first = k, false
+			if first == nil || v.expires.Before(first.expires) {
+				oldest, first = k, v
 			}
 		}
 		delete(s.m, oldest)
 	}
-	s.m[sha256.Sum256([]byte(id))] = session{grant: grant, expires: now.Add(sessionTTL)}
-	return id
+	s.m[sha256.Sum256([]byte(capability))] = sess
+	return capability
 }
 
-// grant is the grant of r's session cookie. The map is keyed by the id's
-// digest: finding it tells nothing about another id.
-func (s *sessions) grant(r *http.Request) (string, bool) {
-	ck, err := r.Cookie(cookieName)
-	if err != nil || len(ck.Value) != 43 {
-		return "", false
-	}
+// lookup finds the live session under key. The map is keyed by the
+// capability's digest: finding one tells nothing about another.
+func (s *sessions) lookup(key [32]byte) (*session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := sha256.Sum256([]byte(ck.Value))
-	v, ok := s.m[k]
-	if !ok || time.Now().After(v.expires) {
-		delete(s.m, k)
-		return "", false
+	v, ok := s.m[key]
+	if ok && time.Now().After(v.expires) {
+		delete(s.m, key)
+		return nil, false
 	}
-	return v.grant, true
+	return v, ok
 }
 
-// end forgets r's session, if any.
-func (s *sessions) end(r *http.Request) {
-	if ck, err := r.Cookie(cookieName); err == nil {
-		s.mu.Lock()
-		delete(s.m, sha256.Sum256([]byte(ck.Value)))
-		s.mu.Unlock()
-	}
+// end forgets the session under key.
+func (s *sessions) end(key [32]byte) {
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
 }
 
-// operator is the admin grant r presents: "Authorization: Bearer
-// <grant>", or a session's. Only the shape is checked here; the plane
+// visit is who asks for a page: the admin grant to forward, and, for a
+// session, where its pages live.
+type visit struct {
+	op rpc.Operator
+	// base prefixes every link of the page: /s/<capability> for a
+	// session, empty for a Bearer.
+	base string
+	sess *session // nil for a Bearer
+	key  [32]byte // the session's key
+}
+
+// frameURL is where message id of ns is framed from: for a session, a URL
+// that names it by its key and opens that message only; for a Bearer, the
+// message's own route.
+func (v visit) frameURL(ns string, id int64) string {
+	path := "/trials/" + ns + "/messages/" + strconv.FormatInt(id, 10) + "/html"
+	if v.sess == nil {
+		return path
+	}
+	return framePrefix + base64.RawURLEncoding.EncodeToString(v.key[:]) + "/" + ns + "/" + strconv.FormatInt(id, 10) + "/" + frameMAC(v.sess, ns, id)
+}
+
+func frameMAC(s *session, ns string, id int64) string {
+	m := hmac.New(sha256.New, s.frameKey[:])
+	m.Write([]byte(ns + "/" + strconv.FormatInt(id, 10)))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sessionOf splits a session's path, /s/<capability>/rest, into the
+// session and rest (with its leading slash).
+func (c *Console) sessionOf(path string) (visit, string, bool) {
+	capability, rest, _ := strings.Cut(strings.TrimPrefix(path, sessionPrefix), "/")
+	if len(capability) != capLen {
+		return visit{}, "", false
+	}
+	key := sha256.Sum256([]byte(capability))
+	sess, ok := c.sessions.lookup(key)
+	if !ok {
+		return visit{}, "", false
+	}
+	return visit{op: rpc.Operator{AdminGrant: sess.grant}, base: sessionPrefix + capability, sess: sess, key: key}, "/" + rest, true
+}
+
+// frameOf checks a frame's path, /frames/<key>/<ns>/<id>/<mac>, and
+// returns its session, namespace and message id.
+func (c *Console) frameOf(path string) (visit, string, int64, bool) {
+	parts := strings.Split(strings.TrimPrefix(path, framePrefix), "/")
+	if len(parts) != 4 || !ident.ValidNamespace(parts[1]) {
+		return visit{}, "", 0, false
+	}
+	id, err := strconv.ParseInt(parts[2], 10, 64)
+	raw, kerr := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil || id <= 0 || kerr != nil || len(raw) != 32 {
+		return visit{}, "", 0, false
+	}
+	key := [32]byte(raw)
+	sess, ok := c.sessions.lookup(key)
+	if !ok || !ident.Equal(parts[3], ident.Digest(frameMAC(sess, parts[1], id))) {
+		return visit{}, "", 0, false
+	}
+	return visit{op: rpc.Operator{AdminGrant: sess.grant}, sess: sess, key: key}, parts[1], id, true
+}
+
+// bearer is the admin grant r presents as "Authorization: Bearer
+// <grant>", for programs. Only the shape is checked here; the plane
 // checks the grant with every call.
-func (c *Console) operator(r *http.Request) (rpc.Operator, bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || !grantShaped(tok) {
-			return rpc.Operator{}, false
-		}
-		return rpc.Operator{AdminGrant: tok}, true
+func bearer(r *http.Request) (visit, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !grantShaped(tok) {
+		return visit{}, false
 	}
-	g, ok := c.sessions.grant(r)
-	return rpc.Operator{AdminGrant: g}, ok
+	return visit{op: rpc.Operator{AdminGrant: tok}}, true
 }
 
 // grantShaped: a grant is its prefix and 64 hex digits.
@@ -112,36 +185,38 @@ func grantShaped(s string) bool {
 	return len(s) == len(ident.GrantPrefix)+64 && strings.HasPrefix(s, ident.GrantPrefix)
 }
 
-// unauthorized answers 401 with the login form and no data.
-func (c *Console) unauthorized(w http.ResponseWriter, r *http.Request) {
+// unauthorized answers 401 with the sign-in form and no data; next is
+// the page asked for, without any capability.
+func (c *Console) unauthorized(w http.ResponseWriter, r *http.Request, next string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="mailplane console"`)
-	if r.URL.Path == "/metrics" || r.URL.Path == "/live" || !strings.Contains(r.Header.Get("Accept"), "text/html") && r.Header.Get("Authorization") != "" {
+	if next == "/metrics" || next == "/live" || !strings.Contains(r.Header.Get("Accept"), "text/html") && r.Header.Get("Authorization") != "" {
 		http.Error(w, "401 unauthorized: present the admin grant", http.StatusUnauthorized)
 		return
 	}
-	c.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Next: nextOf(r)})
+	u := url.URL{Path: next, RawQuery: r.URL.RawQuery}
+	c.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Next: safeNext(u.RequestURI())})
 }
 
 // login shows the form (GET) or checks its grant with the plane and opens
-// a session (POST).
+// a session (POST), whose pages the browser is sent to.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		c.render(w, http.StatusOK, "login", pageData{Title: "Sign in", Next: nextOf(r)})
+		c.render(w, http.StatusOK, "login", pageData{Title: "Sign in", Next: safeNext(r.URL.Query().Get("next"))})
 		return
 	case http.MethodPost:
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		c.notice(w, http.StatusMethodNotAllowed, "Method not allowed", "Sign in with the form.")
+		c.notice(w, visit{}, http.StatusMethodNotAllowed, "Method not allowed", "Sign in with the form.")
 		return
 	}
 	if !sameOrigin(r) {
-		c.notice(w, http.StatusForbidden, "Forbidden", "The form was posted from another site.")
+		c.notice(w, visit{}, http.StatusForbidden, "Forbidden", "The form was posted from another site.")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		c.notice(w, http.StatusBadRequest, "Bad request", "The form could not be read.")
+		c.notice(w, visit{}, http.StatusBadRequest, "Bad request", "The form could not be read.")
 		return
 	}
 	grant := strings.TrimSpace(r.PostForm.Get("grant"))
@@ -156,45 +231,51 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			c.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Next: next, Error: "That is not the admin grant."})
 			return
 		}
-		c.fail(w, r, err)
+		c.fail(w, r, visit{}, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.sessions.open(grant), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL / time.Second)})
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, sessionPrefix+c.sessions.open(grant)+next, http.StatusSeeOther)
 }
 
-// logout ends the session (POST only: a link cannot log anyone out).
-func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+// logout ends the session (POST only, from the console's own pages: a
+// link or another site cannot sign anyone out).
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, v visit) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		c.notice(w, http.StatusMethodNotAllowed, "Method not allowed", "Sign out with the button.")
+		c.notice(w, v, http.StatusMethodNotAllowed, "Method not allowed", "Sign out with the button.")
 		return
 	}
-	if sameOrigin(r) {
-		c.sessions.end(r)
+	if !sameOrigin(r) {
+		c.notice(w, v, http.StatusForbidden, "Forbidden", "The form was posted from another site.")
+		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	c.sessions.end(v.key)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// sameOrigin: a form posted by a browser names its origin; it must be
-// this console's.
+// sameOrigin: a form posted by a browser comes from this console's own
+// origin (scheme, host and port). Every port of a host is the same site
+// to a browser, so Sec-Fetch-Site: same-site is not enough. Under
+// Referrer-Policy: no-referrer a browser posts a form with Origin: null;
+// then Sec-Fetch-Site decides. A browser sends no Sec-Fetch-Site to a
+// plain-HTTP name other than loopback, and a program sends neither: such
+// a post is taken. Signing out needs the session's capability in the
+// path besides, which no other site holds, and signing in the admin
+// grant.
 func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
+	o, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" {
+		return false
+	}
 	if o == "" || o == "null" {
-		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
+		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
-}
-
-// nextOf is where a login returns to: the page asked for.
-func nextOf(r *http.Request) string {
-	if r.URL.Path == "/login" {
-		return safeNext(r.URL.Query().Get("next"))
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
 	}
-	return safeNext(r.URL.RequestURI())
+	return err == nil && u.Scheme == scheme && u.Host == r.Host && u.Path == ""
 }
 
 // safeNext keeps a redirect on this console's own pages (the trials list

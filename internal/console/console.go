@@ -3,7 +3,7 @@
 // timeline), live updates over Server-Sent Events, and the plane's
 // Prometheus metrics. It reads everything through the plane with the
 // console grant, and every call carries the admin grant its own caller
-// presented (Bearer, or the session a login form opened), which the plane
+// presented (Bearer, or the session a sign-in form opened), which the plane
 // checks: the console holds no trial's credential, and its grant alone
 // reads nothing.
 package console
@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,29 +107,47 @@ func (c *Console) route(w http.ResponseWriter, r *http.Request) string {
 	case path == "/login":
 		c.login(w, r)
 		return "login"
-	case path == "/logout":
-		c.logout(w, r)
-		return "logout"
+	case strings.HasPrefix(path, framePrefix):
+		v, ns, id, ok := c.frameOf(path)
+		if !ok || r.Method != http.MethodGet && r.Method != http.MethodHead {
+			c.notice(w, visit{}, http.StatusNotFound, "Not found", "No such page.")
+			return "notfound"
+		}
+		c.messageHTML(w, r, v, ns, id)
+		return "message"
 	}
-	op, ok := c.operator(r)
-	if !ok {
-		c.unauthorized(w, r)
+	// A session's pages are its capability's; the same pages without it
+	// are a program's, with a Bearer.
+	v, ok := visit{}, false
+	if strings.HasPrefix(path, sessionPrefix) {
+		var rest string
+		if v, rest, ok = c.sessionOf(path); !ok {
+			_, rest, _ = strings.Cut(strings.TrimPrefix(path, sessionPrefix), "/")
+			c.unauthorized(w, r, "/"+rest)
+			return "unauthorized"
+		}
+		if path = rest; path == "/logout" {
+			c.logout(w, r, v)
+			return "logout"
+		}
+	} else if v, ok = bearer(r); !ok {
+		c.unauthorized(w, r, path)
 		return "unauthorized"
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.Set("Allow", "GET, HEAD")
-		c.notice(w, http.StatusMethodNotAllowed, "Method not allowed", "The console only reads.")
+		c.notice(w, v, http.StatusMethodNotAllowed, "Method not allowed", "The console only reads.")
 		return "method"
 	}
 	switch {
 	case path == "/":
-		c.trials(w, r, op)
+		c.trials(w, r, v)
 		return "trials"
 	case path == "/metrics":
-		c.metrics(w, r, op)
+		c.metrics(w, r, v)
 		return "metrics"
 	case path == "/live":
-		c.live(w, r, op)
+		c.live(w, r, v)
 		return "live"
 	case strings.HasPrefix(path, "/trials/"):
 		ns, rest, _ := strings.Cut(strings.TrimPrefix(path, "/trials/"), "/")
@@ -136,15 +155,18 @@ func (c *Console) route(w http.ResponseWriter, r *http.Request) string {
 			break
 		}
 		if rest == "" {
-			c.trial(w, r, op, ns)
+			c.trial(w, r, v, ns)
 			return "trial"
 		}
-		if id, ok := strings.CutSuffix(strings.TrimPrefix(rest, "messages/"), "/html"); ok && strings.HasPrefix(rest, "messages/") {
-			c.messageHTML(w, r, op, ns, id)
+		// A session's frames come from framePrefix only.
+		idText, ok := strings.CutSuffix(strings.TrimPrefix(rest, "messages/"), "/html")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if ok && strings.HasPrefix(rest, "messages/") && v.sess == nil && err == nil && id > 0 {
+			c.messageHTML(w, r, v, ns, id)
 			return "message"
 		}
 	}
-	c.notice(w, http.StatusNotFound, "Not found", "No such page.")
+	c.notice(w, v, http.StatusNotFound, "Not found", "No such page.")
 	return "notfound"
 }
 
@@ -171,22 +193,27 @@ func (c *Console) call(ctx context.Context, method string, req, resp any) error 
 
 // fail answers a plane error: a credential the plane refused is 401 (and
 // ends the session that carried it), an outage 503, the rest as they are.
-func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, v visit, err error) {
 	code := rpc.CodeOf(err)
 	switch {
+	case r.Context().Err() != nil:
+		// The browser left (a page closed while its stream waited): no one
+		// to answer, nothing to log.
 	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
-		c.sessions.end(r)
-		c.unauthorized(w, r)
+		if v.sess != nil {
+			c.sessions.end(v.key)
+		}
+		c.unauthorized(w, r, strings.TrimPrefix(r.URL.Path, v.base))
 	case rpc.IsOutage(err):
 		c.log.Warn().Str("code", code).Msg("the plane did not answer the console")
-		c.notice(w, http.StatusServiceUnavailable, "Unavailable", "The plane or its store is unavailable; try again shortly.")
+		c.notice(w, v, http.StatusServiceUnavailable, "Unavailable", "The plane or its store is unavailable; try again shortly.")
 	case code == rpc.CodeNotFound || code == rpc.CodeInvalidNamespace:
-		c.notice(w, http.StatusNotFound, "Not found", "No such trial.")
+		c.notice(w, v, http.StatusNotFound, "Not found", "No such trial.")
 	default:
 		var e *rpc.Error
 		if errors.As(err, &e) {
 			c.log.Info().Str("code", e.Code).Msg("the plane refused the console's call")
 		}
-		c.notice(w, http.StatusBadRequest, "Bad request", "The plane refused this request.")
+		c.notice(w, v, http.StatusBadRequest, "Bad request", "The plane refused this request.")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,12 @@ import (
 // any trial, on every route; every other credential a party holds (the
 // candidate's, the agent's, the evaluator's, every surface's grant, the
 // console's own) is refused the same way. The admin grant, as a Bearer
-// or through the login form's cookie, opens it; the cookie is HttpOnly
-// and SameSite=Strict, and a form posted from another origin is refused.
+// or through the sign-in form's session, opens it. The session is a
+// capability in the path, never a cookie (no answer sets one, and a
+// cookie is no credential); a forged or ended capability opens nothing
+// and is not echoed; a message's frame URL opens that message only; a
+// form posted from another origin, another port of the same host
+// included, is refused.
 func TestAccess(t *testing.T) {
 	s := startStack(t)
 	id := s.plane.Trial(t, rpc.ProfileCandidate)
@@ -55,9 +60,13 @@ func TestAccess(t *testing.T) {
 			noSecret(t, who+" on "+path, a.body, secrets)
 		}
 	}
-	// A session cookie that no login opened is no credential either.
-	if a := s.get(t, "/", "", "Cookie", "mailplane_console="+strings.Repeat("A", 43)); a.status != http.StatusUnauthorized {
-		t.Fatalf("a forged session: %d", a.status)
+	// A capability that no sign-in opened is no credential, and the 401
+	// does not echo it; nor is the old cookie.
+	forged := strings.Repeat("A", 43)
+	for _, path := range []string{"/s/" + forged + "/", "/s/" + forged + "/trials/" + id.Namespace} {
+		if a := s.get(t, path, "", "Accept", "text/html"); a.status != http.StatusUnauthorized || strings.Contains(a.body, forged) {
+			t.Fatalf("a forged session on %s: %d", path, a.status)
+		}
 	}
 
 	for _, path := range []string{"/", "/?ns=" + id.Namespace, "/trials/" + id.Namespace, "/metrics"} {
@@ -68,28 +77,79 @@ func TestAccess(t *testing.T) {
 		noSecret(t, "admin on "+path, a.body, secrets)
 	}
 
-	// The login form: a wrong grant, then the admin's from another site,
-	// then from the console itself.
-	if a := s.login(t, s.plane.Grant(t, rpc.RoleGateway), s.console.URL); a.status != http.StatusUnauthorized || len(a.header["Set-Cookie"]) != 0 {
-		t.Fatalf("login with the gateway grant: %d %q", a.status, a.header["Set-Cookie"])
+	// The sign-in form: a wrong grant, then the admin's from another
+	// site and from another port of this host, then from the console.
+	if a := s.login(t, s.plane.Grant(t, rpc.RoleGateway), s.console.URL); a.status != http.StatusUnauthorized || a.header.Get("Location") != "" {
+		t.Fatalf("sign-in with the gateway grant: %d %q", a.status, a.header.Get("Location"))
 	}
-	if a := s.login(t, s.admin, "http://evil.example"); a.status != http.StatusForbidden || len(a.header["Set-Cookie"]) != 0 {
-		t.Fatalf("login posted from another site: %d %q", a.status, a.header["Set-Cookie"])
-	}
-	a := s.login(t, s.admin, s.console.URL)
-	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/" {
-		t.Fatalf("login: %d %q", a.status, a.header.Get("Location"))
-	}
-	ck := a.header.Get("Set-Cookie")
-	for _, attr := range []string{"HttpOnly", "SameSite=Strict", "Path=/"} {
-		if !strings.Contains(ck, attr) {
-			t.Fatalf("session cookie %q lacks %s", ck, attr)
+	for _, from := range [][2]string{{"http://evil.example", ""}, {"http://127.0.0.1:1", ""}, {"http://127.0.0.1:1", "same-site"},
+		{"null", "same-site"}, {"null", "cross-site"}, {"https://" + strings.TrimPrefix(s.console.URL, "http://"), ""}, {s.console.URL, "same-site"}} {
+		if a := s.login(t, s.admin, from[0], "Sec-Fetch-Site", from[1]); a.status != http.StatusForbidden || a.header.Get("Location") != "" {
+			t.Fatalf("sign-in posted from %v: %d %q", from, a.status, a.header.Get("Location"))
 		}
 	}
-	noSecret(t, "the session cookie", ck, secrets)
-	cookie, _, _ := strings.Cut(ck, ";")
-	if a := s.get(t, "/", "", "Cookie", cookie); a.status != http.StatusOK || !strings.Contains(a.body, id.Namespace) {
-		t.Fatalf("with the session: %d", a.status)
+	base := s.signIn(t)
+	capability := strings.TrimPrefix(base, "/s/")
+	noSecret(t, "the session's path", base, secrets)
+	if a := s.get(t, "/", "", "Cookie", "mailplane_console="+capability); a.status != http.StatusUnauthorized {
+		t.Fatalf("the capability as a cookie: %d", a.status)
+	}
+	page := s.get(t, base+"/trials/"+id.Namespace, "")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "Welcome aboard") || page.header.Get("Referrer-Policy") != "no-referrer" {
+		t.Fatalf("the session's trial page: %d %q", page.status, page.header.Get("Referrer-Policy"))
+	}
+	noSecret(t, "the session's trial page", page.body, secrets)
+	// Every link of the page stays in the session, or is its frame.
+	for _, m := range regexp.MustCompile(`(?:href|action|src|data-live)="([^"]*)"`).FindAllStringSubmatch(page.body, -1) {
+		if u := strings.ReplaceAll(m[1], "&amp;", "&"); !strings.HasPrefix(u, base+"/") && !strings.HasPrefix(u, "/frames/") && u != "/console.css" && u != "/console.js" {
+			t.Errorf("the session's page links to %q", u)
+		}
+	}
+
+	// A frame's URL carries no capability and opens its message only.
+	s.send(t, id, email{To: []string{"user@example.com"}, Subject: "HTML", HTML: "<p id=x>framed</p>"})
+	page = s.get(t, base+"/trials/"+id.Namespace, "")
+	src := regexp.MustCompile(`<iframe sandbox[^>]* src="(/frames/[^"]+)"`).FindStringSubmatch(page.body)
+	if src == nil || strings.Contains(src[1], capability) || !strings.Contains(src[1], "/"+id.Namespace+"/2/") {
+		t.Fatalf("the frame's URL: %v", src)
+	}
+	if a := s.get(t, src[1], ""); a.status != http.StatusOK || !strings.Contains(a.body, "framed") || a.header.Get("Content-Security-Policy") != console.MailContentSecurityPolicy {
+		t.Fatalf("the frame: %d %q", a.status, a.body)
+	}
+	flipped := []byte(src[1])
+	flipped[len(flipped)-1] ^= 1 // another letter of base64url
+	for _, other := range []string{strings.Replace(src[1], "/2/", "/1/", 1), string(flipped), src[1] + "/x"} {
+		if a := s.get(t, other, ""); a.status != http.StatusNotFound || strings.Contains(a.body, "framed") || strings.Contains(a.body, "482913") {
+			t.Fatalf("an altered frame URL %s: %d", other, a.status)
+		}
+	}
+	if a := s.get(t, base+"/trials/"+id.Namespace+"/messages/2/html", ""); a.status != http.StatusNotFound {
+		t.Fatalf("a session's frame under its capability: %d", a.status)
+	}
+
+	// Signing out: not from another origin, nor by a link; then the
+	// capability and its frames open nothing.
+	logout := func(origin string) answer {
+		req, _ := http.NewRequest(http.MethodPost, s.console.URL+base+"/logout", nil)
+		req.Header.Set("Origin", origin)
+		return do(t, req)
+	}
+	if a := logout("http://127.0.0.1:1"); a.status != http.StatusForbidden {
+		t.Fatalf("sign-out posted from another port: %d", a.status)
+	}
+	if a := s.get(t, base+"/logout", ""); a.status != http.StatusMethodNotAllowed {
+		t.Fatalf("sign-out by GET: %d", a.status)
+	}
+	if a := s.get(t, base+"/", ""); a.status != http.StatusOK {
+		t.Fatalf("the session after refused sign-outs: %d", a.status)
+	}
+	if a := logout(s.console.URL); a.status != http.StatusSeeOther || a.header.Get("Location") != "/login" {
+		t.Fatalf("sign-out: %d %q", a.status, a.header.Get("Location"))
+	}
+	for _, path := range []string{base + "/", src[1]} {
+		if a := s.get(t, path, ""); a.status == http.StatusOK {
+			t.Fatalf("%s after sign-out: %d", path, a.status)
+		}
 	}
 }
 
@@ -154,7 +214,7 @@ func TestPages(t *testing.T) {
 	if strings.Contains(page.body, "<script>alert") {
 		t.Fatal("the hostile HTML is inline in the console's own page")
 	}
-	if p := s.get(t, "/trials/"+b.Namespace, s.admin); !strings.Contains(p.body, "refused") || !strings.Contains(p.body, "invalid_envelope") {
+	if p := s.get(t, "/trials/"+b.Namespace, s.admin); !strings.Contains(p.body, "tried to send a message: refused (invalid envelope).") {
 		t.Fatalf("the refused send is not on b's timeline:\n%s", p.body)
 	}
 	frame := s.get(t, "/trials/"+a.Namespace+"/messages/2/html", s.admin)
@@ -377,8 +437,150 @@ func TestSafeNext(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, s.console.URL+"/login", strings.NewReader(url.Values{"grant": {s.admin}, "next": {next}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", s.console.URL)
-		if a := do(t, req); a.status != http.StatusSeeOther || a.header.Get("Location") != want {
+		a := do(t, req)
+		loc := a.header.Get("Location")
+		if len(loc) > len("/s/")+43 && strings.HasPrefix(loc, "/s/") {
+			loc = loc[len("/s/")+43:]
+		}
+		if a.status != http.StatusSeeOther || loc != want {
 			t.Errorf("next %q: %d to %q, want %q", next, a.status, a.header.Get("Location"), want)
 		}
 	}
+}
+
+// A trial's page, from a real run: its mail newest first, each with the
+// sender's display name; its trail newest first, each event a sentence
+// (the agent's open of a message that does not exist reads "The agent
+// tried to open message 7: not found", never "open accepted not_found").
+func TestTrialPage(t *testing.T) {
+	s := startStack(t)
+	id := s.plane.Trial(t, rpc.ProfileCandidate)
+	for _, subject := range []string{"First", "Second", "Third"} {
+		if st := s.send(t, id, email{From: "Acme Support <" + rpc.CandidateSender + ">", To: []string{"ann@example.com"}, Subject: subject, Text: subject}); st != http.StatusOK {
+			t.Fatalf("send %s: %d", subject, st)
+		}
+	}
+	if st := s.send(t, id, email{From: "intruder@example.com", To: []string{"ann@example.com"}, Subject: "x", Text: "x"}); st < 400 {
+		t.Fatalf("a send from another sender: %d", st)
+	}
+	if st := s.send(t, id, email{From: `"ceo@bank.example" <` + rpc.CandidateSender + ">", To: []string{"ann@example.com"}, Subject: "Fourth", Text: "x"}); st != http.StatusOK {
+		t.Fatalf("send with an address for a name: %d", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agent := s.plane.Client(t, s.plane.Grant(t, rpc.RoleInbox))
+	if _, err := agent.Get(ctx, &rpc.ReadRequest{Namespace: id.Namespace, InboxToken: id.InboxToken, ID: 7}); rpc.CodeOf(err) != rpc.CodeNotFound {
+		t.Fatalf("the agent's open of message 7: %v", err)
+	}
+	if _, err := agent.Get(ctx, &rpc.ReadRequest{Namespace: id.Namespace, InboxToken: id.InboxToken, ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	gw := s.plane.Client(t, s.plane.Grant(t, rpc.RoleGateway))
+	if _, err := gw.List(ctx, &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability}); err != nil {
+		t.Fatal(err)
+	}
+
+	page := s.get(t, "/trials/"+id.Namespace, s.admin)
+	if page.status != http.StatusOK {
+		t.Fatalf("the trial's page: %d", page.status)
+	}
+	at := func(what string) int {
+		t.Helper()
+		i := strings.Index(page.body, what)
+		if i < 0 {
+			t.Fatalf("the trial's page lacks %q:\n%s", what, page.body)
+		}
+		return i
+	}
+	if !(at(`id="m4"`) < at(`id="m3"`) && at(`id="m3"`) < at(`id="m2"`) && at(`id="m2"`) < at(`id="m1"`)) {
+		t.Error("the mail is not newest first")
+	}
+	if n := strings.Count(page.body, `<b class="sender">Acme Support &lt;`+rpc.CandidateSender+`&gt;</b>`); n != 3 {
+		t.Errorf("the display name is shown on %d messages of 3", n)
+	}
+	if !strings.Contains(page.body, `<b class="sender">`+rpc.CandidateSender+` (name: &#34;ceo@bank.example&#34;)</b>`) {
+		t.Error("a display name shaped like an address is not shown after the real address")
+	}
+	sentences := []string{
+		"The evaluator listed the mail: messages 1, 2, 3, 4.",
+		"The agent opened message 2.",
+		"The agent tried to open message 7: not found.",
+		"The candidate&#39;s site sent message 4 to ann@example.com.",
+		"The candidate&#39;s site tried to send a message: refused (invalid envelope).",
+		"The candidate&#39;s site sent message 3 to ann@example.com.",
+		"The candidate&#39;s site sent message 1 to ann@example.com.",
+		"The trial was opened.",
+	}
+	for i := 1; i < len(sentences); i++ {
+		if at(sentences[i-1]) > at(sentences[i]) {
+			t.Errorf("the trail is not newest first: %q after %q", sentences[i-1], sentences[i])
+		}
+	}
+	for _, raw := range []string{"open accepted not_found", "<b>open</b>", "not_found</code>"} {
+		if strings.Contains(page.body, raw) {
+			t.Errorf("the trail shows %q", raw)
+		}
+	}
+}
+
+// A page's live stream that ends because the browser left, as it does
+// whenever a page closes or moves on, logs nothing at INFO or above, in
+// the console or the plane (their real output, read as JSON lines).
+func TestLiveQuiet(t *testing.T) {
+	s := startStack(t)
+	id := s.plane.Trial(t, rpc.ProfileCandidate)
+	cut := func() int {
+		return len(logLines(s.plane.Output(), func(m map[string]any) bool {
+			return m["method"] == "console.wait" && m["code"] == rpc.CodeDeadlineExceeded
+		}))
+	}
+	// Streams that the browser leaves while their plane call waits: the
+	// call starts half a second (minGap) after the stream's first answer,
+	// so each leaves a second after it, until the plane has logged three
+	// waits cut short (it logs a call as it ends).
+	deadline := time.Now().Add(60 * time.Second)
+	for cut() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the plane logged %d waits cut short in 60s:\n%s", cut(), s.plane.Output())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.console.URL+"/live?trial="+id.Namespace+"&v=999999", nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the stream: %d %v", resp.StatusCode, err)
+		}
+		before := cut()
+		time.Sleep(time.Second)
+		cancel()
+		resp.Body.Close()
+		// Its cut call is logged soon; a stream left before its call
+		// began leaves no line, and the loop makes another.
+		for end := time.Now().Add(5 * time.Second); cut() == before && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for name, out := range map[string]string{"mail-plane": s.plane.Output(), "mail-console": s.console.Output()} {
+		loud := logLines(out, func(m map[string]any) bool {
+			return m["level"] != "debug" && m["message"] != "console listening" && m["message"] != "plane listening" && m["message"] != "trial created"
+		})
+		if len(loud) > 0 {
+			t.Errorf("%s logged at INFO or above:\n%s", name, strings.Join(loud, "\n"))
+		}
+	}
+}
+
+// logLines are the JSON lines of a process's output that match.
+func logLines(out string, match func(map[string]any) bool) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && match(m) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }

@@ -99,15 +99,38 @@ func do(t testing.TB, req *http.Request) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The console sets no cookie, ever: a browser would send it to every
+	// port of the host.
+	if ck := resp.Header.Values("Set-Cookie"); len(ck) > 0 {
+		t.Fatalf("%s %s sets a cookie: %q", req.Method, req.URL.Path, ck)
+	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
-// login posts the login form with grant, from the console's own origin.
-func (s *stack) login(t testing.TB, grant, origin string) answer {
+// signIn posts the sign-in form with the admin grant and returns the
+// session's base path, /s/<capability>.
+func (s *stack) signIn(t testing.TB) string {
+	t.Helper()
+	a := s.login(t, s.admin, s.console.URL)
+	base, ok := strings.CutSuffix(a.header.Get("Location"), "/")
+	if a.status != http.StatusSeeOther || !ok || !strings.HasPrefix(base, "/s/") || len(base) != len("/s/")+43 {
+		t.Fatalf("sign in: %d to %q", a.status, a.header.Get("Location"))
+	}
+	return base
+}
+
+// login posts the sign-in form with grant, from origin, with more headers
+// (an empty value is none).
+func (s *stack) login(t testing.TB, grant, origin string, header ...string) answer {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.console.URL+"/login", strings.NewReader(url.Values{"grant": {grant}, "next": {"/"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", origin)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] != "" {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
 	return do(t, req)
 }
 

@@ -22,7 +22,7 @@ const (
 	minGap   = 500 * time.Millisecond
 )
 
-func (c *Console) live(w http.ResponseWriter, r *http.Request, op rpc.Operator) {
+func (c *Console) live(w http.ResponseWriter, r *http.Request, v visit) {
 	// The plane judges the credential first, then the trial's name; a
 	// version that does not parse is 0, which the first answer moves past.
 	q := r.URL.Query()
@@ -50,11 +50,11 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, op rpc.Operator) 
 		if !started {
 			wait = 0
 		}
-		err := c.plane.Call(ctx, rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: op, Namespace: ns, Version: version,
+		err := c.plane.Call(ctx, rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: v.op, Namespace: ns, Version: version,
 			WaitMillis: wait.Milliseconds()}, &resp)
 		if err != nil {
 			if !started {
-				c.fail(w, r, err)
+				c.fail(w, r, v, err)
 			}
 			return
 		}

@@ -15,10 +15,10 @@ import (
 
 // metrics serves the plane's metrics (what it counted of every door) and
 // the console's own, in the Prometheus formats a scraper asks for.
-func (c *Console) metrics(w http.ResponseWriter, r *http.Request, op rpc.Operator) {
+func (c *Console) metrics(w http.ResponseWriter, r *http.Request, v visit) {
 	var resp rpc.MetricsResponse
-	if err := c.call(r.Context(), rpc.MethodMetrics, &rpc.MetricsRequest{Operator: op}, &resp); err != nil {
-		c.fail(w, r, err)
+	if err := c.call(r.Context(), rpc.MethodMetrics, &rpc.MetricsRequest{Operator: v.op}, &resp); err != nil {
+		c.fail(w, r, v, err)
 		return
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)

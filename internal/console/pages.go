@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/redact"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -37,11 +37,18 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"age":  age,
 	"when": when,
 	"mask": redact.Minted,
+	// sender is a message's sender as the agent's inbox shows it: the
+	// display name, then the address (a name that looks like an address
+	// comes after the real one).
+	"sender": func(name, address string) string { return redact.Minted(mailmsg.ShowSender(name, address)) },
 }).ParseFS(assets, "assets/pages.html"))
 
 // pageData is what every page template reads.
 type pageData struct {
 	Title string
+	// Base prefixes the page's links: a session's /s/<capability>.
+	Base  string
+	visit visit
 	Next  string
 	Error string
 	Live  string // the page's live-update stream, empty for none
@@ -64,7 +71,7 @@ type filter struct {
 	Page                          int
 }
 
-func (f filter) url(page int) string {
+func (f filter) url(base string, page int) string {
 	q := url.Values{}
 	for k, v := range map[string]string{"ns": f.Namespace, "rcpt": f.Recipient, "subject": f.Subject} {
 		if v != "" {
@@ -75,9 +82,9 @@ func (f filter) url(page int) string {
 		q.Set("page", strconv.Itoa(page))
 	}
 	if len(q) == 0 {
-		return "/"
+		return base + "/"
 	}
-	return "/?" + q.Encode()
+	return base + "/?" + q.Encode()
 }
 
 // render writes a page from its template.
@@ -97,73 +104,72 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, d pageD
 }
 
 // notice is a page of one sentence.
-func (c *Console) notice(w http.ResponseWriter, status int, title, sentence string) {
-	c.render(w, status, "notice", pageData{Title: title, Error: sentence})
+func (c *Console) notice(w http.ResponseWriter, v visit, status int, title, sentence string) {
+	c.render(w, status, "notice", pageData{Title: title, Error: sentence, Base: v.base})
 }
+
+// Frame is where the page frames message id of ns from.
+func (d pageData) Frame(ns string, id int64) string { return d.visit.frameURL(ns, id) }
 
 // trials is the first screen: what is happening at a glance, then the
 // trials, a page at a time.
-func (c *Console) trials(w http.ResponseWriter, r *http.Request, op rpc.Operator) {
+func (c *Console) trials(w http.ResponseWriter, r *http.Request, v visit) {
 	q := r.URL.Query()
 	f := filter{Namespace: q.Get("ns"), Recipient: q.Get("rcpt"), Subject: q.Get("subject")}
 	f.Page, _ = strconv.Atoi(q.Get("page"))
 	f.Page = max(f.Page, 0)
-	var v rpc.ConsoleWaitResponse
-	if err := c.call(r.Context(), rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: op}, &v); err != nil {
-		c.fail(w, r, err)
+	var ver rpc.ConsoleWaitResponse
+	if err := c.call(r.Context(), rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: v.op}, &ver); err != nil {
+		c.fail(w, r, v, err)
 		return
 	}
 	var list rpc.ConsoleTrialsResponse
-	err := c.call(r.Context(), rpc.MethodConsoleTrials, &rpc.ConsoleTrialsRequest{Operator: op, Namespace: f.Namespace,
+	err := c.call(r.Context(), rpc.MethodConsoleTrials, &rpc.ConsoleTrialsRequest{Operator: v.op, Namespace: f.Namespace,
 		Recipient: f.Recipient, Subject: f.Subject, Offset: f.Page * pageSize, Limit: pageSize}, &list)
 	if err != nil {
-		c.fail(w, r, err)
+		c.fail(w, r, v, err)
 		return
 	}
 	var health rpc.HealthResponse
-	d := pageData{Title: "Trials", Trials: &list, Filter: f, Store: "unavailable",
-		Live: "/live?v=" + strconv.FormatUint(v.Version, 10)}
+	d := pageData{Title: "Trials", Base: v.base, visit: v, Trials: &list, Filter: f, Store: "unavailable",
+		Live: v.base + "/live?v=" + strconv.FormatUint(ver.Version, 10)}
 	if c.plane.Call(r.Context(), rpc.MethodHealth, &rpc.Empty{}, &health) == nil {
 		d.Store = health.Store
 	}
 	d.From, d.To = f.Page*pageSize+1, f.Page*pageSize+len(list.Rows)
 	if f.Page > 0 {
-		d.PrevURL = f.url(f.Page - 1)
+		d.PrevURL = f.url(v.base, f.Page-1)
 	}
 	if d.To < list.Total {
-		d.NextURL = f.url(f.Page + 1)
+		d.NextURL = f.url(v.base, f.Page+1)
 	}
 	c.render(w, http.StatusOK, "trials", d)
 }
 
 // trial is one trial: its mail, then its trail as a timeline.
-func (c *Console) trial(w http.ResponseWriter, r *http.Request, op rpc.Operator, ns string) {
+func (c *Console) trial(w http.ResponseWriter, r *http.Request, v visit, ns string) {
 	var t rpc.ConsoleTrialResponse
-	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: op, Namespace: ns}, &t); err != nil {
-		c.fail(w, r, err)
+	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: v.op, Namespace: ns}, &t); err != nil {
+		c.fail(w, r, v, err)
 		return
 	}
-	d := pageData{Title: ns, Trial: &t, Timeline: timeline(t.Events)}
+	// Mail and trail newest first: the latest is what an operator looks
+	// for.
+	sort.SliceStable(t.Messages, func(i, j int) bool { return t.Messages[i].ID > t.Messages[j].ID })
+	d := pageData{Title: ns, Base: v.base, visit: v, Trial: &t, Timeline: timeline(t.Events)}
 	var last int64
-	if n := len(d.Timeline); n > 0 {
-		last = d.Timeline[n-1].Seq
+	if len(d.Timeline) > 0 {
+		last = d.Timeline[0].Seq
 	}
-	// Newest first: the latest step is what an operator looks for.
-	sort.SliceStable(d.Timeline, func(i, j int) bool { return d.Timeline[i].Seq > d.Timeline[j].Seq })
-	d.Live = "/live?" + url.Values{"trial": {ns}, "v": {strconv.FormatInt(last, 10)}}.Encode()
+	d.Live = v.base + "/live?" + url.Values{"trial": {ns}, "v": {strconv.FormatInt(last, 10)}}.Encode()
 	c.render(w, http.StatusOK, "trial", d)
 }
 
 // messageHTML is a message's HTML part, for its sandboxed frame.
-func (c *Console) messageHTML(w http.ResponseWriter, r *http.Request, op rpc.Operator, ns, idText string) {
-	id, err := strconv.ParseInt(idText, 10, 64)
-	if err != nil || id <= 0 {
-		c.notice(w, http.StatusNotFound, "Not found", "No such message.")
-		return
-	}
+func (c *Console) messageHTML(w http.ResponseWriter, r *http.Request, v visit, ns string, id int64) {
 	var t rpc.ConsoleTrialResponse
-	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: op, Namespace: ns, MessageID: id}, &t); err != nil {
-		c.fail(w, r, err)
+	if err := c.call(r.Context(), rpc.MethodConsoleTrial, &rpc.ConsoleTrialRequest{Operator: v.op, Namespace: ns, MessageID: id}, &t); err != nil {
+		c.fail(w, r, v, err)
 		return
 	}
 	for _, m := range t.Messages {
@@ -176,58 +182,7 @@ func (c *Console) messageHTML(w http.ResponseWriter, r *http.Request, op rpc.Ope
 			return
 		}
 	}
-	c.notice(w, http.StatusNotFound, "Not found", "No such message.")
-}
-
-// event is one step of the timeline.
-type event struct {
-	Seq                                        int64
-	Time, Door, Action, Outcome, Code, Details string
-}
-
-// standard are the members every event has, shown in their own columns
-// (or, for the chain, not at all).
-var standard = map[string]bool{"seq": true, "time": true, "namespace": true, "door": true, "action": true,
-	"outcome": true, "code": true, "prev": true, "hash": true}
-
-// timeline turns a trail's lines into steps; members beyond the standard
-// ones (the credential kind, message ids, addresses, a fault, a link
-// clicked) are shown as details, whatever they are.
-func timeline(lines []json.RawMessage) []event {
-	out := make([]event, 0, len(lines))
-	for _, l := range lines {
-		var m map[string]any
-		if json.Unmarshal(l, &m) != nil {
-			continue
-		}
-		e := event{Time: str(m["time"]), Door: str(m["door"]), Action: str(m["action"]), Outcome: str(m["outcome"]), Code: str(m["code"])}
-		if s, ok := m["seq"].(float64); ok {
-			e.Seq = int64(s)
-		}
-		var keys []string
-		for k := range m {
-			if !standard[k] {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		var b strings.Builder
-		for _, k := range keys {
-			v, _ := json.Marshal(m[k])
-			if b.Len() > 0 {
-				b.WriteString("  ")
-			}
-			b.WriteString(k + "=" + strings.Trim(string(v), `"`))
-		}
-		e.Details = b.String()
-		out = append(out, e)
-	}
-	return out
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
+	c.notice(w, visit{}, http.StatusNotFound, "Not found", "No such message.")
 }
 
 // age formats a duration in milliseconds as a person reads it.

@@ -421,7 +421,8 @@ func secretsUp(t *testing.T) {
 		{"console Bearer", func(v string) {
 			s.request(hc, http.MethodGet, b.ConsoleURL+"/", "Bearer "+v, "", nil)
 			s.request(hc, http.MethodGet, b.ConsoleURL+"/metrics", "Bearer "+v, "", nil)
-			s.request(hc, http.MethodGet, b.ConsoleURL+"/trials/"+b.Namespace, "", "", map[string]string{"Cookie": "mailplane_console=" + v})
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/s/"+url.PathEscape(v)+"/trials/"+b.Namespace, "", "", nil)
+			s.request(hc, http.MethodGet, b.ConsoleURL+"/frames/"+url.PathEscape(v)+"/"+b.Namespace+"/1/"+url.PathEscape(v), "", "", nil)
 		}},
 		{"console sign-in", func(v string) {
 			s.request(hc, http.MethodPost, b.ConsoleURL+"/login", "", "grant="+url.QueryEscape(v)+"&next=/"+url.QueryEscape(v),
@@ -555,6 +556,7 @@ func TestConstantTimeComparisons(t *testing.T) {
 		"internal/plane/bind.go: bind == bindCredential":                "a kind of binding (an enum), not a credential",
 		"internal/plane/providers.go: ks[0] == secretBootstrapToken":    "a kind of secret (the table's enum of keys), not a secret",
 		"internal/console/auth.go: len(s) == len(ident.GrantPrefix)+64": "a grant's length, which its format fixes for every grant, not its value",
+		"internal/console/auth.go: len(capability) != capLen":           "a capability's length, which its format fixes for every capability, not its value",
 	}
 	root := repoRoot()
 	var files []string

@@ -259,7 +259,7 @@ func (b *Broker) consoleMessages(ctx context.Context, name string, id int64) ([]
 
 func consoleMessage(ns string, e ledger.Entry, raw []byte) rpc.ConsoleMessage {
 	p := mailmsg.Parse(raw)
-	m := rpc.ConsoleMessage{Message: rpc.Message{ID: e.Seq, UUID: e.UUID, Namespace: ns, EnvelopeFrom: e.From,
+	m := rpc.ConsoleMessage{Message: rpc.Message{ID: e.Seq, UUID: e.UUID, Namespace: ns, EnvelopeFrom: e.From, FromName: p.FromName,
 		Recipients: e.To, Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
 		Attachments: []rpc.Attachment{}, Fault: e.Fault}, Headers: []rpc.Header{}}
 	for _, a := range p.Attachments {

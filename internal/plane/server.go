@@ -133,6 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev = s.log.Warn()
 	case rpc.CodeInternal, rpc.CodeStoreUnavailable:
 		ev = s.log.Error()
+	case rpc.CodeDeadlineExceeded:
+		// A wait whose caller went away (a closed page's long-poll) ended
+		// as waits do: nothing to tell.
+		if r.Context().Err() == nil {
+			ev = s.log.Info()
+		}
 	default:
 		ev = s.log.Info()
 	}
