@@ -137,6 +137,9 @@ type Conn struct {
 	last   atomic.Int64
 	busy   atomic.Int32
 	onShed func()
+	// request is set while an HTTP request on the connection counts in
+	// busy (Known).
+	request atomic.Bool
 }
 
 // ErrExpired is returned by Read and Write once the connection outlived

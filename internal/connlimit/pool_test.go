@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -82,8 +83,8 @@ func TestPoolKeepsBusy(t *testing.T) {
 	}
 }
 
-// TestHTTPConnState: net/http's states mark a connection busy while a
-// request is answered, and only then.
+// TestHTTPConnState: a request without a body marks its connection busy
+// while it is answered, and only then.
 func TestHTTPConnState(t *testing.T) {
 	p := NewPool(1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,12 +92,12 @@ func TestHTTPConnState(t *testing.T) {
 		t.Fatal(err)
 	}
 	started, finish := make(chan struct{}), make(chan struct{})
-	srv := &http.Server{ConnState: HTTPConnState(), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(started)
 			<-finish
 		}
-	})}
+	}))}
 	go srv.Serve(Listen(ln, Limits{Pool: p}))
 	t.Cleanup(func() { srv.Close() })
 	url := "http://" + ln.Addr().String()
@@ -182,4 +183,53 @@ func (p *Pool) busyConns() int {
 		}
 	}
 	return n
+}
+
+// TestUnknownCallerEvictable: a connection whose request body is still
+// arriving, from a caller the handler has not accepted, makes room like
+// an idle one; once the handler knows the caller (Known), it is kept.
+func TestUnknownCallerEvictable(t *testing.T) {
+	p := NewPool(1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "good" {
+			Known(r.Context())
+		}
+		io.ReadAll(r.Body)
+	}))}
+	go srv.Serve(Listen(ln, Limits{Pool: p}))
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 3 * time.Second}
+	for _, c := range []struct {
+		auth    string
+		evicted bool
+	}{{"stranger", true}, {"good", false}} {
+		slow := dial(t, addr)
+		fmt.Fprintf(slow, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Length: 10\r\n\r\nx", c.auth)
+		waitFor(t, "the slow request read", func() bool { return p.Open() == 1 && (c.auth != "good" || p.busyConns() == 1) })
+		time.Sleep(50 * time.Millisecond) // the stranger's request is in the handler, waiting for its body
+		resp, err := hc.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		if served := err == nil; served != c.evicted {
+			t.Fatalf("%s: a new connection served %v (%v), want %v", c.auth, served, err, c.evicted)
+		}
+		slow.SetReadDeadline(time.Now().Add(time.Second))
+		_, rerr := slow.Read(make([]byte, 1))
+		if closed := rerr != nil && !isTimeout(rerr); closed != c.evicted {
+			t.Fatalf("%s: slow connection closed %v (%v), want %v", c.auth, closed, rerr, c.evicted)
+		}
+		slow.Close()
+		waitFor(t, "the pool empty", func() bool { return p.Open() == 0 })
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
 }

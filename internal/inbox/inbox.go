@@ -39,6 +39,10 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
+// maxBodyBytes is the most of a request body the inbox reads: an MCP
+// call's arguments (inboxmcp's own bound), or a ping's "PING".
+const maxBodyBytes = 64 << 10
+
 // healthTimeout bounds the plane's health call behind /healthz.
 const healthTimeout = 5 * time.Second
 
@@ -51,7 +55,10 @@ type Inbox struct {
 	log          zerolog.Logger
 	// shares bound the requests in flight per token on a shared inbox.
 	shares *connlimit.Shares
-	mcp    *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
+	// preauth bounds the bodies read before the plane has judged their
+	// token (an MCP call, a ping): the token is judged with the call.
+	preauth *connlimit.Preauth
+	mcp     *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
 }
 
 // New returns the inbox for token, reading through plane (a client holding
@@ -61,7 +68,7 @@ type Inbox struct {
 // does; a shared inbox has none.
 func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger) *Inbox {
 	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log, shares: connlimit.NewShares(limits.TrialRequests),
-		mcp: inboxmcp.New(plane, log)}
+		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests), mcp: inboxmcp.New(plane, log)}
 	if token != "" {
 		in.token = ident.Digest(token)
 		in.base = "/inbox/" + url.PathEscape(token)
@@ -188,6 +195,20 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 	case rt.kind != routePing && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", "GET, HEAD")
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
+	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// Its token is judged with the call: the body is read under the
+		// process's budget for unknown callers, and soon.
+		size := int64(maxBodyBytes) // chunked: at most this much is read
+		if r.ContentLength > 0 {
+			size = min(r.ContentLength, maxBodyBytes)
+		}
+		release, ok := in.preauth.Take(size)
+		if !ok {
+			return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
+		}
+		defer release()
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
 	}
 	if rt.token != "" {
 		release, ok := in.shares.Take(rt.token)

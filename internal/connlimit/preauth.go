@@ -1,0 +1,154 @@
+package connlimit
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Preauth bounds the request bodies a process reads before it knows who
+// sent them (limits.PreauthBytes, limits.PreauthRequests): bytes and
+// requests, taken before a body is read and released once it is judged.
+type Preauth struct {
+	maxBytes int64
+	maxN     int
+	mu       sync.Mutex
+	bytes    int64
+	n        int
+}
+
+// NewPreauth returns a budget of maxBytes over at most maxN bodies.
+func NewPreauth(maxBytes int64, maxN int) *Preauth {
+	return &Preauth{maxBytes: maxBytes, maxN: maxN}
+}
+
+// Take reserves size bytes for one body and returns its release, or
+// false (and reserves nothing) when the budget cannot hold it.
+func (p *Preauth) Take(size int64) (release func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n >= p.maxN || p.bytes+size > p.maxBytes {
+		return nil, false
+	}
+	p.n++
+	p.bytes += size
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.n--
+			p.bytes -= size
+		})
+	}, true
+}
+
+// Known marks the connection of a request (its context, under
+// HTTPConnContext) busy until the request is answered: its caller is
+// known, so it is no longer closed to make room under a Pool. Until then
+// a connection reading a request is as evictable as an idle one. A
+// request without a body is known from the start (GuardHTTP): nothing of
+// the caller's is left to wait for. Known is idempotent per request.
+func Known(ctx context.Context) {
+	c, ok := ctx.Value(connKey{}).(net.Conn)
+	if !ok {
+		return
+	}
+	if lc := under(c); lc != nil && lc.request.CompareAndSwap(false, true) {
+		lc.busy.Add(1)
+	}
+}
+
+// answered undoes Known once the request is answered (HTTPConnState).
+func answered(c net.Conn) {
+	if lc := under(c); lc != nil && lc.request.CompareAndSwap(true, false) {
+		lc.busy.Add(-1)
+	}
+}
+
+// under is the *Conn beneath c (itself, or beneath a *tls.Conn), or nil.
+func under(c net.Conn) *Conn {
+	for {
+		switch v := c.(type) {
+		case *Conn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+}
+
+// GuardHTTP wraps a shared surface's handler: a request without a body is
+// Known at once; one with a body is Known when the handler says so (its
+// credential, read from the headers, was accepted) or once its body has
+// been read to the end. A request answered before its body was read asks
+// the client to close the connection (Connection: close): net/http then
+// neither reads nor discards the rest, and sends no 100 Continue.
+func GuardHTTP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+			Known(r.Context())
+			h.ServeHTTP(w, r)
+			return
+		}
+		body := &guardedBody{ReadCloser: r.Body, ctx: r.Context()}
+		r.Body = body
+		h.ServeHTTP(&guardedWriter{ResponseWriter: w, body: body}, r)
+	})
+}
+
+// guardedBody notes that the body was read to its end.
+type guardedBody struct {
+	io.ReadCloser
+	ctx  context.Context
+	done atomic.Bool
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done.Swap(true) {
+		Known(b.ctx)
+	}
+	return n, err
+}
+
+// guardedWriter closes the connection after an answer given before the
+// body was read.
+type guardedWriter struct {
+	http.ResponseWriter
+	body    *guardedBody
+	written bool
+}
+
+func (w *guardedWriter) WriteHeader(status int) {
+	if !w.written && !w.body.done.Load() && status >= 200 {
+		w.ResponseWriter.Header().Set("Connection", "close")
+	}
+	if status >= 200 {
+		w.written = true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *guardedWriter) Write(p []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush passes on to the server's writer, for streamed answers.
+func (w *guardedWriter) Flush() {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
