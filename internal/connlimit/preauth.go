@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Preauth bounds the request bodies a process reads before it knows who
@@ -97,6 +98,9 @@ func GuardHTTP(h http.Handler) http.Handler {
 			return
 		}
 		body := &guardedBody{ReadCloser: r.Body, ctx: r.Context()}
+		// A copy: net/http judges what is left of the body by the
+		// request it read, whose Body must stay its own.
+		r = r.WithContext(r.Context())
 		r.Body = body
 		h.ServeHTTP(&guardedWriter{ResponseWriter: w, body: body}, r)
 	})
@@ -117,6 +121,11 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// unreadGrace is how long a connection answered before its body was read
+// may still take bytes of it (discarded) before it is closed: net/http's
+// own wait before it closes a connection with a body left unread.
+const unreadGrace = 500 * time.Millisecond
+
 // guardedWriter closes the connection after an answer given before the
 // body was read.
 type guardedWriter struct {
@@ -128,6 +137,10 @@ type guardedWriter struct {
 func (w *guardedWriter) WriteHeader(status int) {
 	if !w.written && !w.body.done.Load() && status >= 200 {
 		w.ResponseWriter.Header().Set("Connection", "close")
+		// net/http reads on for a short rest of the body before it
+		// closes, so that a client still sending gets the answer rather
+		// than a reset; no longer than unreadGrace.
+		http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(unreadGrace))
 	}
 	if status >= 200 {
 		w.written = true

@@ -33,8 +33,10 @@ func TestPreauth(t *testing.T) {
 }
 
 // TestGuardClosesUnread: a request answered before its declared body
-// arrived is answered at once with Connection: close, and its
-// Expect: 100-continue gets no 100.
+// arrived is answered at once with Connection: close, its
+// Expect: 100-continue gets no 100, and the connection is closed soon
+// after, also for a small body that never comes (the server here has no
+// read timeout of its own).
 func TestGuardClosesUnread(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,14 +47,21 @@ func TestGuardClosesUnread(t *testing.T) {
 	}))}
 	go srv.Serve(Listen(ln, Limits{Pool: NewPool(4)}))
 	t.Cleanup(func() { srv.Close() })
-	c := dial(t, ln.Addr().String())
-	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4194304\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
-		t.Fatalf("answer %d, close %v; want 401 and close", resp.StatusCode, resp.Close)
+	for _, length := range []int{4 << 20, 100} {
+		c := dial(t, ln.Addr().String())
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", length)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+			t.Fatalf("length %d: answer %d, close %v; want 401 and close", length, resp.StatusCode, resp.Close)
+		}
+		resp.Body.Close()
+		if _, err := br.ReadByte(); isTimeout(err) {
+			t.Fatalf("length %d: the connection was not closed after the answer", length)
+		}
 	}
 }
