@@ -13,12 +13,23 @@ import (
 // Preauth bounds the request bodies a process reads before it knows who
 // sent them (limits.PreauthBytes, limits.PreauthRequests): bytes and
 // requests, taken before a body is read and released once it is judged.
+// When a new body does not fit, the oldest bodies still being read make
+// room, their connections closed, as the pool closes the quietest idle
+// connection: a flood of unknown callers costs its sender its oldest
+// requests, never a trial its own (whose body, sent at once, is read long
+// before it is the oldest).
 type Preauth struct {
 	maxBytes int64
 	maxN     int
 	mu       sync.Mutex
 	bytes    int64
-	n        int
+	reading  []*preauthBody // oldest first
+}
+
+// preauthBody is one body being read: its size, and its connection.
+type preauthBody struct {
+	size int64
+	conn net.Conn // nil when the request carries none (no HTTPConnContext)
 }
 
 // NewPreauth returns a budget of maxBytes over at most maxN bodies.
@@ -26,25 +37,77 @@ func NewPreauth(maxBytes int64, maxN int) *Preauth {
 	return &Preauth{maxBytes: maxBytes, maxN: maxN}
 }
 
-// Take reserves size bytes for one body and returns its release, or
-// false (and reserves nothing) when the budget cannot hold it.
-func (p *Preauth) Take(size int64) (release func(), ok bool) {
+// Take reserves size bytes for one body of the request whose context is
+// ctx, closing the connections of the oldest bodies being read if it
+// must, and returns its release; false (nothing reserved) only when room
+// cannot be made.
+func (p *Preauth) Take(ctx context.Context, size int64) (release func(), ok bool) {
+	b := &preauthBody{size: size}
+	b.conn, _ = ctx.Value(connKey{}).(net.Conn)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.n >= p.maxN || p.bytes+size > p.maxBytes {
+	var evict []net.Conn
+	for len(p.reading) > 0 && (len(p.reading) >= p.maxN || p.bytes+size > p.maxBytes) && size <= p.maxBytes {
+		oldest := p.reading[0]
+		if oldest.conn == nil {
+			break
+		}
+		p.drop(oldest)
+		evict = append(evict, oldest.conn)
+	}
+	ok = len(p.reading) < p.maxN && p.bytes+size <= p.maxBytes
+	if ok {
+		p.reading = append(p.reading, b)
+		p.bytes += size
+	}
+	p.mu.Unlock()
+	for _, c := range evict {
+		c.Close()
+	}
+	if !ok {
 		return nil, false
 	}
-	p.n++
-	p.bytes += size
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.n--
-			p.bytes -= size
-		})
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.drop(b)
 	}, true
+}
+
+// Read reserves room for r's body (at most size bytes) as Take does, and
+// sets r.Body to give it back once the body has been read to its end: a
+// caller whose request then waits (a long poll) holds no room meanwhile.
+// The release it returns gives it back on any other way out.
+func (p *Preauth) Read(r *http.Request, size int64) (release func(), ok bool) {
+	release, ok = p.Take(r.Context(), size)
+	if ok {
+		r.Body = &releasingBody{ReadCloser: r.Body, release: release}
+	}
+	return release, ok
+}
+
+// releasingBody calls release at its end.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releasingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.release()
+	}
+	return n, err
+}
+
+// drop removes b, if it is still held.
+func (p *Preauth) drop(b *preauthBody) {
+	for i, x := range p.reading {
+		if x == b {
+			p.reading = append(p.reading[:i], p.reading[i+1:]...)
+			p.bytes -= b.size
+			return
+		}
+	}
 }
 
 // Known marks the connection of a request (its context, under

@@ -2,35 +2,59 @@ package connlimit
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestPreauth: the budget holds its bytes and its count, and a release
-// frees its reservation once.
+// TestPreauth: the budget holds its bytes and its count; a release frees
+// its reservation once; a body that does not fit closes the oldest
+// bodies' connections to make room, and one larger than the whole budget
+// is refused.
 func TestPreauth(t *testing.T) {
+	conns := make([]*pipeConn, 4)
+	ctxs := make([]context.Context, 4)
+	for i := range conns {
+		conns[i] = &pipeConn{}
+		ctxs[i] = HTTPConnContext(context.Background(), conns[i])
+	}
 	p := NewPreauth(10, 2)
-	r1, ok1 := p.Take(6)
-	if _, ok := p.Take(5); !ok1 || ok {
-		t.Fatalf("takes of 6 then 5 of 10: %v, %v; want true, false", ok1, ok)
+	r0, ok0 := p.Take(ctxs[0], 6)
+	r1, ok1 := p.Take(ctxs[1], 4)
+	if !ok0 || !ok1 || conns[0].closed || conns[1].closed {
+		t.Fatalf("takes of 6 and 4 of 10: %v %v", ok0, ok1)
 	}
-	r2, ok2 := p.Take(4)
-	if _, ok := p.Take(0); !ok2 || ok {
-		t.Fatalf("a third take over a count of 2: %v, %v", ok2, ok)
+	// Full by count and bytes: the oldest (6 bytes) makes room for 5.
+	_, ok2 := p.Take(ctxs[2], 5)
+	if !ok2 || !conns[0].closed || conns[1].closed {
+		t.Fatalf("a take over a full budget: %v; oldest closed %v, next closed %v; want true, true, false", ok2, conns[0].closed, conns[1].closed)
 	}
+	r0() // released after its eviction: frees nothing twice
 	r1()
 	r1()
-	if _, ok := p.Take(6); !ok {
-		t.Fatal("a released reservation is not taken again")
+	if _, ok := p.Take(ctxs[3], 5); !ok || conns[2].closed {
+		t.Fatalf("a take beside one of 5: %v, closed %v; want true, false", ok, conns[2].closed)
 	}
-	if _, ok := p.Take(1); ok {
-		t.Fatal("a second release of one take freed it twice")
+	if _, ok := p.Take(ctxs[3], 11); ok {
+		t.Fatal("a body larger than the budget was taken")
 	}
-	r2()
+	if _, ok := p.Take(context.Background(), 1); !ok || !conns[2].closed {
+		t.Fatalf("a take over a full count: %v, oldest closed %v", ok, conns[2].closed)
+	}
 }
+
+// pipeConn is a net.Conn that only notes its Close.
+type pipeConn struct {
+	net.Conn
+	closed bool
+}
+
+func (c *pipeConn) Close() error { c.closed = true; return nil }
 
 // TestGuardClosesUnread: a request answered before its declared body
 // arrived is answered at once with Connection: close, its
@@ -63,5 +87,24 @@ func TestGuardClosesUnread(t *testing.T) {
 		if _, err := br.ReadByte(); isTimeout(err) {
 			t.Fatalf("length %d: the connection was not closed after the answer", length)
 		}
+	}
+}
+
+// TestPreauthRead: a body's room is given back once it is read to its
+// end, before its request is answered.
+func TestPreauthRead(t *testing.T) {
+	p := NewPreauth(10, 1)
+	r, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader("body"))
+	release, ok := p.Read(r, 4)
+	if !ok {
+		t.Fatal("no room for the first body")
+	}
+	defer release()
+	if _, ok := p.Take(context.Background(), 1); ok {
+		t.Fatal("room beside a body still being read, over a count of 1")
+	}
+	io.ReadAll(r.Body)
+	if _, ok := p.Take(context.Background(), 10); !ok {
+		t.Fatal("a body read to its end still holds its room")
 	}
 }

@@ -203,7 +203,7 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		if r.ContentLength > 0 {
 			size = min(r.ContentLength, maxBodyBytes)
 		}
-		release, ok := in.preauth.Take(size)
+		release, ok := in.preauth.Read(r, size)
 		if !ok {
 			return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
 		}

@@ -152,7 +152,7 @@ func (h *Handler) readUnknownBody(w http.ResponseWriter, r *http.Request, limit 
 	if r.ContentLength >= 0 {
 		size = min(r.ContentLength, limit)
 	}
-	release, ok := h.preauth.Take(size)
+	release, ok := h.preauth.Take(r.Context(), size)
 	if !ok {
 		return nil, func() {}, sendapi.Fail(sendapi.Busy)
 	}
