@@ -140,6 +140,11 @@ type Conn struct {
 	// request is set while an HTTP request on the connection counts in
 	// busy (Known).
 	request atomic.Bool
+	// stranger ranks the connection for closing first under a Pool:
+	// strangerReading while its request's caller is unknown and its body
+	// is still coming, strangerAnswered once it was answered before its
+	// body was read (it is closing).
+	stranger atomic.Int32
 }
 
 // ErrExpired is returned by Read and Write once the connection outlived

@@ -74,18 +74,22 @@ func (p *Pool) admit(c *Conn) bool {
 	return true
 }
 
-// quietest is the open connection, not busy, whose last byte is oldest.
-// A scan: it runs only when the pool is full, and costs microseconds for
-// thousands of connections.
+// quietest is the open connection, not busy, to close first: of those
+// whose request a stranger sent (answered and closing, then still reading
+// an unknown caller's body), else of all, the one whose last byte is
+// oldest. A scan: it runs only when the pool is full, and costs
+// microseconds for thousands of connections.
 func (p *Pool) quietest() *Conn {
 	var best *Conn
+	var bestRank int32
 	var bestAt int64
 	for c := range p.conns {
 		if c.busy.Load() > 0 {
 			continue
 		}
-		if at := c.last.Load(); best == nil || at < bestAt {
-			best, bestAt = c, at
+		rank, at := c.stranger.Load(), c.last.Load()
+		if best == nil || rank > bestRank || (rank == bestRank && at < bestAt) {
+			best, bestRank, bestAt = c, rank, at
 		}
 	}
 	return best

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -232,4 +233,51 @@ func TestUnknownCallerEvictable(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestStrangerFirst: under a full pool, a connection reading a stranger's
+// body makes room before an idle connection quiet for longer.
+func TestStrangerFirst(t *testing.T) {
+	p := NewPool(2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+	}))}
+	go srv.Serve(Listen(ln, Limits{Pool: p}))
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	idle := dial(t, addr)
+	if status := rawGet(idle); status != 200 {
+		t.Fatalf("the idle connection's request: %d", status)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stranger := dial(t, addr)
+	fmt.Fprintf(stranger, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nx")
+	waitFor(t, "both in the pool", func() bool { return p.Open() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if status := rawGet(dial(t, addr)); status != 200 {
+		t.Fatalf("a new connection over the full pool: %d", status)
+	}
+	stranger.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := stranger.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the stranger's connection: %v, want closed", err)
+	}
+	if status := rawGet(idle); status != 200 {
+		t.Fatalf("the idle connection after a stranger made room: %d, want still served", status)
+	}
+}
+
+// rawGet sends GET / on c and returns the answer's status (0 if none).
+func rawGet(c net.Conn) int {
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

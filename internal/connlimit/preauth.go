@@ -73,32 +73,6 @@ func (p *Preauth) Take(ctx context.Context, size int64) (release func(), ok bool
 	}, true
 }
 
-// Read reserves room for r's body (at most size bytes) as Take does, and
-// sets r.Body to give it back once the body has been read to its end: a
-// caller whose request then waits (a long poll) holds no room meanwhile.
-// The release it returns gives it back on any other way out.
-func (p *Preauth) Read(r *http.Request, size int64) (release func(), ok bool) {
-	release, ok = p.Take(r.Context(), size)
-	if ok {
-		r.Body = &releasingBody{ReadCloser: r.Body, release: release}
-	}
-	return release, ok
-}
-
-// releasingBody calls release at its end.
-type releasingBody struct {
-	io.ReadCloser
-	release func()
-}
-
-func (b *releasingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.release()
-	}
-	return n, err
-}
-
 // drop removes b, if it is still held.
 func (p *Preauth) drop(b *preauthBody) {
 	for i, x := range p.reading {
@@ -122,14 +96,34 @@ func Known(ctx context.Context) {
 		return
 	}
 	if lc := under(c); lc != nil && lc.request.CompareAndSwap(false, true) {
+		lc.stranger.Store(strangerNone)
 		lc.busy.Add(1)
 	}
 }
 
 // answered undoes Known once the request is answered (HTTPConnState).
 func answered(c net.Conn) {
-	if lc := under(c); lc != nil && lc.request.CompareAndSwap(true, false) {
-		lc.busy.Add(-1)
+	if lc := under(c); lc != nil {
+		lc.stranger.Store(strangerNone)
+		if lc.request.CompareAndSwap(true, false) {
+			lc.busy.Add(-1)
+		}
+	}
+}
+
+// Ranks of Conn.stranger.
+const (
+	strangerNone int32 = iota
+	strangerReading
+	strangerAnswered
+)
+
+// markStranger ranks the connection of ctx's request.
+func markStranger(ctx context.Context, rank int32) {
+	if c, ok := ctx.Value(connKey{}).(net.Conn); ok {
+		if lc := under(c); lc != nil {
+			lc.stranger.Store(rank)
+		}
 	}
 }
 
@@ -160,6 +154,7 @@ func GuardHTTP(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		markStranger(r.Context(), strangerReading)
 		body := &guardedBody{ReadCloser: r.Body, ctx: r.Context()}
 		// A copy: net/http judges what is left of the body by the
 		// request it read, whose Body must stay its own.
@@ -199,6 +194,7 @@ type guardedWriter struct {
 
 func (w *guardedWriter) WriteHeader(status int) {
 	if !w.written && !w.body.done.Load() && status >= 200 {
+		markStranger(w.body.ctx, strangerAnswered)
 		w.ResponseWriter.Header().Set("Connection", "close")
 		// net/http reads on for a short rest of the body before it
 		// closes, so that a client still sending gets the answer rather

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 )
@@ -87,24 +85,5 @@ func TestGuardClosesUnread(t *testing.T) {
 		if _, err := br.ReadByte(); isTimeout(err) {
 			t.Fatalf("length %d: the connection was not closed after the answer", length)
 		}
-	}
-}
-
-// TestPreauthRead: a body's room is given back once it is read to its
-// end, before its request is answered.
-func TestPreauthRead(t *testing.T) {
-	p := NewPreauth(10, 1)
-	r, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader("body"))
-	release, ok := p.Read(r, 4)
-	if !ok {
-		t.Fatal("no room for the first body")
-	}
-	defer release()
-	if _, ok := p.Take(context.Background(), 1); ok {
-		t.Fatal("room beside a body still being read, over a count of 1")
-	}
-	io.ReadAll(r.Body)
-	if _, ok := p.Take(context.Background(), 10); !ok {
-		t.Fatal("a body read to its end still holds its room")
 	}
 }

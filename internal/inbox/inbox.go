@@ -21,7 +21,9 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -197,18 +199,11 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
 	}
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		// Its token is judged with the call: the body is read under the
-		// process's budget for unknown callers, and soon.
-		size := int64(maxBodyBytes) // chunked: at most this much is read
-		if r.ContentLength > 0 {
-			size = min(r.ContentLength, maxBodyBytes)
+		// Its token is judged with the call: the body is read first, at
+		// once, under the process's budget for unknown callers, and soon.
+		if status := in.readBody(w, r); status != 0 {
+			return status
 		}
-		release, ok := in.preauth.Read(r, size)
-		if !ok {
-			return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
-		}
-		defer release()
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
 	}
 	if rt.token != "" {
 		release, ok := in.shares.Take(rt.token)
@@ -272,6 +267,29 @@ func (in *Inbox) ping(w http.ResponseWriter, r *http.Request, rt route) int {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// readBody reads r's body (at most maxBodyBytes and one more, for the
+// MCP handler to refuse) into memory under the budget for unknown
+// callers, within limits.PreauthBodyTimeout, and hands it on as r.Body.
+// It returns the status it answered with instead, or 0.
+func (in *Inbox) readBody(w http.ResponseWriter, r *http.Request) int {
+	size := int64(maxBodyBytes) + 1 // chunked: at most this much is read
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, size)
+	}
+	release, ok := in.preauth.Take(r.Context(), size)
+	if !ok {
+		return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
+	}
+	defer release()
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, size))
+	if err != nil {
+		return write(w, http.StatusBadRequest, "text/html; charset=utf-8", render.Notice("Bad request", "The request's body did not arrive in time."))
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return 0
 }
 
 // statusWriter keeps the status an answer was given, for the log.
