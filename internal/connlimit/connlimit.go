@@ -6,9 +6,11 @@
 // byte written, so a flood of connections costs the server nothing but the
 // accept. Surfaces that serve many trials use a Pool instead (pool.go):
 // one cap for all of a process's listeners, sized to the process, under
-// which the quietest idle connection makes room for a new one; and Shares
-// (shares.go) bound what each trial has in flight. The lifetime bound closes a connection even while its client
-// trickles bytes, which idle timeouts alone cannot catch.
+// which a stranger's or the quietest idle connection makes room for a new
+// one; Shares (shares.go) bound what each trial has in flight; Preauth
+// (preauth.go) bounds the bodies read before their caller is known. The
+// lifetime bound closes a connection even while its client trickles
+// bytes, which idle timeouts alone cannot catch.
 package connlimit
 
 import (

@@ -16,8 +16,9 @@ import (
 // NewHTTPServer returns the http.Server for h. net/http keeps the idle
 // bound itself (between requests and while a request's header arrives);
 // the listener adds the connection cap and lifetime. A connection is busy
-// (never closed to make room under a connlimit.Pool) while a request on
-// it is answered.
+// (never closed to make room under a connlimit.Pool) while a known
+// caller's request on it is answered (caller.go); HTTP/1.1 only, so that
+// one connection holds one request, over TLS too.
 func NewHTTPServer(h http.Handler, idle, lifetime time.Duration, zl zerolog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           connlimit.GuardHTTP(h), // see caller.go
@@ -28,7 +29,7 @@ func NewHTTPServer(h http.Handler, idle, lifetime time.Duration, zl zerolog.Logg
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(debugWriter{zl}, "http: ", 0),
 		ConnState:         connlimit.HTTPConnState(),
-		Protocols:         httpserve.HTTP1(), // one connection, one request at a time
+		Protocols:         httpserve.HTTP1(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return ConnContext(ctx, c)
 		},
