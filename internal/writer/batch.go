@@ -87,7 +87,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
 	if err != nil {
-		writeError(w, h.credentialAnswer(err))
+		writeError(w, h.callerAnswer(err))
 		return
 	}
 	defer done()

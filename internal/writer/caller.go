@@ -110,9 +110,9 @@ func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, e
 	return resp.Namespace, nil
 }
 
-// credentialAnswer is the answer to a credential check that failed with
+// callerAnswer is the answer to a credential check that failed with
 // err, or nil if it did not.
-func (h *Handler) credentialAnswer(err error) *apierr.Error {
+func (h *Handler) callerAnswer(err error) *apierr.Error {
 	switch code := rpc.CodeOf(err); {
 	case err == nil:
 		return nil
@@ -129,9 +129,9 @@ func (h *Handler) credentialAnswer(err error) *apierr.Error {
 	}
 }
 
-// providerAnswer is credentialAnswer in a provider API's shape.
+// providerAnswer is callerAnswer in a provider API's shape.
 func (h *Handler) providerAnswer(err error) *sendapi.Error {
-	switch h.credentialAnswer(err) {
+	switch h.callerAnswer(err) {
 	case nil:
 		return nil
 	case errTrialBusy:

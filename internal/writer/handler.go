@@ -266,7 +266,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 	}
 	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
 	if err != nil {
-		writeError(w, h.credentialAnswer(err))
+		writeError(w, h.callerAnswer(err))
 		return
 	}
 	defer done()
@@ -367,7 +367,7 @@ func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error
 	// The plane records fail's code in the trial's trail if cred opens it.
 	err := h.plane.Refused(ctx, &rpc.RefusalRequest{CredentialRequest: rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}, Code: fail.Code})
 	if err != nil {
-		return h.credentialAnswer(err)
+		return h.callerAnswer(err)
 	}
 	return fail
 }
