@@ -267,6 +267,7 @@ func (r *Report) finish() {
 		r.densityGoals(d)
 	}
 	r.fairGoal()
+	r.preauthGoal()
 	r.regressionGoals()
 }
 
@@ -501,6 +502,7 @@ func (r *Report) markdown() string {
 		w("\nThe list is of a namespace of 32 messages (full text, codes and links) on a store that also holds %d messages of another trial; Mailpit's list answers 32 summaries of a Mailpit holding %d. Wake-up: a GET …/latest?wait=10s is already waiting when a POST /emails starts; \"wait wake-up\" is from the POST's acknowledgement to the waiting read's answer (negative when the waiter is answered first: the plane wakes waiters on commit), next to a plain GET …/latest sent at the acknowledgement, the best any poller could do; \"POST to read\" is from the start of the POST to the answer, next to POST then GET. %d rounds each.\n", backgroundMessages, backgroundMessages, wakeRounds)
 	}
 	r.fairMarkdown(w)
+	r.preauthMarkdown(w)
 	if len(r.Startup) > 0 {
 		w("\n## Start-up\n\n| what | median ms | max ms | runs ms |\n|---|--:|--:|---|\n")
 		for _, s := range r.Startup {

@@ -6,9 +6,11 @@
 // byte written, so a flood of connections costs the server nothing but the
 // accept. Surfaces that serve many trials use a Pool instead (pool.go):
 // one cap for all of a process's listeners, sized to the process, under
-// which the quietest idle connection makes room for a new one; and Shares
-// (shares.go) bound what each trial has in flight. The lifetime bound closes a connection even while its client
-// trickles bytes, which idle timeouts alone cannot catch.
+// which a stranger's or the quietest idle connection makes room for a new
+// one; Shares (shares.go) bound what each trial has in flight; Preauth
+// (preauth.go) bounds the bodies read before their caller is known. The
+// lifetime bound closes a connection even while its client trickles
+// bytes, which idle timeouts alone cannot catch.
 package connlimit
 
 import (
@@ -137,6 +139,14 @@ type Conn struct {
 	last   atomic.Int64
 	busy   atomic.Int32
 	onShed func()
+	// request is set while an HTTP request on the connection counts in
+	// busy (Known).
+	request atomic.Bool
+	// stranger ranks the connection for closing first under a Pool:
+	// strangerReading while its request's caller is unknown and its body
+	// is still coming, strangerAnswered once it was answered before its
+	// body was read (it is closing).
+	stranger atomic.Int32
 }
 
 // ErrExpired is returned by Read and Write once the connection outlived

@@ -74,18 +74,22 @@ func (p *Pool) admit(c *Conn) bool {
 	return true
 }
 
-// quietest is the open connection, not busy, whose last byte is oldest.
-// A scan: it runs only when the pool is full, and costs microseconds for
-// thousands of connections.
+// quietest is the open connection, not busy, to close first: of those
+// whose request a stranger sent (answered and closing, then still reading
+// an unknown caller's body), else of all, the one whose last byte is
+// oldest. A scan: it runs only when the pool is full, and costs
+// microseconds for thousands of connections.
 func (p *Pool) quietest() *Conn {
 	var best *Conn
+	var bestRank int32
 	var bestAt int64
 	for c := range p.conns {
 		if c.busy.Load() > 0 {
 			continue
 		}
-		if at := c.last.Load(); best == nil || at < bestAt {
-			best, bestAt = c, at
+		rank, at := c.stranger.Load(), c.last.Load()
+		if best == nil || rank > bestRank || (rank == bestRank && at < bestAt) {
+			best, bestRank, bestAt = c, rank, at
 		}
 	}
 	return best
@@ -101,39 +105,23 @@ func (p *Pool) remove(c *Conn) {
 // one) as answering a request (busy) or not: a busy connection is never
 // closed to make room. It does nothing for other connections.
 func MarkBusy(c net.Conn, busy bool) {
-	for {
-		switch v := c.(type) {
-		case *Conn:
-			if busy {
-				v.busy.Add(1)
-			} else {
-				v.busy.Add(-1)
-			}
-			return
-		case interface{ NetConn() net.Conn }:
-			c = v.NetConn()
-		default:
-			return
-		}
+	if lc := under(c); lc != nil && busy {
+		lc.busy.Add(1)
+	} else if lc != nil {
+		lc.busy.Add(-1)
 	}
 }
 
-// HTTPConnState is an http.Server.ConnState that marks a connection busy
-// from the moment net/http has read a request until it is idle again: a
-// connection waiting for its first request or between requests may be
-// closed to make room, one whose request is being answered may not.
+// HTTPConnState is an http.Server.ConnState that ends a request's busy
+// mark (Known) when it is answered: a connection waiting for its first
+// request, between requests, or reading a request whose caller is not yet
+// known may be closed to make room; one whose known caller's request is
+// being answered may not.
 func HTTPConnState() func(net.Conn, http.ConnState) {
-	var busy sync.Map // net.Conn → struct{}: marked, so that only a mark is undone
 	return func(c net.Conn, st http.ConnState) {
 		switch st {
-		case http.StateActive:
-			if _, loaded := busy.LoadOrStore(c, struct{}{}); !loaded {
-				MarkBusy(c, true)
-			}
 		case http.StateIdle, http.StateHijacked, http.StateClosed:
-			if _, loaded := busy.LoadAndDelete(c); loaded {
-				MarkBusy(c, false)
-			}
+			answered(c)
 		}
 	}
 }

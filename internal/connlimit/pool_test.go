@@ -1,6 +1,8 @@
 package connlimit
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -82,8 +84,8 @@ func TestPoolKeepsBusy(t *testing.T) {
 	}
 }
 
-// TestHTTPConnState: net/http's states mark a connection busy while a
-// request is answered, and only then.
+// TestHTTPConnState: a request without a body marks its connection busy
+// while it is answered, and only then.
 func TestHTTPConnState(t *testing.T) {
 	p := NewPool(1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,12 +93,12 @@ func TestHTTPConnState(t *testing.T) {
 		t.Fatal(err)
 	}
 	started, finish := make(chan struct{}), make(chan struct{})
-	srv := &http.Server{ConnState: HTTPConnState(), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(started)
 			<-finish
 		}
-	})}
+	}))}
 	go srv.Serve(Listen(ln, Limits{Pool: p}))
 	t.Cleanup(func() { srv.Close() })
 	url := "http://" + ln.Addr().String()
@@ -182,4 +184,100 @@ func (p *Pool) busyConns() int {
 		}
 	}
 	return n
+}
+
+// TestUnknownCallerEvictable: a connection whose request body is still
+// arriving, from a caller the handler has not accepted, makes room like
+// an idle one; once the handler knows the caller (Known), it is kept.
+func TestUnknownCallerEvictable(t *testing.T) {
+	p := NewPool(1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "good" {
+			Known(r.Context())
+		}
+		io.ReadAll(r.Body)
+	}))}
+	go srv.Serve(Listen(ln, Limits{Pool: p}))
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 3 * time.Second}
+	for _, c := range []struct {
+		auth    string
+		evicted bool
+	}{{"stranger", true}, {"good", false}} {
+		slow := dial(t, addr)
+		fmt.Fprintf(slow, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Length: 10\r\n\r\nx", c.auth)
+		waitFor(t, "the slow request read", func() bool { return p.Open() == 1 && (c.auth != "good" || p.busyConns() == 1) })
+		time.Sleep(50 * time.Millisecond) // the stranger's request is in the handler, waiting for its body
+		resp, err := hc.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		if served := err == nil; served != c.evicted {
+			t.Fatalf("%s: a new connection served %v (%v), want %v", c.auth, served, err, c.evicted)
+		}
+		slow.SetReadDeadline(time.Now().Add(time.Second))
+		_, rerr := slow.Read(make([]byte, 1))
+		if closed := rerr != nil && !isTimeout(rerr); closed != c.evicted {
+			t.Fatalf("%s: slow connection closed %v (%v), want %v", c.auth, closed, rerr, c.evicted)
+		}
+		slow.Close()
+		waitFor(t, "the pool empty", func() bool { return p.Open() == 0 })
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// TestStrangerFirst: under a full pool, a connection reading a stranger's
+// body makes room before an idle connection quiet for longer.
+func TestStrangerFirst(t *testing.T) {
+	p := NewPool(2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+	}))}
+	go srv.Serve(Listen(ln, Limits{Pool: p}))
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	idle := dial(t, addr)
+	if status := rawGet(idle); status != 200 {
+		t.Fatalf("the idle connection's request: %d", status)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stranger := dial(t, addr)
+	fmt.Fprintf(stranger, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nx")
+	waitFor(t, "both in the pool", func() bool { return p.Open() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if status := rawGet(dial(t, addr)); status != 200 {
+		t.Fatalf("a new connection over the full pool: %d", status)
+	}
+	stranger.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := stranger.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the stranger's connection: %v, want closed", err)
+	}
+	if status := rawGet(idle); status != 200 {
+		t.Fatalf("the idle connection after a stranger made room: %d, want still served", status)
+	}
+}
+
+// rawGet sends GET / on c and returns the answer's status (0 if none).
+func rawGet(c net.Conn) int {
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

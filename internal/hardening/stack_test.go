@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -26,9 +27,17 @@ type upSys struct {
 // newUpSys starts mail-plane up with no trial open and extra flags.
 func newUpSys(t *testing.T, extra ...string) *upSys {
 	t.Helper()
+	return newUpSysCmd(t, nil, extra...)
+}
+
+// newUpSysCmd starts mail-plane up as newUpSys does, under the command
+// prefix (prlimit and its flags, for one).
+func newUpSysCmd(t *testing.T, prefix []string, extra ...string) *upSys {
+	t.Helper()
 	s := newAudit(t)
-	args := append([]string{"--log-level", "debug", "up", "--json", "--trials", "0"}, extra...)
-	cmd := exec.Command(itest.Bin(t, "mail-plane"), args...)
+	args := append(slices.Clone(prefix), itest.Bin(t, "mail-plane"), "--log-level", "debug", "up", "--json", "--trials", "0")
+	args = append(args, extra...)
+	cmd := exec.Command(args[0], args[1:]...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -40,15 +40,18 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, log z
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           h,
+		// A request is busy under the pool once its caller is known, and
+		// one answered before its body was read closes its connection.
+		Handler:           connlimit.GuardHTTP(h),
 		ReadHeaderTimeout: cmp.Or(l.HeaderTimeout, l.ReadTimeout),
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ConnState:         connlimit.HTTPConnState(), // a connection answering a request is never closed to make room
+		ConnState:         connlimit.HTTPConnState(), // a known caller's request is never closed to make room
 		ConnContext:       connlimit.HTTPConnContext,
+		Protocols:         HTTP1(),
 		ErrorLog:          stdlog.New(log.With().Str("source", "net/http").Logger(), "", 0),
 	}
 	errc := make(chan error, 1)
@@ -70,6 +73,15 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, log z
 		return err
 	}
 	return nil
+}
+
+// HTTP1 is the protocols of every server of the project: HTTP/1.1 alone.
+// HTTP/2 would let one connection hold many requests, each with its
+// body, where the connection caps count one.
+func HTTP1() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	return p
 }
 
 // Hosts are the DNS names a surface answers to, besides localhost and any

@@ -21,7 +21,9 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -39,6 +41,10 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
+// maxBodyBytes is the most of a request body the inbox reads: an MCP
+// call's arguments (inboxmcp's own bound), or a ping's "PING".
+const maxBodyBytes = 64 << 10
+
 // healthTimeout bounds the plane's health call behind /healthz.
 const healthTimeout = 5 * time.Second
 
@@ -51,7 +57,10 @@ type Inbox struct {
 	log          zerolog.Logger
 	// shares bound the requests in flight per token on a shared inbox.
 	shares *connlimit.Shares
-	mcp    *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
+	// preauth bounds the bodies read before the plane has judged their
+	// token (an MCP call, a ping): the token is judged with the call.
+	preauth *connlimit.Preauth
+	mcp     *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
 }
 
 // New returns the inbox for token, reading through plane (a client holding
@@ -61,7 +70,7 @@ type Inbox struct {
 // does; a shared inbox has none.
 func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger) *Inbox {
 	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log, shares: connlimit.NewShares(limits.TrialRequests),
-		mcp: inboxmcp.New(plane, log)}
+		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests), mcp: inboxmcp.New(plane, log)}
 	if token != "" {
 		in.token = ident.Digest(token)
 		in.base = "/inbox/" + url.PathEscape(token)
@@ -189,6 +198,13 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		w.Header().Set("Allow", "GET, HEAD")
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
 	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// Its token is judged with the call: the body is read first, at
+		// once, under the process's budget for unknown callers, and soon.
+		if status := in.readBody(w, r); status != 0 {
+			return status
+		}
+	}
 	if rt.token != "" {
 		release, ok := in.shares.Take(rt.token)
 		if !ok {
@@ -251,6 +267,29 @@ func (in *Inbox) ping(w http.ResponseWriter, r *http.Request, rt route) int {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// readBody reads r's body (at most maxBodyBytes and one more, for the
+// MCP handler to refuse) into memory under the budget for unknown
+// callers, within limits.PreauthBodyTimeout, and hands it on as r.Body.
+// It returns the status it answered with instead, or 0.
+func (in *Inbox) readBody(w http.ResponseWriter, r *http.Request) int {
+	size := int64(maxBodyBytes) + 1 // chunked: at most this much is read
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, size)
+	}
+	release, ok := in.preauth.Take(r.Context(), size)
+	if !ok {
+		return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
+	}
+	defer release()
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, size))
+	if err != nil {
+		return write(w, http.StatusBadRequest, "text/html; charset=utf-8", render.Notice("Bad request", "The request's body did not arrive in time."))
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return 0
 }
 
 // statusWriter keeps the status an answer was given, for the log.

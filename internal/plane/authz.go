@@ -119,7 +119,7 @@ var methods = map[string]method{
 	rpc.MethodCredentialCheck: {
 		roles:   map[principal]binding{writer: bindTrial, sharedWriter: bindCredential},
 		accepts: writeKinds,
-		call:    bound(credentialSelector, (*Broker).CheckCredential, credentialEvent),
+		call:    bound(credentialSelector, (*Broker).CheckCredential, checkEvent),
 	},
 	rpc.MethodRefusal: {
 		roles:   map[principal]binding{writer: bindTrial, sharedWriter: bindCredential},

@@ -116,9 +116,15 @@ func (b *Broker) ping(ctx context.Context) error {
 }
 
 // CheckCredential answers a credential check: its credential opened the
-// trial it was bound to, and nothing else is judged.
-func (b *Broker) CheckCredential(context.Context, target, *rpc.CredentialRequest) (rpc.Empty, error) {
-	return rpc.Empty{}, nil
+// trial it was bound to, and nothing else is judged. The answer names
+// the namespace, the key of the caller's fair share on the writer.
+func (b *Broker) CheckCredential(_ context.Context, t target, _ *rpc.CredentialRequest) (rpc.CredentialResponse, error) {
+	return rpc.CredentialResponse{Namespace: t.ns.Name}, nil
+}
+
+// checkEvent records a credential check as credentialEvent does.
+func checkEvent(t target, req *rpc.CredentialRequest, _ rpc.CredentialResponse, err error) *evidence.Event {
+	return credentialEvent(t, req, rpc.Empty{}, err)
 }
 
 // Refused answers the writer's refusal of a malformed request, once its

@@ -19,8 +19,8 @@ func TestWriterChecks(t *testing.T) {
 	good := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: w.a.MailAPIToken}
 	wrong := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: w.b.MailAPIToken}
 	before := len(exportTrail(t, w.plane.Admin, w.a.Namespace))
-	if err := w.writerA.CheckCredential(ctx(t), &good); err != nil {
-		t.Fatalf("check with the trial's token: %v", err)
+	if resp, err := w.writerA.ResolveCredential(ctx(t), &good); err != nil || resp.Namespace != w.a.Namespace {
+		t.Fatalf("check with the trial's token: %+v, %v; want namespace %s", resp, err, w.a.Namespace)
 	}
 	if err := w.writerA.CheckCredential(ctx(t), &wrong); code(err) != rpc.CodeUnauthorized {
 		t.Fatalf("check with another trial's token: %v", err)

@@ -22,12 +22,13 @@ import (
 // be on cue.
 type heldPlane struct {
 	port    int
+	door    string // if set, only the sends of this door are held
 	entered chan struct{}
 	release chan struct{}
 }
 
 func (p heldPlane) Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error) {
-	if req.Port == p.port {
+	if req.Port == p.port && (p.door == "" || req.Door == p.door) {
 		p.entered <- struct{}{}
 		<-p.release
 	}
@@ -122,4 +123,42 @@ func TestTrialSends(t *testing.T) {
 	if _, code, text := transact(t, addrA, true); code != 250 {
 		t.Fatalf("the trial after its sends were answered: %d %q", code, text)
 	}
+}
+
+// TestDoorShares: two trials' netns doors on the same port number (here
+// 127.0.0.1 and 127.0.0.2, as two namespaces' loopbacks would be) have a
+// share each: one door at its share leaves the other served.
+func TestDoorShares(t *testing.T) {
+	shares := connlimit.NewShares(limits.TrialSends)
+	plane := heldPlane{door: "a", entered: make(chan struct{}, limits.TrialSends+1), release: make(chan struct{})}
+	a := smtpd.New(smtpd.Config{Shares: shares, Door: "a"}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares, Door: "b"}, &plane, zerolog.Nop())
+	addrA := serveOn(t, a)
+	_, port, _ := net.SplitHostPort(addrA)
+	lnB, err := net.Listen("tcp", "127.0.0.2:"+port)
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	go b.Serve(lnB)
+	t.Cleanup(func() { b.Close() })
+	if plane.port, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	for range limits.TrialSends {
+		transact(t, addrA, false)
+	}
+	for range limits.TrialSends {
+		select {
+		case <-plane.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held sends did not reach the plane")
+		}
+	}
+	if _, code, text := transact(t, addrA, true); code != 452 {
+		t.Fatalf("door a over its share: %d %q, want 452", code, text)
+	}
+	if _, code, text := transact(t, lnB.Addr().String(), true); code != 250 {
+		t.Fatalf("door b on the same port while door a is at its share: %d %q, want 250", code, text)
+	}
+	close(plane.release)
 }

@@ -361,13 +361,18 @@ func (s *session) Data(r io.Reader) error {
 }
 
 // shareKey names the trial a send is for, as far as the writer can tell
-// before the plane decides: the credential it presents, or the port (a
-// trial's own) when it presents none.
+// before the plane decides: the door it came in by (a netns door's key:
+// port numbers repeat across namespaces; else its port), and the
+// credential it presents (AUTH's, checked at AUTH), if any.
 func shareKey(req *rpc.SendRequest) string {
-	if req.Credential != "" {
-		return "credential:" + req.Namespace + "\x00" + req.Credential
+	door := "port:" + strconv.Itoa(req.Port)
+	if req.Door != "" {
+		door = "door:" + req.Door
 	}
-	return "port:" + strconv.Itoa(req.Port)
+	if req.Credential != "" {
+		return door + "\x00credential:" + req.Namespace + "\x00" + req.Credential
+	}
+	return door
 }
 
 // errorLog sends go-smtp's internal error lines (a client that vanished,

@@ -130,8 +130,10 @@ func (p *blockingPlane) Send(_ context.Context, req *rpc.SendRequest) (rpc.SendR
 	<-p.release
 	return rpc.SendResponse{ID: "id-1", Seq: 1, Namespace: "trial-x"}, nil
 }
-func (p *blockingPlane) CheckCredential(context.Context, *rpc.CredentialRequest) error { return nil }
-func (p *blockingPlane) Refused(context.Context, *rpc.RefusalRequest) error            { return nil }
+func (p *blockingPlane) ResolveCredential(context.Context, *rpc.CredentialRequest) (rpc.CredentialResponse, error) {
+	return rpc.CredentialResponse{Namespace: "trial-x"}, nil
+}
+func (p *blockingPlane) Refused(context.Context, *rpc.RefusalRequest) error { return nil }
 
 // TestConcurrentIdempotentRequests: while the first request with a key is
 // still being answered, another with the same key (on the same route and

@@ -85,18 +85,22 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMissingKey)
 		return
 	}
+	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
+	if err != nil {
+		writeError(w, h.callerAnswer(err))
+		return
+	}
+	defer done()
 	permissive, items, key, fail := h.readBatch(w, r)
 	var emails []*email
 	var errs []batchError
 	if fail == nil {
 		emails, errs, fail = parseBatchEmails(items, permissive, h.cfg.MaxRecipients)
 	}
-	if fail != nil || len(errs) > 0 {
-		// The credential before anything else is told about the body.
-		if f := h.authenticated(r, cred, fail); f != nil {
-			writeError(w, f)
-			return
-		}
+	if fail != nil {
+		// The plane records the refusal in the trial's trail.
+		writeError(w, h.authenticated(r, cred, fail))
+		return
 	}
 	release, ok := h.running.claim(w, cred, "batch", key)
 	if !ok {

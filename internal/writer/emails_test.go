@@ -3,6 +3,7 @@ package writer_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -556,7 +557,7 @@ func TestTooLargeAfterEncoding(t *testing.T) {
 // TestConnectionLimits: a 17th connection is closed at once, an idle one
 // after --idle-timeout, a trickling one after --connection-lifetime.
 func TestConnectionLimits(t *testing.T) {
-	_, _, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", nil, "--idle-timeout", "1s", "--connection-lifetime", "3s")
+	_, id, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", nil, "--idle-timeout", "1s", "--connection-lifetime", "3s")
 	addr := strings.TrimPrefix(w.URL, "http://")
 	var held []net.Conn
 	for range 16 {
@@ -582,10 +583,11 @@ func TestConnectionLimits(t *testing.T) {
 		t.Fatalf("idle connection lived %v, want about 1s", d)
 	}
 
-	// A body trickled a byte at a time never goes idle; the lifetime ends it.
+	// A body trickled a byte at a time never goes idle; the lifetime ends
+	// it. (A wrong credential's body is not read at all: TestCredentialBeforeBody.)
 	trickle := writertest.Dial(t, addr)
 	start = time.Now()
-	io.WriteString(trickle, "POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+	io.WriteString(trickle, "POST /emails HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+id.MailAPIToken+"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -646,5 +648,53 @@ func TestCommandLine(t *testing.T) {
 	w := writertest.Start(t, p, id, "fixed")
 	if code := w.Stop(t); code != 0 {
 		t.Fatalf("SIGTERM: exit %d\n%s", code, w.Output())
+	}
+}
+
+// TestCredentialBeforeBody: a wrong credential, on every API whose
+// credential is in the headers, is answered at once with its 401 and
+// Connection: close while its declared body never comes, and with
+// Expect: 100-continue gets no 100; the trial's own credential is told
+// 100 Continue, and its body is read.
+func TestCredentialBeforeBody(t *testing.T) {
+	_, id, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", nil)
+	addr := strings.TrimPrefix(w.URL, "http://")
+	basic := func(tok string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte("api:"+tok)) }
+	for _, c := range []struct{ path, header, value string }{
+		{"/emails", "Authorization", "Bearer "},
+		{"/emails/batch", "Authorization", "Bearer "},
+		{"/v3/mail/send", "Authorization", "Bearer "},
+		{"/email", "X-Postmark-Server-Token", ""},
+		{"/v3/example.com/messages", "Authorization", "basic"},
+	} {
+		for _, good := range []bool{false, true} {
+			tok := "re_wrong" + strings.Repeat("x", 20)
+			if good {
+				tok = id.MailAPIToken
+			}
+			value := c.value + tok
+			if c.value == "basic" {
+				value = basic(tok)
+			}
+			conn := writertest.Dial(t, addr)
+			start := time.Now()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
+				c.path, c.header, value, 1000)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("%s good=%v: %v", c.path, good, err)
+			}
+			resp.Body.Close()
+			if good {
+				if resp.StatusCode != http.StatusContinue {
+					t.Errorf("%s with the trial's credential: %d before the body, want 100 Continue", c.path, resp.StatusCode)
+				}
+				continue
+			}
+			if d := time.Since(start); resp.StatusCode != http.StatusUnauthorized || !resp.Close || d > 2*time.Second {
+				t.Errorf("%s with a wrong credential: %d, close %v, after %v; want 401 and close, at once", c.path, resp.StatusCode, resp.Close, d)
+			}
+		}
 	}
 }

@@ -43,7 +43,7 @@ import (
 type Plane interface {
 	Health(ctx context.Context) (rpc.HealthResponse, error)
 	Send(ctx context.Context, req *rpc.SendRequest) (rpc.SendResponse, error)
-	CheckCredential(ctx context.Context, req *rpc.CredentialRequest) error
+	ResolveCredential(ctx context.Context, req *rpc.CredentialRequest) (rpc.CredentialResponse, error)
 	Refused(ctx context.Context, req *rpc.RefusalRequest) error
 	Bootstrap(ctx context.Context, token string) (rpc.BootstrapResponse, error)
 }
@@ -76,9 +76,14 @@ type Handler struct {
 	// running are the idempotency keys of requests still being answered
 	// (idempotency.go).
 	running inflight
-	// shares bound the requests in flight per credential: one trial's
-	// flood is refused 429 while the others are served.
+	// shares bound the requests in flight per trial and door: one
+	// trial's flood is refused 429 while the others are served.
 	shares *connlimit.Shares
+	// known are the credentials the plane accepted recently (caller.go).
+	known callers
+	// preauth bounds the bodies read before their caller is known (an
+	// SES request's).
+	preauth *connlimit.Preauth
 }
 
 // NewHandler returns the API over plane.
@@ -92,7 +97,8 @@ func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 	if cfg.Idle <= 0 {
 		cfg.Idle = connlimit.DefaultIdle
 	}
-	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now, shares: connlimit.NewShares(limits.TrialRequests)}
+	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now, shares: connlimit.NewShares(limits.TrialRequests),
+		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests)}
 }
 
 // route is one endpoint of the mail APIs: the method it answers and what
@@ -123,17 +129,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if api := sendAPI(r.URL.EscapedPath()); api != nil {
 		// A provider API's route (providers.go): it answers every method
 		// in the provider's shape and takes its own fair share, by the
-		// credential it reads.
+		// trial its credential opens.
 		h.provider(w, r, api)
 		return
-	}
-	if cred, ok := bearer(r); ok {
-		release, ok := h.shares.Take(cred)
-		if !ok {
-			writeError(w, errTrialBusy)
-			return
-		}
-		defer release()
 	}
 	rt, known := routes[r.URL.EscapedPath()]
 	switch r.Method {
@@ -209,6 +207,14 @@ func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errForbidden)
 		return
 	}
+	// The plane judges the token with the call (it has no body): its
+	// share is the token's, on this door.
+	release, ok := h.shares.Take(doorKey(r) + "\x00bootstrap\x00" + token)
+	if !ok {
+		writeError(w, errTrialBusy)
+		return
+	}
+	defer release()
 	ctx, cancel := planeContext(r)
 	defer cancel()
 	br, err := h.plane.Bootstrap(ctx, token)
@@ -231,8 +237,8 @@ func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
 	if br.SMTPPort != 0 {
 		port = br.SMTPPort // the trial's own, on a shared writer
 	}
-	if d, ok := r.Context().Value(doorSMTPKey{}).(doorSMTP); ok {
-		host, port = d.host, d.port // the trial's door inside its namespace (WithDoorSMTP)
+	if d, ok := r.Context().Value(doorCtxKey{}).(door); ok && d.smtpPort != 0 {
+		host, port = d.smtpHost, d.smtpPort // the trial's door inside its namespace (AtDoor)
 	}
 	writeJSON(w, http.StatusOK, bootstrapBody{Capability: br.Capability, Namespace: br.Namespace, SMTPHost: host, SMTPPort: port})
 }
@@ -243,10 +249,11 @@ type idResponse struct {
 }
 
 // emails is POST /emails, checked in docs/reference.md §5's order. The
-// credential is checked by the plane, so a request that fails a later
-// check locally is first shown to the plane with no message at all: a
-// wrong credential must answer 401 whatever else is wrong with the
-// request, and nobody without a credential learns how the rest is judged.
+// credential is checked by the plane before the body is read (admit): a
+// wrong credential answers 401 whatever else is wrong with the request,
+// and nobody without a credential learns how the rest is judged. A
+// request that then fails a later check is shown to the plane with no
+// message at all, which records the refusal in the trial's trail.
 func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		writeError(w, errNotFound)
@@ -257,6 +264,12 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMissingKey)
 		return
 	}
+	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
+	if err != nil {
+		writeError(w, h.callerAnswer(err))
+		return
+	}
+	defer done()
 	e, idemKey, fail := h.readEmail(w, r)
 	if fail != nil {
 		writeError(w, h.authenticated(r, cred, fail))
@@ -344,30 +357,17 @@ func idempotencyKey(r *http.Request) (string, *apierr.Error) {
 	return "", nil
 }
 
-// authenticated returns fail if the plane accepts cred as this trial's
-// mail credential, else errUnauthorized: a wrong credential is answered
-// before anything wrong with the request, as the reference does.
+// authenticated shows the plane a request refused as fail whose
+// credential admit accepted: the plane records the refusal in the
+// trial's trail. It returns fail, or the plane's answer if cred no longer
+// opens the trial.
 func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error) *apierr.Error {
 	ctx, cancel := planeContext(r)
 	defer cancel()
-	// The plane records fail's code in the trial's trail if cred opens it
-	// (a permissive batch asks with no fail of its own).
-	check := rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}
-	var err error
-	if fail != nil {
-		err = h.plane.Refused(ctx, &rpc.RefusalRequest{CredentialRequest: check, Code: fail.Code})
-	} else {
-		err = h.plane.CheckCredential(ctx, &check)
-	}
-	switch code := rpc.CodeOf(err); {
-	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
-		return errUnauthorized
-	case rpc.IsOutage(err):
-		// Whether the credential is good cannot be known now.
-		return errUnavailable
-	case code == rpc.CodeInternal:
-		h.log.Error().Msg("http: the plane failed to check a credential")
-		return errInternal
+	// The plane records fail's code in the trial's trail if cred opens it.
+	err := h.plane.Refused(ctx, &rpc.RefusalRequest{CredentialRequest: rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}, Code: fail.Code})
+	if err != nil {
+		return h.callerAnswer(err)
 	}
 	return fail
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/websitebench/mailplane/internal/faults"
@@ -50,14 +51,6 @@ type presented struct {
 	proof      *rpc.SigV4Proof
 }
 
-// share is the key of the request's fair share of the writer.
-func (p presented) share() string {
-	if p.proof != nil {
-		return "sigv4 " + p.proof.AccessKeyID
-	}
-	return p.credential
-}
-
 // provider serves one provider API request.
 func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.API) {
 	if r.Method != http.MethodPost {
@@ -76,24 +69,32 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 		return
 	}
 	who := presented{credential: cred}
-	if hasCred {
-		// A bearer's share is taken before its body is read; a signed
-		// request's, once its signature names its trial.
-		release, ok := h.shares.Take(who.share())
-		if !ok {
-			api.Refuse(w, sendapi.Fail(sendapi.Busy))
-			return
-		}
-		defer release()
-	}
 	limit := h.cfg.MaxBodyBytes
 	if api.Batch(r.URL.EscapedPath()) {
 		limit *= batchBodyFactor
 	}
-	body, fail := h.readProviderBody(w, r, limit)
+	if hasCred {
+		// The credential is in the headers: the caller is known before
+		// its body is read.
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred, API: api.Name()})
+		if err != nil {
+			api.Refuse(w, h.providerAnswer(err))
+			return
+		}
+		defer done()
+	}
+	var body []byte
+	var fail *sendapi.Error
+	unknown := func() {} // the unknown caller's part of the budget, until it is known
+	if hasCred {
+		body, fail = h.readProviderBody(w, r, limit)
+	} else {
+		body, unknown, fail = h.readUnknownBody(w, r, limit)
+	}
+	defer unknown()
 	if fail != nil {
 		if hasCred {
-			// A wrong credential is answered before anything else.
+			// The plane records the refusal in the trial's trail.
 			fail = cmp.Or(h.checkPresented(r, api, who, fail), fail)
 		}
 		api.Refuse(w, fail)
@@ -106,12 +107,14 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 			return
 		}
 		who.proof = &rpc.SigV4Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
-		release, ok := h.shares.Take(who.share())
-		if !ok {
-			api.Refuse(w, sendapi.Fail(sendapi.Busy))
+		// The signature names the caller before anything else is judged.
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, SigV4: who.proof, API: api.Name()})
+		unknown()
+		if err != nil {
+			api.Refuse(w, h.providerAnswer(err))
 			return
 		}
-		defer release()
+		defer done()
 	}
 	emails, fail := api.Parse(r, body)
 	var judged []*judgedEmail
@@ -119,13 +122,13 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 		judged, fail = h.judgeAll(api, emails, api.Batch(r.URL.EscapedPath()))
 	}
 	if fail != nil {
-		// The credential is judged first: a wrong one is the answer.
+		// The plane records the refusal in the trial's trail.
 		api.Refuse(w, cmp.Or(h.checkPresented(r, api, who, fail), fail))
 		return
 	}
 	if item := firstRefused(judged); item != nil {
 		// A batch's email refused on its own: the others are still sent,
-		// if the credential opens a trial at all.
+		// if the credential still opens the trial.
 		if refusal := h.checkPresented(r, api, who, item); refusal != nil {
 			api.Refuse(w, refusal)
 			return
@@ -137,6 +140,25 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 		return
 	}
 	api.Accepted(w, r, results)
+}
+
+// readUnknownBody reads the body of a request whose caller the body
+// itself names (a SigV4 signature covers its hash): under the process's
+// budget for unknown callers, which the body holds until release, and
+// within limits.PreauthBodyTimeout. Over the budget it is 429 at once,
+// and nothing is read.
+func (h *Handler) readUnknownBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), *sendapi.Error) {
+	size := limit // chunked: at most this much is read
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, limit)
+	}
+	release, ok := h.preauth.Take(r.Context(), size)
+	if !ok {
+		return nil, func() {}, sendapi.Fail(sendapi.Busy)
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
+	body, fail := h.readProviderBody(w, r, limit)
+	return body, release, fail
 }
 
 // firstRefused is the refusal of the first email judged invalid, or nil.

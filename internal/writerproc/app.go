@@ -201,7 +201,7 @@ func serve(ctx context.Context, c *cli.Context, o options, lns mainListeners, pl
 	lim, httpLim := listenerLimits(o.maxConns, o.idle, o.lifetime, log)
 	h := writer.NewHandler(writer.Config{MaxBodyBytes: o.maxBytes, MaxRecipients: o.maxRcpt, SMTPHost: lns.host, SMTPPort: lns.port, Idle: o.idle}, plane, log)
 	api := cliapp.AllowedHosts(c).Check(h)
-	hs := writer.NewHTTPServer(api, o.idle, o.lifetime, log)
+	hs := writer.NewHTTPServer(writer.AtDoor(api, "http", "", 0), o.idle, o.lifetime, log)
 	smtpCfg := smtpd.Config{Mode: o.mode, MaxMessageBytes: o.maxBytes, MaxRecipients: o.maxRcpt, MaxCommands: o.maxCmds, TLS: o.tls, PlainAuthNets: o.authNets,
 		AuthFailureDelay: o.authDelay, Shares: connlimit.NewShares(limits.TrialSends)}
 	shared := smtpCfg

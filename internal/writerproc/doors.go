@@ -77,7 +77,7 @@ func (s *doorServers) handle(m fdpass.Message) {
 		lim.OnShed = s.sheds.onDoor(m.Door) // recorded in the trial's trail, as a host port's
 		go srv.Serve(connlimit.Listen(ln, lim))
 	case fdpass.KindHTTP:
-		api := writer.WithDoorSMTP(s.api, d.smtpHost, d.smtpPort)
+		api := writer.AtDoor(s.api, "netns:"+m.Door, d.smtpHost, d.smtpPort)
 		hs := writer.NewHTTPServer(api, s.limits.Idle, s.limits.Lifetime, s.log)
 		d.closers = append(d.closers, hs.Close)
 		go hs.Serve(connlimit.Listen(ln, connlimit.Limits{MaxConns: s.limits.MaxConns, Lifetime: s.limits.Lifetime}))

@@ -97,7 +97,7 @@ func startTLSDoors(c *cli.Context, limits connlimit.Limits, tlsCfg *tls.Config, 
 			d.shutdown()
 			return nil, cliapp.Usagef("--https-listen: %v", err)
 		}
-		d.http = writer.NewHTTPServer(h, limits.Idle, limits.Lifetime, log)
+		d.http = writer.NewHTTPServer(writer.AtDoor(h, "https", "", 0), limits.Idle, limits.Lifetime, log)
 		d.http.TLSConfig = tlsCfg.Clone()
 		d.http.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			// The handler reads the connection's remaining lifetime from

@@ -164,6 +164,13 @@ func (c *Client) CheckCredential(ctx context.Context, req *CredentialRequest) er
 	return c.Call(ctx, MethodCredentialCheck, req, nil)
 }
 
+// ResolveCredential is CheckCredential, answering the namespace the
+// credential opened.
+func (c *Client) ResolveCredential(ctx context.Context, req *CredentialRequest) (CredentialResponse, error) {
+	var r CredentialResponse
+	return r, c.Call(ctx, MethodCredentialCheck, req, &r)
+}
+
 // Refused records a request the writer refused for its form, if its
 // credential opens a trial; else it answers as CheckCredential.
 func (c *Client) Refused(ctx context.Context, req *RefusalRequest) error {

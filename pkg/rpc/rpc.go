@@ -246,6 +246,13 @@ type CredentialRequest struct {
 	API        string      `json:"api,omitempty"`
 }
 
+// CredentialResponse answers a credential check that opened a trial: the
+// namespace it opened, by which the writer counts the caller's fair
+// share (the credential itself is never a share's key).
+type CredentialResponse struct {
+	Namespace string `json:"namespace"`
+}
+
 // RefusalRequest is a credential check (MethodRefusal) for a request the
 // writer answers with the stable code Code (a malformed request): if the
 // credential opens the trial, the plane records the refusal in the

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// Strangers before they are known (issue 32): on one `mail-plane up
+// --trials 0`, trial B's POST /emails (one client, kept alive) alone, and
+// while preauthStrangers connections with random tokens each declare a
+// 4 MiB batch and send all of it but its last byte, opening a new one for
+// each the writer closes. The writer refuses each at once, from its
+// header, without reading the body.
+const (
+	preauthStrangers = 60
+	preauthDeclared  = 4 << 20
+	preauthTurns     = 2
+	preauthPosts     = 300
+	preauthTurn      = 5 * time.Second
+	preauthPath      = "POST /emails, B under 60 strangers' 4 MiB bodies"
+	// goalPreauthRatio: B's p99 under the strangers within 2× alone.
+	goalPreauthRatio = 2.0
+)
+
+// preauth measures B alone and under the strangers and records the pair.
+func (h *harness) preauth(ctx context.Context) error {
+	up, admin, err := h.startUpAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	defer admin.Close()
+	b, err := admin.TrialOpen(ctx, &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		return fmt.Errorf("trial.open B: %w", err)
+	}
+	w, err := url.Parse(up.bundle.WriterURL)
+	if err != nil || w.Host == "" {
+		return fmt.Errorf("mail-plane up --json: writer URL %q", up.bundle.WriterURL)
+	}
+	hc := httpClient(1)
+	defer hc.CloseIdleConnections()
+	post := fairPoster(hc, b)
+	alone, flooded := Load{Label: "B alone"}, Load{Label: "B under strangers"}
+	if err := postTurn(ctx, post, 50, 0, &Load{}); err != nil { // warm-up
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for range preauthTurns {
+		if err := postTurn(ctx, post, preauthPosts, preauthTurn, &alone); err != nil {
+			return err
+		}
+		f, err := h.procs.start("strangers", self, []string{"-strangers", w.Host}, nil)
+		if err != nil {
+			return err
+		}
+		if err := f.poll(ctx, func() bool { return sockets(f.pid()) >= preauthStrangers*9/10 }); err != nil {
+			f.stop()
+			return fmt.Errorf("the strangers: %d connections, want %d: %w", sockets(f.pid()), preauthStrangers*9/10, err)
+		}
+		err = postTurn(ctx, post, preauthPosts, preauthTurn, &flooded)
+		f.stop()
+		if err != nil {
+			return err
+		}
+	}
+	alone.finish()
+	flooded.finish()
+	p := Pair{Section: "preauth", Store: "embedded", Path: preauthPath, Conc: 1, Mailplane: flooded, Baseline: alone}
+	if alone.Rate > 0 {
+		p.Pct = 100 * flooded.Rate / alone.Rate
+	}
+	h.report.Pairs = append(h.report.Pairs, p)
+	h.logf("  %-40s p50 %6.2fms p99 %6.2fms; alone p50 %6.2fms p99 %6.2fms", preauthPath, flooded.P50, flooded.P99, alone.P50, alone.P99)
+	return nil
+}
+
+// holdStrangers is the -strangers process: preauthStrangers connections
+// to the writer at addr, each a 4 MiB batch with a random token whose
+// last byte is held back, opened again when the writer closes them,
+// until it is killed.
+func holdStrangers(addr string) {
+	chunk := []byte(strings.Repeat(" ", 64<<10))
+	for range preauthStrangers {
+		go func() {
+			for {
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				tok := make([]byte, 16)
+				rand.Read(tok)
+				fmt.Fprintf(c, "POST /emails/batch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer re_%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n[",
+					hex.EncodeToString(tok), preauthDeclared)
+				for left := preauthDeclared - 2; left > 0; left -= len(chunk) {
+					if _, err := c.Write(chunk[:min(len(chunk), left)]); err != nil {
+						break
+					}
+				}
+				io.Copy(io.Discard, c) // until the writer closes it
+				c.Close()
+			}
+		}()
+	}
+	select {}
+}
+
+// preauthGoal: B's p99 under the strangers within goalPreauthRatio × alone.
+func (r *Report) preauthGoal() {
+	p, ok := r.find("preauth", "embedded", preauthPath, "", 1)
+	if !ok || p.Baseline.P99 <= 0 {
+		return
+	}
+	ratio := p.Mailplane.P99 / p.Baseline.P99
+	r.goal(fmt.Sprintf("B's p99 POST /emails under 60 strangers' 4 MiB bodies ≤ %.0f× B's p99 alone", goalPreauthRatio),
+		fmt.Sprintf("%.2f× (p99 %.2f ms under strangers, %.2f ms alone)", ratio, p.Mailplane.P99, p.Baseline.P99), ratio <= goalPreauthRatio)
+}
+
+// preauthMarkdown is the section's table.
+func (r *Report) preauthMarkdown(w func(string, ...any)) {
+	rows := r.section("preauth", "")
+	if len(rows) == 0 {
+		return
+	}
+	w("\n## Strangers before they are known: unauthenticated bodies against a trial's POST /emails\n\n")
+	w("| figure | ops | p50 ms | p99 ms | alone: p50 ms | p99 ms | p99 ratio |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, p := range rows {
+		w("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f× |\n", p.Path, p.Mailplane.Ops, p.Mailplane.P50, p.Mailplane.P99, p.Baseline.P50, p.Baseline.P99, p.Mailplane.P99/max(p.Baseline.P99, 1e-9))
+	}
+	r.errorLines(w, rows)
+	w("\nOne `mail-plane up --trials 0` with trial B. B posts 512 B one at a time on one kept-alive connection, %d turns alone and %d under the strangers, each of at least %d posts and %v. The strangers run in a process of their own: %d connections to the writer's HTTP port, each a `POST /emails/batch` with a random token declaring %d MiB and sending all but its last byte, opened again when the writer closes it.\n",
+		preauthTurns, preauthTurns, preauthPosts, preauthTurn, preauthStrangers, preauthDeclared>>20)
+}

@@ -1,0 +1,145 @@
+package writer
+
+import (
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/apierr"
+	"github.com/websitebench/mailplane/internal/connlimit"
+	"github.com/websitebench/mailplane/internal/sendapi"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// The caller before the body. A request's credential is in its headers
+// (a Bearer token, Postmark's X-Postmark-Server-Token, Mailgun's Basic
+// password), so the writer asks the plane which trial it opens before it
+// reads one byte of the body: a stranger's request is answered 401 at
+// once and its connection closed (connlimit.GuardHTTP), and the writer
+// buffers nothing for it. A known caller's request then counts as busy
+// under the connection pool, and takes its fair share of its door under
+// the namespace the plane resolved.
+//
+// An SES request names its trial by a signature over its body's hash, so
+// its body is read first, under the process's budget for unknown callers
+// (limits.PreauthBytes) and within limits.PreauthBodyTimeout; the
+// signature is checked before anything else is judged.
+
+// Credentials the plane accepted are remembered for callerTTL by their
+// digest, so that the hot path (one client sending many messages) asks
+// the plane once, not once per request. The memory gates only the reading
+// of a body: the plane still authorizes every send.
+const (
+	callerTTL = 5 * time.Second
+	// callerCacheMax bounds the credentials remembered; a full cache is
+	// emptied (each trial's client asks again once).
+	callerCacheMax = 4096
+)
+
+// errShareTaken: the caller's trial has its share of the door in flight.
+var errShareTaken = errors.New("writer: the trial's share is in flight")
+
+// callers remembers the namespaces credentials opened recently.
+type callers struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]knownCaller
+}
+
+type knownCaller struct {
+	ns    string
+	until time.Time
+}
+
+func (c *callers) get(k [sha256.Size]byte, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kc, ok := c.m[k]
+	if !ok || now.After(kc.until) {
+		delete(c.m, k)
+		return "", false
+	}
+	return kc.ns, true
+}
+
+func (c *callers) put(k [sha256.Size]byte, ns string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= callerCacheMax {
+		c.m = make(map[[sha256.Size]byte]knownCaller)
+	}
+	c.m[k] = knownCaller{ns: ns, until: now.Add(callerTTL)}
+}
+
+// admit decides who is calling: the namespace req's credential opens (a
+// SigV4 proof is asked every time: it is bound to one request). The
+// request is then busy under the pool, and holds its fair share of its
+// door until release.
+func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest) (release func(), err error) {
+	ns, err := h.resolve(r, req)
+	if err != nil {
+		return nil, err
+	}
+	connlimit.Known(r.Context())
+	release, ok := h.shares.Take(doorKey(r) + "\x00" + ns)
+	if !ok {
+		return nil, errShareTaken
+	}
+	return release, nil
+}
+
+// resolve is the namespace req opens: remembered, or the plane's answer.
+func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, error) {
+	var k [sha256.Size]byte
+	if req.SigV4 == nil {
+		k = sha256.Sum256([]byte(req.API + "\x00" + req.Credential))
+		if ns, ok := h.known.get(k, h.now()); ok {
+			return ns, nil
+		}
+	}
+	ctx, cancel := planeContext(r)
+	defer cancel()
+	resp, err := h.plane.ResolveCredential(ctx, &req)
+	if err != nil {
+		return "", err
+	}
+	if req.SigV4 == nil {
+		h.known.put(k, resp.Namespace, h.now())
+	}
+	return resp.Namespace, nil
+}
+
+// callerAnswer is the answer to a credential check that failed with
+// err, or nil if it did not.
+func (h *Handler) callerAnswer(err error) *apierr.Error {
+	switch code := rpc.CodeOf(err); {
+	case err == nil:
+		return nil
+	case errors.Is(err, errShareTaken):
+		return errTrialBusy
+	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
+		return errUnauthorized
+	case rpc.IsOutage(err):
+		// Whether the credential is good cannot be known now.
+		return errUnavailable
+	default:
+		h.log.Error().Str("code", code).Msg("http: the plane failed to check a credential")
+		return errInternal
+	}
+}
+
+// providerAnswer is callerAnswer in a provider API's shape.
+func (h *Handler) providerAnswer(err error) *sendapi.Error {
+	switch h.callerAnswer(err) {
+	case nil:
+		return nil
+	case errTrialBusy:
+		return sendapi.Fail(sendapi.Busy)
+	case errUnauthorized:
+		return sendapi.Fail(sendapi.Unauthorized)
+	case errUnavailable:
+		return sendapi.Fail(sendapi.Unavailable)
+	}
+	return sendapi.Fail(sendapi.Internal)
+}
