@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func signUpMail(t *testing.T, confirm, far string) string {
 <p>Or confirm your address with one click:</p>
 <p><a id=confirm class=btn href="` + confirm + `">Confirm my account</a></p>
 <form action="` + far + `/form" method=post><input name=email value="x"><button id=subscribe>Subscribe to news</button></form>
-<p style="color:#57606a;font-size:12px">If you did not sign up, ignore this mail.</p>
+<p style="color:#57606a;font-size:12px">If you did not sign up, ignore this mail. <a id=privacy href="` + confirm[:strings.Index(confirm, "/confirm")] + `/privacy">Privacy</a></p>
 <img id=pixel src="` + far + `/pixel.gif" width=1 height=1 alt="">
 </td></tr></table></td></tr></table></body></html>`
 	text := "Welcome to Acme!\r\n\r\nYour verification code is: 482913\r\n\r\nConfirm your account: " + confirm + "\r\n"
@@ -156,6 +157,11 @@ func TestBrowserHTMLMail(t *testing.T) {
 	if got := inFrame(`document.scripts.length + "/" + document.forms.length + "/" + document.querySelectorAll("input,button,iframe,link").length + "/" + document.getElementById("pixel").hasAttribute("src")`); got != "0/0/0/false" {
 		t.Fatalf("scripts/forms/controls/pixel src: %q", got)
 	}
+	// A link only the HTML has pings too, after the text's one link.
+	privacyPing := inFrame(`document.getElementById("privacy").getAttribute("ping")`)
+	if !strings.HasSuffix(privacyPing, "/messages/13/ping/1") {
+		t.Fatalf("the HTML-only link pings %q", privacyPing)
+	}
 	if title := eval(`document.title`); title != "Message" {
 		t.Fatalf("the page's title is %q", title)
 	}
@@ -196,6 +202,22 @@ func TestBrowserHTMLMail(t *testing.T) {
 	gw := plane.Client(t, plane.GatewayGrant(t))
 	waitEvent(t, gw, id, func(e map[string]any) bool {
 		return e["action"] == "click" && e["outcome"] == "accepted" && e["host"] == "127.0.0.1" && fmt.Sprint(e["message_ids"]) == "[13]"
+	})
+
+	// The HTML-only link's ping, as the browser would send it, is a click
+	// on the plane's record, its host read from the stored HTML.
+	req, _ := http.NewRequest("POST", in.URL+privacyPing, strings.NewReader("PING"))
+	req.Header.Set("Content-Type", "text/ping")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the HTML-only link's ping: %d", resp.StatusCode)
+	}
+	waitEvent(t, gw, id, func(e map[string]any) bool {
+		return e["action"] == "click" && e["outcome"] == "accepted" && e["host"] == "127.0.0.1" && e["link"] == float64(1)
 	})
 
 	// Nothing the mail tried to load or run reached anything.

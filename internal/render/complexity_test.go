@@ -38,6 +38,12 @@ func TestSanitizeLinear(t *testing.T) {
 			}, c.base)
 		})
 	}
+	// The plane reads a click's link with LinkURLs: links of the HTML
+	// only, each with many attributes before its href.
+	complexity.Linear(t, "LinkURLs/html links", func(n int) func() {
+		m := rpc.Message{HTML: strings.Repeat(`<a title=a class=b id=c href="https://site.example/`+"x"+`">go</a>`, n)}
+		return func() { LinkURLs(m) }
+	}, 10_000)
 	// Links shared with the text: each HTML link finds its ping at once.
 	complexity.Linear(t, "FrameDocument/shared links", func(n int) func() {
 		var text, html strings.Builder

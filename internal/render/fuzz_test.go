@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -28,5 +29,10 @@ func FuzzSanitize(f *testing.F) {
 	inline := []rpc.InlineImage{{ContentID: "logo", ContentType: "image/png", Data: []byte("x")}}
 	f.Fuzz(func(t *testing.T, h string) {
 		checkSafe(t, h, Sanitize(h, inline))
+		for _, u := range LinkURLs(rpc.Message{HTML: h}) {
+			if linkURL(u) != u || strings.HasPrefix(strings.ToLower(u), "mailto:") {
+				t.Fatalf("LinkURLs(%q) has %q", h, u)
+			}
+		}
 	})
 }

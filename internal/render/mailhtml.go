@@ -48,16 +48,16 @@ func FrameDocument(m rpc.Message, ping func(i int) string) []byte {
 	return []byte(b.String())
 }
 
-// pinger maps an HTML link's URL to its ping route: the route of the
-// first text link with that URL, the link the plane records a click on.
+// pinger maps an HTML link's URL to its ping route: the route of its
+// index in LinkURLs, the link the plane records a click on.
 func pinger(m rpc.Message, ping func(i int) string) func(string) string {
 	if ping == nil {
 		return nil
 	}
 	index := map[string]int{}
-	for i, l := range Links(m.Text) {
-		if _, ok := index[l.URL]; !ok {
-			index[l.URL] = i
+	for i, u := range LinkURLs(m) {
+		if _, ok := index[u]; !ok {
+			index[u] = i
 		}
 	}
 	return func(u string) string {
@@ -65,6 +65,48 @@ func pinger(m rpc.Message, ping func(i int) string) func(string) string {
 			return ping(i)
 		}
 		return ""
+	}
+}
+
+// LinkURLs are the links a click may be recorded on, by index: the
+// text's (Links, so a text link keeps its index), then each http(s) link
+// of the HTML part whose URL the text has not, in the HTML's order, once.
+// The plane reads a click's link from the stored message with it.
+func LinkURLs(m rpc.Message) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range Links(m.Text) {
+		out = append(out, l.URL)
+		seen[l.URL] = true
+	}
+	if m.HTML == "" {
+		return out
+	}
+	z := xhtml.NewTokenizer(strings.NewReader(m.HTML))
+	for {
+		tt := z.Next()
+		if tt == xhtml.ErrorToken {
+			return out
+		}
+		if tt != xhtml.StartTagToken && tt != xhtml.SelfClosingTagToken {
+			continue
+		}
+		name, more := z.TagName()
+		if string(name) != "a" {
+			continue
+		}
+		u := ""
+		for more && u == "" {
+			var k, v []byte
+			k, v, more = z.TagAttr()
+			if string(k) == "href" {
+				u = linkURL(string(v))
+			}
+		}
+		if l := strings.ToLower(u); !seen[u] && (strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")) {
+			out = append(out, u)
+			seen[u] = true
+		}
 	}
 }
 

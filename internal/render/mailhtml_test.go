@@ -38,15 +38,22 @@ func TestSanitize(t *testing.T) {
 }
 
 // A link of the HTML pings the route of the text's link with its URL;
-// one the text lacks pings nothing.
+// one the text lacks pings the route after the text's links (LinkURLs).
 func TestFrameDocumentPings(t *testing.T) {
 	m := rpc.Message{ID: 7, Text: "Confirm: https://site.example/c?a=1&b=2\nHelp: https://help.example/",
-		HTML: `<a href="https://help.example/">help</a><a href="https://site.example/c?a=1&amp;b=2">Confirm</a><a href="https://other.example/">o</a>`}
+		HTML: `<a href="https://help.example/">help</a><a href="https://site.example/c?a=1&amp;b=2">Confirm</a><a href="https://other.example/">o</a>` +
+			`<a title=x href=" https://other.example/ ">again</a><a href="mailto:x@y.example">m</a><a href="/rel">r</a><a href="https://last.example/">l</a>`}
+	if got := strings.Join(LinkURLs(m), " "); got != "https://site.example/c?a=1&b=2 https://help.example/ https://other.example/ https://last.example/" {
+		t.Errorf("LinkURLs: %s", got)
+	}
 	got := string(FrameDocument(m, func(i int) string { return PingPath("/inbox/t", m.ID, i) }))
 	for _, want := range []string{
 		`<a href="https://help.example/" target="_top" rel="noreferrer noopener" ping="/inbox/t/messages/7/ping/1">help</a>`,
 		`<a href="https://site.example/c?a=1&amp;b=2" target="_top" rel="noreferrer noopener" ping="/inbox/t/messages/7/ping/0">Confirm</a>`,
-		`<a href="https://other.example/" target="_top" rel="noreferrer noopener">o</a>`,
+		`<a href="https://other.example/" target="_top" rel="noreferrer noopener" ping="/inbox/t/messages/7/ping/2">o</a>`,
+		`<a title="x" href="https://other.example/" target="_top" rel="noreferrer noopener" ping="/inbox/t/messages/7/ping/2">again</a>`,
+		`<a href="mailto:x@y.example" target="_top" rel="noreferrer noopener">m</a>`,
+		`<a href="https://last.example/" target="_top" rel="noreferrer noopener" ping="/inbox/t/messages/7/ping/3">l</a>`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("frame lacks %q:\n%s", want, got)
