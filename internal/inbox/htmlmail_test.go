@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,18 +167,7 @@ func TestBrowserHTMLMail(t *testing.T) {
 		t.Fatalf("the page's title is %q", title)
 	}
 
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := t.ArtifactDir() + "/inbox-html-mail.png"
-	if p := os.Getenv("MAILPLANE_SCREENSHOT"); p != "" {
-		path = p
-	}
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the message: %s", path)
+	screenshot(t, ctx, "inbox-message.png")
 
 	// Click the button as a person does (a real mouse event, so that the
 	// frame may lead the top window): the site opens, the click is pinged.
@@ -233,6 +223,7 @@ func TestBrowserHTMLMail(t *testing.T) {
 	if got := eval(`document.getElementById("message-13").className + "/" + document.querySelectorAll("article.unread").length`); got != "msg read/12" {
 		t.Fatalf("after the open, message 13's class and the unread count: %q", got)
 	}
+	screenshot(t, ctx, "inbox-list.png")
 	do("open its text", chromedp.Navigate(inbox+"/messages/13"), chromedp.WaitVisible(chromedp.ID("message-text-link")),
 		chromedp.Click(chromedp.ID("message-text-link")), chromedp.WaitVisible(chromedp.ID("message-body")))
 	if body := eval(`document.getElementById("message-body").innerText`); !strings.Contains(body, "482913") || !strings.Contains(body, confirm) {
@@ -241,6 +232,25 @@ func TestBrowserHTMLMail(t *testing.T) {
 	if got := far.seen(); len(got) != 0 {
 		t.Fatalf("the remote host got %s", got[0].URL)
 	}
+}
+
+// screenshot saves the page as name in the test's artifacts, or in
+// $MAILPLANE_SCREENSHOTS (docs/ keeps the ones docs/agent.md shows).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("MAILPLANE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.ArtifactDir()
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }
 
 // waitFrame waits for the page's child frame whose URL ends with suffix.
