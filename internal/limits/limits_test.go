@@ -12,6 +12,7 @@ func TestOrder(t *testing.T) {
 		{"HeaderBytes ≤ MessageBytes", HeaderBytes, MessageBytes},
 		{"URLBytes ≤ LinkifyBytes", URLBytes, LinkifyBytes},
 		{"LinkifyBytes ≤ MessageBytes", LinkifyBytes, MessageBytes},
+		{"MessageBytes ≤ FrameImageBytes (every inline image shows once)", MessageBytes, FrameImageBytes},
 		{"HeaderLines ≤ HeaderBytes/2 (a line is at least \"\\r\\n\")", HeaderLines, HeaderBytes / 2},
 	} {
 		if c.small > c.big || c.small <= 0 {

@@ -7,6 +7,7 @@ import (
 
 	xhtml "golang.org/x/net/html"
 
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -43,7 +44,7 @@ func FrameDocument(m rpc.Message, ping func(i int) string) []byte {
 	var b strings.Builder
 	b.Grow(len(m.HTML) + 256)
 	b.WriteString(`<!doctype html><html><head><meta charset=utf-8><meta name=referrer content=no-referrer></head><body style="margin:0">`)
-	sanitize(&b, m.HTML, pinger(m, ping), m.Inline)
+	sanitize(&b, m.HTML, pinger(m, ping), newImages(m.Inline))
 	b.WriteString("</body></html>")
 	return []byte(b.String())
 }
@@ -113,7 +114,7 @@ func LinkURLs(m rpc.Message) []string {
 // Sanitize is the HTML part as the frame shows it, without pings.
 func Sanitize(h string, inline []rpc.InlineImage) string {
 	var b strings.Builder
-	sanitize(&b, h, nil, inline)
+	sanitize(&b, h, nil, newImages(inline))
 	return b.String()
 }
 
@@ -144,7 +145,7 @@ func set(words string) map[string]bool {
 	return m
 }
 
-func sanitize(b *strings.Builder, h string, ping func(string) string, inline []rpc.InlineImage) {
+func sanitize(b *strings.Builder, h string, ping func(string) string, inline *images) {
 	z := xhtml.NewTokenizer(strings.NewReader(h))
 	skip, depth := "", 0 // the dropped element being skipped, and how deep in it
 	inStyle := false
@@ -210,7 +211,7 @@ func tagName(name string) string {
 }
 
 // startTag writes a kept element's start tag with its allowed attributes.
-func startTag(b *strings.Builder, tok xhtml.Token, ping func(string) string, inline []rpc.InlineImage) {
+func startTag(b *strings.Builder, tok xhtml.Token, ping func(string) string, inline *images) {
 	b.WriteString("<")
 	b.WriteString(tagName(tok.Data))
 	for _, a := range tok.Attr {
@@ -228,7 +229,7 @@ func startTag(b *strings.Builder, tok xhtml.Token, ping func(string) string, inl
 				continue
 			}
 		case tok.Data == "img" && a.Key == "src":
-			if v = imageURL(v, inline); v == "" {
+			if v = inline.url(v); v == "" {
 				continue
 			}
 		case !attrs[a.Key]:
@@ -281,25 +282,42 @@ func linkURL(v string) string {
 	return ""
 }
 
-// images are the inline image types a frame shows (as data: URIs): raster
-// formats only.
-var images = set("image/png image/jpeg image/gif image/webp")
+// shown are the inline image types a frame shows (as data: URIs):
+// raster formats only.
+var shown = set("image/png image/jpeg image/gif image/webp")
 
-// imageURL is an img src as the frame keeps it: cid:x becomes the data:
-// URI of the inline part with Content-ID x; anything else (a remote
-// image, the sender's own data: URI) is dropped.
-func imageURL(v string, inline []rpc.InlineImage) string {
+// images are a message's inline images by Content-ID, as data: URIs, and
+// the bytes a frame may still spend on them (limits.FrameImageBytes).
+type images struct {
+	uris   map[string]string
+	budget int
+}
+
+func newImages(inline []rpc.InlineImage) *images {
+	im := &images{uris: map[string]string{}, budget: limits.FrameImageBytes}
+	for _, p := range inline {
+		t := strings.ToLower(p.ContentType)
+		if _, dup := im.uris[p.ContentID]; !dup && shown[t] {
+			im.uris[p.ContentID] = "data:" + t + ";base64," + base64.StdEncoding.EncodeToString(p.Data)
+		}
+	}
+	return im
+}
+
+// url is an img src as the frame keeps it: cid:x becomes the data: URI
+// of the inline part with Content-ID x while the budget lasts; anything
+// else (a remote image, the sender's own data: URI) is dropped.
+func (im *images) url(v string) string {
 	v = strings.TrimSpace(v)
 	if len(v) < 4 || !strings.EqualFold(v[:4], "cid:") {
 		return ""
 	}
-	id := v[4:]
-	for _, im := range inline {
-		if im.ContentID == id && images[strings.ToLower(im.ContentType)] {
-			return "data:" + strings.ToLower(im.ContentType) + ";base64," + base64.StdEncoding.EncodeToString(im.Data)
-		}
+	u := im.uris[v[4:]]
+	if len(u) > im.budget {
+		return ""
 	}
-	return ""
+	im.budget -= len(u)
+	return u
 }
 
 // cssBlocked are what, in a style, could make a request or run

@@ -6,6 +6,7 @@ import (
 
 	xhtml "golang.org/x/net/html"
 
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -34,6 +35,21 @@ func TestSanitize(t *testing.T) {
 		if got := Sanitize(c.in, logo); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
 		}
+	}
+}
+
+// An inline image named a hundred times shows until the frame's image
+// budget is spent, and no further: the page cannot grow a hundredfold.
+func TestFrameImageBudget(t *testing.T) {
+	big := rpc.InlineImage{ContentID: "big", ContentType: "image/png", Data: make([]byte, 300<<10)}
+	h := strings.Repeat(`<img src="cid:big">`, 100)
+	out := Sanitize(h, []rpc.InlineImage{big})
+	uri := (4*len(big.Data)+2)/3 + len("data:image/png;base64,")
+	if n, want := strings.Count(out, `<img src="data:`), limits.FrameImageBytes/uri; n != want {
+		t.Errorf("%d images shown, want %d", n, want)
+	}
+	if len(out) > limits.FrameImageBytes+len(h) {
+		t.Errorf("a frame of %d bytes", len(out))
 	}
 }
 
