@@ -86,10 +86,10 @@ func LinkURLs(m rpc.Message) []string {
 	z := xhtml.NewTokenizer(strings.NewReader(m.HTML))
 	for {
 		tt := z.Next()
-		if tt == xhtml.ErrorToken {
+		if tt == kindEnd {
 			return out
 		}
-		if tt != xhtml.StartTagToken && tt != xhtml.SelfClosingTagToken {
+		if tt != kindStart && tt != kindSelfClosing {
 			continue
 		}
 		name, more := z.TagName()
@@ -137,6 +137,15 @@ var dropped = set("applet audio canvas embed frame frameset iframe math noembed 
 var attrs = set("align alt bgcolor border cellpadding cellspacing class color colspan dir face headers height hspace id " +
 	"lang nowrap role rowspan scope size span start summary title type valign vspace width")
 
+// The tokenizer's kinds of token, by names that say what they are.
+const (
+	kindEnd         = xhtml.ErrorToken // the end of the input (or a read error, which a string has not)
+	kindText        = xhtml.TextToken
+	kindStart       = xhtml.StartTagToken
+	kindSelfClosing = xhtml.SelfClosingTagToken
+	kindEndTag      = xhtml.EndTagToken
+)
+
 func set(words string) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(words) {
@@ -151,15 +160,15 @@ func sanitize(b *strings.Builder, h string, ping func(string) string, inline *im
 	inStyle := false
 	for {
 		tt := z.Next()
-		if tt == xhtml.ErrorToken {
+		if tt == kindEnd {
 			return
 		}
 		tok := z.Token()
 		if skip != "" {
 			switch {
-			case tt == xhtml.StartTagToken && tok.Data == skip:
+			case tt == kindStart && tok.Data == skip:
 				depth++
-			case tt == xhtml.EndTagToken && tok.Data == skip:
+			case tt == kindEndTag && tok.Data == skip:
 				if depth--; depth == 0 {
 					skip = ""
 				}
@@ -167,29 +176,29 @@ func sanitize(b *strings.Builder, h string, ping func(string) string, inline *im
 			continue
 		}
 		switch tt {
-		case xhtml.TextToken:
+		case kindText:
 			if inStyle {
 				b.WriteString(cleanCSS(tok.Data))
 			} else {
 				b.WriteString(html.EscapeString(tok.Data))
 			}
-		case xhtml.StartTagToken, xhtml.SelfClosingTagToken:
+		case kindStart, kindSelfClosing:
 			switch {
 			case dropped[tok.Data]:
-				if tt == xhtml.StartTagToken {
+				if tt == kindStart {
 					skip, depth = tok.Data, 1
 				}
 			case tok.Data == "style":
 				// Its text is raw: the tokenizer ends it at the first
 				// </style, which cleanCSS cannot write back.
-				inStyle = tt == xhtml.StartTagToken
+				inStyle = tt == kindStart
 				if inStyle {
 					b.WriteString("<style>")
 				}
 			case kept[tok.Data]:
 				startTag(b, tok, ping, inline)
 			}
-		case xhtml.EndTagToken:
+		case kindEndTag:
 			switch {
 			case tok.Data == "style" && inStyle:
 				inStyle = false
