@@ -18,7 +18,7 @@ func TestSanitizeLinear(t *testing.T) {
 		name string
 		html func(n int) string
 		base int
-		reps int // a run repeats Sanitize (times): the tokenizer skips these shapes in microseconds
+		reps int // a run repeats the sanitizer (times): the tokenizer skips these shapes in microseconds
 	}{
 		{"nested dropped elements", repeat("<svg>"), 100_000, 1},
 		{"nested kept elements", repeat(`<div style="color:red">`), 10_000, 1},
@@ -34,7 +34,7 @@ func TestSanitizeLinear(t *testing.T) {
 			complexity.Linear(t, "Sanitize/"+c.name, func(n int) func() {
 				h := c.html(n)
 				inline := []rpc.InlineImage{{ContentID: "logo", ContentType: "image/png", Data: []byte("x")}}
-				return complexity.Repeat(c.reps, func() { Sanitize(h, inline) })
+				return complexity.Repeat(c.reps, func() { sanitized(h, inline) })
 			}, c.base)
 		})
 	}

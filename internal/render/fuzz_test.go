@@ -28,7 +28,7 @@ func FuzzSanitize(f *testing.F) {
 	}
 	inline := []rpc.InlineImage{{ContentID: "logo", ContentType: "image/png", Data: []byte("x")}}
 	f.Fuzz(func(t *testing.T, h string) {
-		checkSafe(t, h, Sanitize(h, inline))
+		checkSafe(t, h, sanitized(h, inline))
 		for _, u := range LinkURLs(rpc.Message{HTML: h}) {
 			if linkURL(u) != u || strings.HasPrefix(strings.ToLower(u), "mailto:") {
 				t.Fatalf("LinkURLs(%q) has %q", h, u)

@@ -111,13 +111,6 @@ func LinkURLs(m rpc.Message) []string {
 	}
 }
 
-// Sanitize is the HTML part as the frame shows it, without pings.
-func Sanitize(h string, inline []rpc.InlineImage) string {
-	var b strings.Builder
-	sanitize(&b, h, nil, newImages(inline))
-	return b.String()
-}
-
 // kept are the elements kept with their content (body becomes a div, so
 // that its colours stay); void ones are written without an end tag.
 var kept = set("a abbr address article b bdi bdo big blockquote body br caption center cite code col colgroup dd del dfn " +

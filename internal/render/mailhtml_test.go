@@ -3,12 +3,20 @@ package render
 import (
 	"strings"
 	"testing"
+	"time"
 
 	xhtml "golang.org/x/net/html"
 
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
+
+// sanitized is the HTML part as the frame shows it, without pings.
+func sanitized(h string, inline []rpc.InlineImage) string {
+	var b strings.Builder
+	sanitize(&b, h, nil, newImages(inline))
+	return b.String()
+}
 
 // What the frame keeps of a sender's HTML, and what it drops.
 func TestSanitize(t *testing.T) {
@@ -32,7 +40,7 @@ func TestSanitize(t *testing.T) {
 		{"escaping", `<p title='"><script>'>&lt;b&gt; &amp; "q"</p>`, `<p title="&#34;&gt;&lt;script&gt;">&lt;b&gt; &amp; &#34;q&#34;</p>`},
 		{"comments and unknown tags", `<!-- <script>x</script> --><custom-el>text</custom-el><blink>b</blink>`, `textb`},
 	} {
-		if got := Sanitize(c.in, logo); got != c.want {
+		if got := sanitized(c.in, logo); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
 		}
 	}
@@ -43,7 +51,7 @@ func TestSanitize(t *testing.T) {
 func TestFrameImageBudget(t *testing.T) {
 	big := rpc.InlineImage{ContentID: "big", ContentType: "image/png", Data: make([]byte, 300<<10)}
 	h := strings.Repeat(`<img src="cid:big">`, 100)
-	out := Sanitize(h, []rpc.InlineImage{big})
+	out := sanitized(h, []rpc.InlineImage{big})
 	uri := (4*len(big.Data)+2)/3 + len("data:image/png;base64,")
 	if n, want := strings.Count(out, `<img src="data:`), limits.FrameImageBytes/uri; n != want {
 		t.Errorf("%d images shown, want %d", n, want)
@@ -93,12 +101,12 @@ func checkSafe(t *testing.T, in, out string) {
 		switch tt {
 		case xhtml.TextToken:
 			if inStyle && !cssSafe(tok.Data) {
-				t.Fatalf("Sanitize(%q): a style that may load: %q", in, tok.Data)
+				t.Fatalf("sanitized(%q): a style that may load: %q", in, tok.Data)
 			}
 		case xhtml.StartTagToken, xhtml.SelfClosingTagToken:
 			inStyle = tok.Data == "style"
 			if !kept[tok.Data] && tok.Data != "style" || tok.Data == "body" {
-				t.Fatalf("Sanitize(%q) kept <%s>: %q", in, tok.Data, out)
+				t.Fatalf("sanitized(%q) kept <%s>: %q", in, tok.Data, out)
 			}
 			for _, a := range tok.Attr {
 				ok := attrs[a.Key] && a.Namespace == ""
@@ -113,13 +121,13 @@ func checkSafe(t *testing.T, in, out string) {
 					ok = strings.HasPrefix(a.Val, "data:image/png;base64,")
 				}
 				if !ok {
-					t.Fatalf("Sanitize(%q) kept %s=%q on <%s>: %q", in, a.Key, a.Val, tok.Data, out)
+					t.Fatalf("sanitized(%q) kept %s=%q on <%s>: %q", in, a.Key, a.Val, tok.Data, out)
 				}
 			}
 		case xhtml.EndTagToken:
 			inStyle = false
 		case xhtml.CommentToken, xhtml.DoctypeToken:
-			t.Fatalf("Sanitize(%q) kept a comment or doctype: %q", in, out)
+			t.Fatalf("sanitized(%q) kept a comment or doctype: %q", in, out)
 		}
 	}
 }
@@ -144,4 +152,54 @@ func cssSafe(s string) bool {
 		}
 	}
 	return !strings.Contains(s, `\`)
+}
+
+// The agent's policies: the page's allows no script and frames only from
+// itself; the frame's allows no script, no form and no request but data:
+// images and pings, and sandboxes its document without scripts, forms,
+// popups or its own origin, as the iframe's attribute does.
+func TestAgentPolicies(t *testing.T) {
+	for _, c := range []struct {
+		name, csp   string
+		must, never []string
+	}{
+		{"page", AgentSecurityPolicy, []string{"default-src 'none'", "style-src 'sha256-", "frame-src 'self'", "img-src 'none'", "form-action 'none'", "frame-ancestors 'none'"},
+			[]string{"unsafe", "script-src", "*", "http", "data:"}},
+		{"frame", FrameSecurityPolicy, []string{"default-src 'none'", "img-src data:", "form-action 'none'", "base-uri 'none'", "frame-ancestors 'self'", "sandbox allow-top-navigation-by-user-activation"},
+			[]string{"script-src", "unsafe-eval", "*", "http", "allow-scripts", "allow-same-origin", "allow-forms", "allow-popups", "frame-src"}},
+		{"iframe sandbox", "sandbox " + FrameSandbox, []string{"allow-top-navigation-by-user-activation"},
+			[]string{"allow-scripts", "allow-same-origin", "allow-forms", "allow-popups", "allow-top-navigation "}},
+	} {
+		for _, s := range c.must {
+			if !strings.Contains(c.csp, s) {
+				t.Errorf("%s: %q lacks %q", c.name, c.csp, s)
+			}
+		}
+		for _, s := range c.never {
+			if strings.Contains(c.csp+" ", s) {
+				t.Errorf("%s: %q has %q", c.name, c.csp, s)
+			}
+		}
+	}
+}
+
+// The agent's list: newest first, each with its time and, until opened,
+// its unread mark; its style is the one the policy names.
+func TestAgentInbox(t *testing.T) {
+	at := time.Date(2026, 12, 6, 1, 2, 3, 0, time.UTC)
+	msgs := []rpc.Message{
+		{ID: 1, Subject: "old", EnvelopeFrom: "a@x.example", FromName: "Acme", Received: at, Opened: true},
+		{ID: 2, Subject: "new", EnvelopeFrom: "a@x.example", Received: at.Add(time.Minute)},
+	}
+	got := string(AgentInbox(msgs, "/inbox/t"))
+	want := `<article class="msg unread" id=message-2><h2><span class=badge>Unread</span><a href="/inbox/t/messages/2">new</a></h2>` +
+		`<p class=meta>From a@x.example · To  · <time datetime="2026-12-06T01:03:03Z">Sun, 6 Dec 2026 01:03:03 UTC</time></p></article>` +
+		`<article class="msg read" id=message-1><h2><a href="/inbox/t/messages/1">old</a></h2>` +
+		`<p class=meta>From Acme &lt;a@x.example&gt; · To  · <time datetime="2026-12-06T01:02:03Z">Sun, 6 Dec 2026 01:02:03 UTC</time></p></article>`
+	if !strings.Contains(got, want) {
+		t.Errorf("AgentInbox:\n%s\nlacks\n%s", got, want)
+	}
+	if !strings.Contains(AgentSecurityPolicy, styleHash(agentCSS)) || !strings.Contains(got, "<style>"+agentCSS+"</style>") {
+		t.Errorf("the agent's page's style is not the one its policy names")
+	}
 }
