@@ -11,7 +11,12 @@
 // (healthz and the 503 outage answer excepted), every value escaped, links
 // in bodies rel="noreferrer noopener", no script and no remote content
 // (Content-Security-Policy), Cache-Control: no-store and Referrer-Policy:
-// no-referrer on every answer. GET / and every other path is a "Not found"
+// no-referrer on every answer. A message's HTML part shows in a frame
+// sandboxed without scripts, forms, popups or its own origin, whose
+// document is cleaned to an allowlist first (links to http(s) or mailto
+// only, leading the top window; images only the message's own cid:
+// parts, as data: URIs; styles that load nothing) and carries its own
+// policy (no script, no form, no request but its links' pings). GET / and every other path is a "Not found"
 // page: nobody who can reach the port learns a mailbox from it. The same
 // mailbox is an MCP server at /mcp/{token} (three read tools, the same
 // fields as the pages, no code), and each link of a page pings the inbox
@@ -34,7 +39,7 @@
 // URL (the drop-in sidecar's contract): anyone who can reach the port then
 // has the mailbox.
 //
-// Routes: GET /healthz, GET /inbox/{token}, GET /inbox/{token}/messages/{id},
-// POST /inbox/{token}/messages/{id}/ping/{link} (text/ping), and MCP's
+// Routes: GET /healthz, GET /inbox/{token}, GET /inbox/{token}/messages/{id}
+// (and /text, /html: its text, its HTML's frame), POST /inbox/{token}/messages/{id}/ping/{link} (text/ping), and MCP's
 // POST /mcp/{token}; anything else is "Not found".
 package main

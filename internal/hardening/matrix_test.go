@@ -364,11 +364,15 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 		s.secret(id.Namespace+" SES secret", sesSecretOf(sesKey, id))
 	}
 	// Message 1 of each namespace names its namespace, so that every page
-	// and answer shows whose mail it holds, and has a link to click.
+	// and answer shows whose mail it holds (its HTML part too, for the
+	// inbox's frame), and has a link to click.
 	for i, id := range w.ids {
 		cl := s.plane.client(id.WriterGrant)
+		raw := []byte("Subject: " + seed(id) + "\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=s\r\n\r\n" +
+			"--s\r\nContent-Type: text/plain\r\n\r\nfirst https://seed.example/\r\n" +
+			"--s\r\nContent-Type: text/html\r\n\r\n<p>" + seed(id) + "</p>\r\n--s--\r\n")
 		if _, err := cl.Send(ctxT(t, 10*time.Second), &rpc.SendRequest{Via: rpc.ViaSMTP, From: senderOf(profile),
-			To: []string{"seed@example.com"}, Raw: rawMail(seed(id), "first https://seed.example/")}); err != nil {
+			To: []string{"seed@example.com"}, Raw: raw}); err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}
 	}
@@ -1038,6 +1042,8 @@ func (w *world) routes() []route {
 		{surface: "inbox", kind: "healthz", role: rpc.RoleInbox, method: rpc.MethodHealth, selects: selOpen},
 		{surface: "inbox", kind: "inbox", role: rpc.RoleInbox, method: rpc.MethodList, selects: selCredential, keys: k.inbox},
 		{surface: "inbox", kind: "message", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
+		{surface: "inbox", kind: "text", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
+		{surface: "inbox", kind: "frame", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
 		{surface: "inbox", kind: "ping", role: rpc.RoleInbox, method: rpc.MethodClick, selects: selCredential, keys: k.inbox},
 		{surface: "inbox", kind: "mcp", role: rpc.RoleInbox, method: rpc.MethodGet, selects: selCredential, keys: k.inbox},
 		{surface: "gateway", kind: "healthz", role: rpc.RoleGateway, method: rpc.MethodHealth, selects: selOpen},
@@ -1246,10 +1252,15 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 				fmt.Sprintf("%d to the inbox of %s", a.status, whoseToken(w.ids, strings.TrimPrefix(a.header.Get("Location"), "/inbox/")))
 		}
 		return refusal(a)
-	case "inbox inbox", "inbox message":
+	case "inbox inbox", "inbox message", "inbox text", "inbox frame":
 		path := "/inbox/" + url.PathEscape(c.value)
-		if r.kind == "message" {
+		switch r.kind {
+		case "message":
 			path += "/messages/1"
+		case "text":
+			path += "/messages/1/text"
+		case "frame":
+			path += "/messages/1/html"
 		}
 		a := get(path)
 		if a.status != 200 {

@@ -54,7 +54,7 @@ func TestAgentDoorsOnUp(t *testing.T) {
 	}
 	wantFrom := []string{"Équipe Acme <" + rpc.CandidateSender + ">", "Équipe Acme <" + rpc.CandidateSender + ">", `alerts@acme-security.example (name: "no-reply@acme.example")`}
 	for i, m := range msgs {
-		if k := slices.Sorted(maps.Keys(m.(map[string]any))); !slices.Equal(k, []string{"from", "id", "received", "subject"}) {
+		if k := slices.Sorted(maps.Keys(m.(map[string]any))); !slices.Equal(k, []string{"from", "id", "received", "subject", "unread"}) {
 			t.Fatalf("a listed message has fields %v", k)
 		}
 		if from := m.(map[string]any)["from"]; from != wantFrom[i] {
@@ -142,6 +142,14 @@ func TestAgentDoorsOnUp(t *testing.T) {
 	if strings.Contains(page2, "stale-code") || strings.Contains(page2, "label") || !sameShape(page1, page2) {
 		t.Errorf("the planted page differs from the candidate's:\n%s\n%s", page1, page2)
 	}
+	// Planted HTML shows as any HTML mail does: in the sandboxed frame,
+	// sanitized, its link leading the top window.
+	if page3 := get(t, a.InboxURL+"/messages/3"); !strings.Contains(page3, `<iframe id=message-html title="The message as sent" sandbox="allow-top-navigation-by-user-activation"`) {
+		t.Errorf("the planted HTML mail's page has no frame:\n%s", page3)
+	}
+	if frame := get(t, a.InboxURL+"/messages/3/html"); !strings.Contains(frame, `<p>Sign in at <a href="https://acme.example.phish/" target="_top" rel="noreferrer noopener" ping="`) || strings.Contains(frame, "label") {
+		t.Errorf("the planted HTML mail's frame:\n%s", frame)
+	}
 
 	// The gateway: labels on planted mail only.
 	gw := mailclient.New(a.APIURL, a.Namespace, a.ReadCapability)
@@ -188,16 +196,17 @@ func TestAgentDoorsOnUp(t *testing.T) {
 }
 
 // sameShape reports whether two pages differ only inside the message's
-// own text (its pre block).
+// own text (its pre block) and its received time.
 func sameShape(a, b string) bool {
-	cut := func(p string) string {
-		i, j := strings.Index(p, "<pre"), strings.Index(p, "</pre>")
+	cut := func(p, from, to string) string {
+		i, j := strings.Index(p, from), strings.Index(p, to)
 		if i < 0 || j < i {
 			return p
 		}
 		return p[:i] + p[j:]
 	}
-	return cut(a) == cut(b)
+	shape := func(p string) string { return cut(cut(p, "<pre", "</pre>"), "<time", "</time>") }
+	return shape(a) == shape(b)
 }
 
 func smtpSend(t *testing.T, b rpc.Bundle, msg string) {

@@ -29,7 +29,8 @@ func App() *cli.App {
 	return &cli.App{
 		Name:  "mail-inbox",
 		Usage: "the agent's HTML inbox: every trial's (shared), or one trial's (--token-file)",
-		Description: "Serves GET /healthz, GET /inbox/{token} and GET /inbox/{token}/messages/{id} as HTML, the links' pings\n" +
+		Description: "Serves GET /healthz, GET /inbox/{token} and GET /inbox/{token}/messages/{id} (with /text and /html,\n" +
+			"its text and its HTML's sandboxed frame) as HTML, the links' pings\n" +
 			"(POST /inbox/{token}/messages/{id}/ping/{link}), and the same mailbox as MCP tools at /mcp/{token}.\n" +
 			"Without --token-file it serves every trial of its plane, with a shared inbox grant: the plane finds\n" +
 			"the trial each token opens. With --token-file it serves one trial, with that trial's inbox grant.\n" +

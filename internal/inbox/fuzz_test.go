@@ -34,6 +34,10 @@ func TestParseRoute(t *testing.T) {
 		"/inbox/" + testToken + "/messages/-7":                         {routeNotFound, 0},
 		"/inbox/" + testToken + "/messages/7/":                         {routeMessage, 7},
 		"/inbox/" + testToken + "/messages/7/8":                        {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/text":                     {routeText, 7},
+		"/inbox/" + testToken + "/messages/07/html/":                   {routeFrame, 7},
+		"/inbox/" + testToken + "/messages/7/HTML":                     {routeNotFound, 0},
+		"/inbox/" + testToken + "/messages/7/html/x":                   {routeNotFound, 0},
 		"/inbox/" + testToken + "/messages":                            {routeNotFound, 0},
 		"/inbox/" + testToken + "/%6dessages/7":                        {routeMessage, 7},
 		"/inbox/" + testToken + "/x":                                   {routeNotFound, 0},
@@ -67,7 +71,7 @@ func TestParseRoute(t *testing.T) {
 // segment, decoded, is the token.
 func FuzzParseRoute(f *testing.F) {
 	for _, s := range []string{"/", "/healthz", "/inbox/" + testToken, "/inbox/" + testToken + "/messages/01", "/inbox/%61bc", "/inbox/" + testToken + "/messages/99999999999999999999",
-		"/inbox/" + testToken + "/messages/1/ping/3", "/mcp/" + testToken} {
+		"/inbox/" + testToken + "/messages/1/ping/3", "/mcp/" + testToken, "/inbox/" + testToken + "/messages/2/text", "/inbox/" + testToken + "/messages/2/html"} {
 		f.Add(s)
 	}
 	tok := ident.Digest(testToken)
@@ -77,7 +81,7 @@ func FuzzParseRoute(f *testing.F) {
 		if shared := parseRoute(path, nil); shared.kind >= routeInbox && !tokenSyntax.MatchString(shared.token) {
 			t.Fatalf("shared parseRoute(%q) routed a malformed token", path)
 		}
-		if id < 0 || (k != routeMessage && k != routePing && id != 0) || (k == routePing && rt.link < -1) {
+		if id < 0 || (k != routeMessage && k != routeText && k != routeFrame && k != routePing && id != 0) || (k == routePing && rt.link < -1) {
 			t.Fatalf("parseRoute(%q) = %+v", path, rt)
 		}
 		if k < routeInbox {

@@ -10,14 +10,19 @@
 // anything, so a wrong token is "Not found" even while the plane is down,
 // and its grant binds it to its trial. Either way no request can name a
 // namespace, GET / reveals no token unless --root-redirect asks for the
-// reference's redirect, and the page shows no JSON message data and no
-// OTP: message bodies are escaped text whose URLs are links.
+// reference's redirect, and the pages show no JSON message data and no
+// OTP. The list is newest first, with times and unread marks (the
+// plane's record of the agent's opens); a message's text is escaped text
+// whose URLs are links, and its HTML part shows as sent in a sandboxed
+// frame (/messages/{id}/html, sanitized, under its own stricter policy),
+// its text one click away (/messages/{id}/text).
 //
 // The same mailbox is an MCP server at /mcp/{token} (package inboxmcp),
 // under the same token and rules. Each link of a message page keeps the
 // sender's href and pings /inbox/{token}/messages/{id}/ping/{link} when
 // followed (HTML's hyperlink auditing), which the plane records as a
-// click; opening a message is recorded as an open.
+// click; a link of the HTML pings the text's link with the same URL.
+// Opening a message is recorded as an open (its frame's read is not).
 package inbox
 
 import (
@@ -86,12 +91,14 @@ const (
 	routeRoot          // / (redirect to the inbox)
 	routeHealth        // /healthz
 	routeInbox         // /inbox/{token}
-	routeMessage       // /inbox/{token}/messages/{id}
+	routeMessage       // /inbox/{token}/messages/{id}: its HTML in a frame, or its text if it has none
+	routeText          // /inbox/{token}/messages/{id}/text: its text
+	routeFrame         // /inbox/{token}/messages/{id}/html: the frame's document (render.FrameDocument)
 	routePing          // POST /inbox/{token}/messages/{id}/ping/{link}: a click (render.PingPath)
 	routeMCP           // /mcp/{token}: the mailbox as MCP tools
 )
 
-var kindNames = [...]string{"not_found", "root", "healthz", "inbox", "message", "ping", "mcp"}
+var kindNames = [...]string{"not_found", "root", "healthz", "inbox", "message", "text", "frame", "ping", "mcp"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -99,7 +106,7 @@ func (k kind) String() string { return kindNames[k] }
 type route struct {
 	kind  kind
 	token string // the inbox token in the path
-	id    int64  // routeMessage, routePing: 0 for an id no message can have (zero, or too large)
+	id    int64  // routeMessage, routeText, routeFrame, routePing: 0 for an id no message can have (zero, or too large)
 	link  int    // routePing: the link's index, -1 for one no message has
 }
 
@@ -142,6 +149,12 @@ func parseRoute(escapedPath string, token []byte) route {
 		return route{kind: routeInbox, token: seg[1]}
 	case len(seg) == 4 && seg[2] == "messages" && isID(seg[3]):
 		return route{kind: routeMessage, token: seg[1], id: parseID(seg[3])}
+	case len(seg) == 5 && seg[2] == "messages" && isID(seg[3]) && (seg[4] == "text" || seg[4] == "html"):
+		k := routeText
+		if seg[4] == "html" {
+			k = routeFrame
+		}
+		return route{kind: k, token: seg[1], id: parseID(seg[3])}
 	case len(seg) == 6 && seg[2] == "messages" && isID(seg[3]) && seg[4] == "ping" && isID(seg[5]):
 		link := parseID(seg[5])
 		if link > maxLink {
@@ -175,7 +188,7 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", render.ContentSecurityPolicy)
+	h.Set("Content-Security-Policy", render.AgentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	rt := parseRoute(r.URL.EscapedPath(), in.token)
 	status := in.serve(w, r, rt)
@@ -228,18 +241,31 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
-		return write(w, http.StatusOK, "text/html; charset=utf-8", render.Inbox(msgs, "/inbox/"+url.PathEscape(rt.token)))
-	case routeMessage:
+		return write(w, http.StatusOK, "text/html; charset=utf-8", render.AgentInbox(msgs, "/inbox/"+url.PathEscape(rt.token)))
+	case routeMessage, routeText, routeFrame:
 		if rt.id < 1 {
 			return notFound(w)
 		}
 		req := in.read(rt)
 		req.ID = rt.id
+		if rt.kind == routeFrame {
+			req.Door = rpc.DoorInboxFrame // its page recorded the open
+		}
 		m, err := in.plane.Get(r.Context(), req)
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
-		return write(w, http.StatusOK, "text/html; charset=utf-8", render.AgentMessage(m, "/inbox/"+url.PathEscape(rt.token)))
+		base := "/inbox/" + url.PathEscape(rt.token)
+		if rt.kind != routeFrame {
+			return write(w, http.StatusOK, "text/html; charset=utf-8", render.AgentMessage(m, base, rt.kind == routeText))
+		}
+		if m.HTML == "" {
+			return notFound(w)
+		}
+		// The frame's own policy: only the inbox's message page may show
+		// it, sandboxed even if opened alone.
+		w.Header().Set("Content-Security-Policy", render.FrameSecurityPolicy)
+		return write(w, http.StatusOK, "text/html; charset=utf-8", render.FrameDocument(m, func(i int) string { return render.PingPath(base, m.ID, i) }))
 	case routePing:
 		return in.ping(w, r, rt)
 	case routeMCP:

@@ -22,13 +22,18 @@ const (
 )
 
 // checkHeaders checks what every inbox answer carries, the redirect
-// included (docs/reference.md §13, quirk 24).
+// included (docs/reference.md §13, quirk 24); a message's HTML frame
+// carries its own, stricter policy.
 func checkHeaders(t *testing.T, ans answer) {
 	t.Helper()
+	csp := render.AgentSecurityPolicy
+	if ans.status == 200 && strings.HasPrefix(ans.body, "<!doctype html><html><head>") {
+		csp = render.FrameSecurityPolicy
+	}
 	for h, want := range map[string]string{
 		"Cache-Control":           "no-store",
 		"Referrer-Policy":         "no-referrer",
-		"Content-Security-Policy": render.ContentSecurityPolicy,
+		"Content-Security-Policy": csp,
 		"X-Content-Type-Options":  "nosniff",
 	} {
 		if got := ans.header.Get(h); got != want {
@@ -106,19 +111,22 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/inbox/" + tokenAt0, 200, htmlType, contains("Welcome")},
 		{"GET", base, 200, htmlType, func(t *testing.T, ans answer) {
 			contains(
-				`<article class=msg><h2><a href="`+base+`/messages/1">Welcome</a></h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com · Message 1</p></article>`,
+				`<article class="msg unread" id=message-1><h2><span class=badge>Unread</span><a href="`+base+`/messages/1">Welcome</a></h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com · <time datetime="`,
 				`<a href="`+base+`/messages/2">&lt;script&gt;alert(1)&lt;/script&gt;</a>`,
-				`To user@example.com, b@example.com · Message 2`,
+				`To user@example.com, b@example.com · <time datetime="`,
 				`<a href="`+base+`/messages/3">HTML only</a>`,
 				`<p><a href="`+base+`" id=inbox-refresh>Refresh</a></p>`,
 			)(t, ans)
 			if strings.Count(ans.body, "<article") != 3 || strings.Contains(ans.body, "Other trial") {
 				t.Errorf("the inbox shows other than its own 3 messages")
 			}
+			if a, b, c := strings.Index(ans.body, "id=message-3"), strings.Index(ans.body, "id=message-2"), strings.Index(ans.body, "id=message-1"); !(a < b && b < c) {
+				t.Errorf("the inbox is not newest first")
+			}
 		}},
 		{"GET", base + "/", 200, htmlType, contains("Welcome")},
 		{"GET", base + "/messages/1", 200, htmlType, contains(
-			`<h2>Welcome</h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com</p>`,
+			`<h2>Welcome</h2><p class=meta>From no-reply@candidate.websitebench.local · To user@example.com · <time datetime="`,
 			`<pre id=message-body>Your verification code is 246810.`+"\r\n"+`Open <a href="https://site.example/verify?t=abc&amp;u=1" ping="`+base+`/messages/1/ping/0" rel="noreferrer noopener">https://site.example/verify?t=abc&amp;u=1</a> to confirm.`,
 			`<p><a href="`+base+`" id=inbox-back>Back to inbox</a></p>`,
 		)},
@@ -128,8 +136,22 @@ func TestRoutes(t *testing.T) {
 			`<h2>&lt;script&gt;alert(1)&lt;/script&gt;</h2>`,
 			`<pre id=message-body>&quot;quotes&#x27; &amp; &lt;tags&gt; &lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;`+"\r\n"+long+"\r\n</pre>",
 		)},
-		{"GET", base + "/messages/3", 200, htmlType, func(t *testing.T, ans answer) {
-			contains(`Your PIN is 1357`, `Verify (<a href="https://site.example/html?x=1&amp;y=2" ping="`+base+`/messages/3/ping/0" rel="noreferrer noopener">https://site.example/html?x=1&amp;y=2</a>)`)(t, ans)
+		// An HTML mail shows its HTML in a sandboxed frame, its text one
+		// click away.
+		{"GET", base + "/messages/3", 200, htmlType, contains(
+			`<p class=views id=message-views>HTML · <a href="`+base+`/messages/3/text" id=message-text-link>Text</a>`,
+			`<iframe id=message-html title="The message as sent" sandbox="allow-top-navigation-by-user-activation" referrerpolicy=no-referrer src="`+base+`/messages/3/html"></iframe>`,
+		)},
+		{"GET", base + "/messages/3/html", 200, htmlType, func(t *testing.T, ans answer) {
+			contains(`<p>Your PIN is <b>1357</b></p><a href="https://site.example/html?x=1&amp;y=2" target="_top" rel="noreferrer noopener" ping="`+base+`/messages/3/ping/0">Verify</a>`)(t, ans)
+			if strings.Contains(ans.body, "tracker.example") || strings.Contains(ans.body, "alert(3)") || strings.Contains(ans.body, "<script") {
+				t.Errorf("the frame brought remote content or script: %s", ans.body)
+			}
+		}},
+		{"GET", base + "/messages/1/html", 404, htmlType, isNotFound},
+		{"GET", base + "/messages/1/text", 200, htmlType, contains(`<h2>Welcome</h2>`)},
+		{"GET", base + "/messages/3/text", 200, htmlType, func(t *testing.T, ans answer) {
+			contains(`<a href="`+base+`/messages/3" id=message-html-link>HTML</a> · Text`, `Your PIN is 1357`, `Verify (<a href="https://site.example/html?x=1&amp;y=2" ping="`+base+`/messages/3/ping/0" rel="noreferrer noopener">https://site.example/html?x=1&amp;y=2</a>)`)(t, ans)
 			if strings.Contains(ans.body, "tracker.example") || strings.Contains(ans.body, "alert(3)") || strings.Contains(ans.body, "<img") {
 				t.Errorf("HTML-only mail brought remote content or script: %s", ans.body)
 			}

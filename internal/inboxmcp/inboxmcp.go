@@ -3,9 +3,11 @@
 // through the same plane calls with the same inbox grant, as three tools.
 //
 // It shows what the inbox page shows and nothing more: senders as
-// "Name <address>", subjects, the text as sent and its links, and never
-// the HTML part, a code, an action link or any field of the gateway's
-// JSON. The server is stateless (a request holds no session), answers
+// "Name <address>", when each message arrived and whether the agent has
+// opened it, subjects, the text as sent and its links, and the readable
+// text of the HTML part (what a person reads of it, links as "words
+// (URL)"); never the HTML's markup, a code, an action link or any field
+// of the gateway's JSON. The server is stateless (a request holds no session), answers
 // JSON, and reads a request body of at most maxRequestBytes.
 package inboxmcp
 
@@ -98,10 +100,11 @@ func (h *Handler) newServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mailplane-inbox", Version: "1"}, &mcp.ServerOptions{Instructions: instructions})
 	t := tools{plane: h.plane, log: h.log}
 	addTool(s, &mcp.Tool{Name: "list_messages", Description: "List the messages in your mailbox, oldest first: " +
-		"id, sender, subject and when each was received. Read one with read_message; no codes or links are extracted here."},
+		"id, sender, subject, when each was received and whether you have read it. Read one with read_message; no codes or links are extracted here."},
 		t.list)
 	addTool(s, &mcp.Tool{Name: "read_message", Description: "Read one message by its id: sender, recipients, subject, " +
-		"date, its text as sent, and the links in that text. Codes are not extracted: find them in the text. No HTML is shown."},
+		"date, its text as sent, the links in that text, and, for a message with an HTML part that reads otherwise, the text of " +
+		"that HTML as a person sees it (html_text). Codes are not extracted: find them in the text."},
 		t.read)
 	addTool(s, &mcp.Tool{Name: "wait_for_message", Description: "Wait until a message with an id greater than after_id " +
 		"(0: any) arrives, for at most timeout_seconds (default 30, at most 60). Returns the new messages, or none if the time ran out " +
@@ -116,6 +119,7 @@ type Summary struct {
 	From     string `json:"from" jsonschema:"the sender: Name <address>, or the address"`
 	Subject  string `json:"subject"`
 	Received string `json:"received" jsonschema:"when it arrived (RFC 3339, UTC)"`
+	Unread   bool   `json:"unread" jsonschema:"you have not read it yet (by read_message or the inbox's page)"`
 }
 
 // List is list_messages' and wait_for_message's answer.
@@ -137,6 +141,10 @@ type Message struct {
 	Date    string        `json:"date" jsonschema:"when it arrived (RFC 3339, UTC)"`
 	Text    string        `json:"text" jsonschema:"the message's text as sent"`
 	Links   []render.Link `json:"links" jsonschema:"the links in the text, in order"`
+	// HTMLText is what a person reads of the HTML part, when it says
+	// other than Text (a mail with no text part has its Text derived
+	// from the HTML already).
+	HTMLText string `json:"html_text,omitempty" jsonschema:"the text of the message's HTML part as a person reads it, links as words (URL); absent when it is the text"`
 }
 
 // WaitInput is wait_for_message's argument.
@@ -187,10 +195,16 @@ func (t tools) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadInput) (
 	if err != nil {
 		return nil, Message{}, t.fail(ctx, err, true)
 	}
-	return nil, Message{
+	out := Message{
 		ID: m.ID, From: mailmsg.ShowSender(m.FromName, m.EnvelopeFrom), To: nonNil(m.Recipients), Subject: m.Subject,
 		Date: stamp(m.Received), Text: m.Text, Links: render.Links(m.Text),
-	}, nil
+	}
+	if m.HTML != "" {
+		if h := mailmsg.HTMLText(m.HTML); h != m.Text {
+			out.HTMLText = h
+		}
+	}
+	return nil, out, nil
 }
 
 func (t tools) wait(ctx context.Context, _ *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, List, error) {
@@ -257,7 +271,7 @@ func summaries(msgs []rpc.Message) List {
 	out := List{Messages: make([]Summary, 0, len(msgs))}
 	for _, m := range msgs {
 		out.Messages = append(out.Messages, Summary{ID: m.ID, From: mailmsg.ShowSender(m.FromName, m.EnvelopeFrom),
-			Subject: m.Subject, Received: stamp(m.Received)})
+			Subject: m.Subject, Received: stamp(m.Received), Unread: !m.Opened})
 	}
 	return out
 }

@@ -81,7 +81,8 @@ func send(t *testing.T, c *rpc.Client, raw string) {
 
 // The three tools over the SDK's own client against a real plane: each
 // sees exactly its trial's mail, with exactly the tool's fields (no code,
-// no HTML, no action link), and a wrong token gets an MCP error that says
+// no HTML markup, no action link; the HTML's text, the received time and
+// the unread mark the inbox page shows), and a wrong token gets an MCP error that says
 // nothing more.
 func TestTools(t *testing.T) {
 	plane := itest.StartPlane(t)
@@ -122,8 +123,14 @@ func TestTools(t *testing.T) {
 		t.Fatalf("trial A lists %d messages: %v", len(msgs), msgs)
 	}
 	for _, m := range msgs {
-		if k := keys(m); !slices.Equal(k, []string{"from", "id", "received", "subject"}) {
+		if k := keys(m); !slices.Equal(k, []string{"from", "id", "received", "subject", "unread"}) {
 			t.Fatalf("a listed message has fields %v", k)
+		}
+		if r, err := time.Parse(time.RFC3339, m.(map[string]any)["received"].(string)); err != nil || time.Since(r) > 10*time.Minute {
+			t.Errorf("received %v %v", m.(map[string]any)["received"], err)
+		}
+		if m.(map[string]any)["unread"] != true {
+			t.Errorf("message %v is read before any read", m.(map[string]any)["id"])
 		}
 	}
 	if from := msgs[0].(map[string]any)["from"]; from != "Équipe Acme <"+rpc.CandidateSender+">" {
@@ -134,8 +141,19 @@ func TestTools(t *testing.T) {
 	}
 
 	msg, res := call(t, s, "read_message", map[string]any{"id": 1})
-	if k := keys(msg); !slices.Equal(k, []string{"date", "from", "id", "links", "subject", "text", "to"}) {
+	if k := keys(msg); !slices.Equal(k, []string{"date", "from", "html_text", "id", "links", "subject", "text", "to"}) {
 		t.Fatalf("read_message fields %v", k)
+	}
+	if msg["html_text"] != "Your code is 482913" {
+		t.Errorf("html_text %q", msg["html_text"])
+	}
+	if m2, _ := call(t, s, "read_message", map[string]any{"id": 2}); m2["html_text"] != nil {
+		t.Errorf("a text-only message has html_text %q", m2["html_text"])
+	}
+	// Read now, as on the inbox's page.
+	list, _ = call(t, s, "list_messages", map[string]any{})
+	if u := list["messages"].([]any)[0].(map[string]any)["unread"]; u != false {
+		t.Errorf("message 1 after read_message: unread %v", u)
 	}
 	if !strings.Contains(msg["text"].(string), "Your verification code is 482913.") || strings.Contains(msg["text"].(string), "<b>") {
 		t.Errorf("text %q", msg["text"])

@@ -107,6 +107,9 @@ func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, ess
 	if t.closed {
 		return nil // a call that raced the close: the trail ended with it
 	}
+	if err := markOpened(ctx, tx, e); err != nil {
+		return err
+	}
 	now := time.Now()
 	if essential {
 		if err := l.flushSummary(ctx, tx, &t, e.Namespace, now); err != nil {
@@ -147,11 +150,47 @@ func (l *Ledger) budgetFor(e *evidence.Event) int64 {
 // agentAct reports whether e is the agent opening a message or following
 // one of its links.
 func agentAct(e *evidence.Event) bool {
-	if e.Outcome != evidence.Accepted {
-		return false
+	return e.Outcome == evidence.Accepted && (e.Action == evidence.ActionClick || agentOpen(e))
+}
+
+// agentOpen reports whether e is the agent opening a message (door inbox
+// or inbox-mcp), accepted.
+func agentOpen(e *evidence.Event) bool {
+	return e.Action == evidence.ActionOpen && e.Outcome == evidence.Accepted && e.Code == "" &&
+		(e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP)
+}
+
+// markOpened records the messages an agent's open read, even once the
+// budget leaves the event out: its inbox shows the rest as unread
+// (Opened).
+func markOpened(ctx context.Context, tx txq, e *evidence.Event) error {
+	if !agentOpen(e) {
+		return nil
 	}
-	return e.Action == evidence.ActionClick ||
-		(e.Action == evidence.ActionOpen && (e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP))
+	for _, seq := range e.MessageIDs {
+		if _, err := tx.exec(ctx, qOpen, e.Namespace, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Opened returns the seqs of ns's messages the agent has opened.
+func (l *Ledger) Opened(ctx context.Context, ns string) (map[int64]bool, error) {
+	rows, err := l.rs.query(ctx, qOpened, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]bool{}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		out[seq] = true
+	}
+	return out, rows.Err()
 }
 
 // flushSummary writes the counts of left-out events as one summary event.

@@ -159,6 +159,11 @@ CREATE TABLE IF NOT EXISTS delayed (
 	visible_at INTEGER NOT NULL,
 	PRIMARY KEY (namespace, hold)
 );
+CREATE TABLE IF NOT EXISTS opened (
+	namespace TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	PRIMARY KEY (namespace, seq)
+);
 CREATE TABLE IF NOT EXISTS netns_doors (
 	door TEXT PRIMARY KEY,
 	trial_id INTEGER NOT NULL UNIQUE REFERENCES trials(id),

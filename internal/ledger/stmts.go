@@ -37,6 +37,8 @@ const (
 	qUpdateTrail            = `UPDATE namespaces SET trail_seq = ?, trail_hash = ?, trail_suppressed = ? WHERE name = ?`
 	qInsertEvent            = `INSERT INTO events (namespace, seq, line) VALUES (?, ?, ?)`
 	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
+	qOpen                   = `INSERT INTO opened (namespace, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`
+	qOpened                 = `SELECT seq FROM opened WHERE namespace = ?`
 	qSavepoint              = `SAVEPOINT offer`
 	qRelease                = `RELEASE offer`
 	qRollbackTo             = `ROLLBACK TO offer`
@@ -47,9 +49,9 @@ const (
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
-		qTrialByDoor}
+		qTrialByDoor, qOpened}
 	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
-		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo, qCountSend}
+		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

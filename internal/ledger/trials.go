@@ -252,6 +252,7 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 				`DELETE FROM recipients WHERE namespace = ?`,
 				`DELETE FROM idempotency WHERE namespace = ?`,
 				`DELETE FROM delayed WHERE namespace = ?`,
+				`DELETE FROM opened WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err

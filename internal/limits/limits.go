@@ -41,6 +41,13 @@ const (
 	// URLBytes further); text beyond it is shown, never linked.
 	LinkifyBytes = 256 << 10
 
+	// FrameImageBytes bounds the data: URI bytes of the inline images one
+	// message's HTML frame shows (package render): an image named by cid:
+	// twice shows twice, but a message of one large image named a
+	// thousand times would make a page a thousand times its size. Every
+	// image of a message shows at least once.
+	FrameImageBytes = 2 * MessageBytes
+
 	// ConsoleSubjectScan bounds the messages one filter by subject of the
 	// operator's console reads (subjects are not indexed): it looks at the
 	// newest trials' mail first and says when it stopped.

@@ -36,6 +36,9 @@ type Attachment struct {
 	Size                                     int
 	MD5, SHA1, SHA256                        string
 	inline                                   bool
+	// Data is the decoded content of an inline image (a Content-ID and an
+	// image/* type), which the agent's inbox shows where the HTML names it.
+	Data []byte
 }
 
 // Parse reads a stored message. It never fails: a message that is not valid
@@ -132,6 +135,11 @@ func (w *walker) entity(h textproto.MIMEHeader, body []byte, partID string, dept
 	case isBody && strings.HasPrefix(mt, "text/"):
 		// further alternatives of a body we already have
 	default:
+		inline := disp != "attachment" && h.Get("Content-Id") != ""
+		var data []byte
+		if inline && strings.HasPrefix(mt, "image/") {
+			data = decoded
+		}
 		md := md5.Sum(decoded)
 		s1 := sha1.Sum(decoded)
 		s2 := sha256.Sum256(decoded)
@@ -144,7 +152,8 @@ func (w *walker) entity(h textproto.MIMEHeader, body []byte, partID string, dept
 			MD5:         hex.EncodeToString(md[:]),
 			SHA1:        hex.EncodeToString(s1[:]),
 			SHA256:      hex.EncodeToString(s2[:]),
-			inline:      disp != "attachment" && h.Get("Content-Id") != "",
+			inline:      inline,
+			Data:        data,
 		})
 	}
 }

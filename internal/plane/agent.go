@@ -12,9 +12,9 @@ import (
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
-	"github.com/websitebench/mailplane/internal/otp/urls"
 	"github.com/websitebench/mailplane/internal/plant"
 	"github.com/websitebench/mailplane/internal/redact"
+	"github.com/websitebench/mailplane/internal/render"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -86,9 +86,10 @@ type clicked struct {
 	host, label string
 }
 
-// Click checks that link req.Link of message req.ID is one the inbox
-// shows in the mailbox t is bound to, and answers the link's host (read
-// from the stored message, never from the ping) for the trail.
+// Click checks that link req.Link of message req.ID (its index in
+// render.LinkURLs) is one the inbox shows in the mailbox t is bound to,
+// and answers the link's host (read from the stored message, never from
+// the ping) for the trail.
 func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (clicked, error) {
 	if req.ID < 1 || req.Link < 0 {
 		return clicked{}, rpc.Errorf(rpc.CodeBadRequest, "id and link must be positive")
@@ -104,12 +105,12 @@ func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (cl
 	if err != nil {
 		return clicked{}, err
 	}
-	spans := urls.Spans(m.Text)
-	if req.Link >= len(spans) {
+	links := render.LinkURLs(m) // the text's links, then the HTML's others
+	if req.Link >= len(links) {
 		return clicked{}, rpc.Errorf(rpc.CodeNotFound, "no such link")
 	}
 	host := ""
-	if u, err := url.Parse(m.Text[spans[req.Link].Start:spans[req.Link].End]); err == nil {
+	if u, err := url.Parse(links[req.Link]); err == nil {
 		host = strings.ToLower(u.Hostname())
 	}
 	return clicked{host: host, label: m.Planted}, b.stillOpen(ctx, t)

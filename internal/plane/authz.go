@@ -213,7 +213,7 @@ func waiting(m method) method {
 type view struct {
 	door      string   // the trail's door for its reads
 	recipient bool     // may narrow a read to one recipient; else it sees the whole namespace
-	html      bool     // is given a message's HTML part (the inbox shows text only)
+	html      bool     // is given a message's HTML part (the agent's lists are not: markUnread)
 	faults    bool     // is told which messages a fault delayed or duplicated (faults.go)
 	labels    bool     // is told the label of mail the evaluator planted (agent.go)
 	agent     bool     // its reads are the agent's: a get is an open, at the door it came by (inbox or inbox-mcp)
@@ -222,7 +222,7 @@ type view struct {
 
 // views is what each reading role may see: the third part of the table.
 var views = map[rpc.Role]view{
-	rpc.RoleInbox:   {door: evidence.DoorInbox, recipient: false, html: false, faults: false, labels: false, agent: true, closed: credInbox},
+	rpc.RoleInbox:   {door: evidence.DoorInbox, recipient: false, html: true, faults: false, labels: false, agent: true, closed: credInbox},
 	rpc.RoleGateway: {door: evidence.DoorGateway, recipient: true, html: true, faults: true, labels: true, agent: false, closed: credRead},
 	// The operator's console reads mail only to search subjects; its pages
 	// come from console.go, which shows everything but secrets.

@@ -340,6 +340,11 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	if err != nil {
 		return nil, err
 	}
+	if views[t.role].agent && len(msgs) > 0 {
+		if err := b.markUnread(ctx, t, msgs); err != nil {
+			return nil, err
+		}
+	}
 	if len(msgs) == 0 {
 		// An empty answer must not hide an outage.
 		if err := b.store.Ping(ctx); err != nil {
@@ -347,6 +352,20 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 		}
 	}
 	return msgs, nil
+}
+
+// markUnread readies the agent's list: each message says whether the
+// agent opened it (the ledger's record of its opens), without the HTML
+// and inline images that only its message page shows.
+func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message) error {
+	opened, err := b.ledger.Opened(ctx, t.ns.Name)
+	if err != nil {
+		return b.storeErr("opened", err)
+	}
+	for i := range msgs {
+		msgs[i].HTML, msgs[i].Inline, msgs[i].Opened = "", nil, opened[msgs[i].ID]
+	}
+	return nil
 }
 
 // stillOpen refuses, after the fact, a read whose trial was closed while
@@ -448,12 +467,18 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 				Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},
 				ContentID: a.ContentID, ContentType: a.ContentType, FileName: a.FileName, PartID: a.PartID, Size: a.Size,
 			})
+			if a.Data != nil {
+				m.Inline = append(m.Inline, rpc.InlineImage{ContentID: a.ContentID, ContentType: a.ContentType, Data: a.Data})
+			}
 		}
 		b.messages.put(key, m)
 	}
 	v := views[t.role]
 	if !v.html {
 		m.HTML = "" // its HTML is not sent
+	}
+	if !v.agent {
+		m.Inline = nil // only the agent's message page shows them
 	}
 	if !v.faults {
 		m.Fault = "" // it is not told what went wrong on purpose

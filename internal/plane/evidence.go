@@ -215,8 +215,8 @@ func readEvent(action string) func(target, *rpc.ReadRequest, []int64, error) *ev
 			Recipient: address(req.Recipient), MessageIDs: ids}
 		if views[t.role].agent {
 			e.Door = agentDoor(req)
-			if action == rpc.MethodGet {
-				e.Action = evidence.ActionOpen // the agent opened a message
+			if action == rpc.MethodGet && req.Door != rpc.DoorInboxFrame {
+				e.Action = evidence.ActionOpen // the agent opened a message (its frame is a get)
 			}
 		}
 		if req.WaitMillis > 0 {

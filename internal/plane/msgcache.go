@@ -46,6 +46,9 @@ func weight(m *rpc.Message) int {
 	for _, r := range m.Recipients {
 		n += len(r)
 	}
+	for _, im := range m.Inline {
+		n += len(im.Data)
+	}
 	return n + 256*len(m.Attachments)
 }
 

@@ -666,8 +666,8 @@ func TestCloseRace(t *testing.T) {
 }
 
 // TestReadIsNotInflated: a message read over the RPC costs about its own
-// size on the wire. <, > and & are not escaped, and the inbox, which shows
-// text only, is not sent the HTML part (it once cost 12 times the message).
+// size on the wire. <, > and & are not escaped, and the inbox's list, which
+// shows no body, is not sent the HTML part (it once cost 12 times the message).
 func TestReadIsNotInflated(t *testing.T) {
 	w := newWorld(t, "--quota-bytes", "0")
 	part := strings.Repeat("<a href=\"x\">&amp;</a>\r\n", 20000) // 480 KB of markup

@@ -3,11 +3,15 @@
 // agent's mail-inbox and the evaluator's /inbox/{ns} view on mail-gateway
 // share them.
 //
-// Pages are byte-for-byte the reference's, with two additions: URLs in a
-// message body are links (rel="noreferrer noopener"), and every page goes
-// out with ContentSecurityPolicy, which allows no script, no remote or
-// embedded content, and only this package's own stylesheet. Everything
-// else a message brings is escaped text.
+// The gateway's pages are byte-for-byte the reference's, with two
+// additions: URLs in a message body are links (rel="noreferrer
+// noopener"), and every page goes out with ContentSecurityPolicy, which
+// allows no script, no remote or embedded content, and only this
+// package's own stylesheet. Everything else a message brings is escaped
+// text. The agent's pages read like a mail client's (AgentInbox,
+// AgentMessage): newest first, with times and unread marks, and a
+// message's HTML part shown as sent in a sandboxed frame of its own,
+// sanitized first (mailhtml.go).
 package render
 
 import (
@@ -15,6 +19,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/otp/urls"
@@ -38,11 +43,26 @@ const CSS = "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9
 // no frame may embed the page, and no <base> may redirect its links. The
 // one connection a page may make is a link's ping to its own origin
 // (AgentMessage), which browsers check against connect-src.
-var ContentSecurityPolicy = "default-src 'none'; style-src '" + styleHash() + "'; connect-src 'self'; " +
+var ContentSecurityPolicy = "default-src 'none'; style-src '" + styleHash(CSS) + "'; connect-src 'self'; " +
 	"img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-func styleHash() string {
-	h := sha256.Sum256([]byte(CSS))
+// agentCSS is the agent's pages' stylesheet: the reference's, with the
+// inbox list's times and unread marks and the message's frame.
+const agentCSS = CSS +
+	".unread h2{font-weight:700}.read h2{font-weight:400}" +
+	".badge{display:inline-block;background:#0b62d0;color:#fff;border-radius:4px;font-size:11px;font-weight:600;padding:0 6px;margin-right:6px;vertical-align:2px}" +
+	"time{white-space:nowrap}" +
+	".views{font-size:13px;margin:8px 0 0}" +
+	"iframe{display:block;width:100%;height:75vh;border:1px solid #d8dee4;border-radius:6px;background:#fff;margin:12px 0 0}"
+
+// AgentSecurityPolicy goes with the agent's pages: ContentSecurityPolicy,
+// with their own stylesheet too and the one frame a message page embeds,
+// from the inbox itself (FrameSecurityPolicy is that frame's).
+var AgentSecurityPolicy = "default-src 'none'; style-src '" + styleHash(CSS) + "' '" + styleHash(agentCSS) + "'; connect-src 'self'; " +
+	"img-src 'none'; frame-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+func styleHash(css string) string {
+	h := sha256.Sum256([]byte(css))
 	return "sha256-" + base64.StdEncoding.EncodeToString(h[:])
 }
 
@@ -61,14 +81,16 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "
 func Escape(s string) string { return escaper.Replace(s) }
 
 // Document is one self-contained page; body must already be HTML.
-func Document(title, body string) []byte {
+func Document(title, body string) []byte { return document(title, CSS, body) }
+
+func document(title, css, body string) []byte {
 	t := Escape(title)
 	var b strings.Builder
-	b.Grow(len(CSS) + len(body) + 256)
+	b.Grow(len(css) + len(body) + 256)
 	b.WriteString(`<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content="width=device-width,initial-scale=1"><title>`)
 	b.WriteString(t)
 	b.WriteString("</title><style>")
-	b.WriteString(CSS)
+	b.WriteString(css)
 	b.WriteString("</style><header><h1>")
 	b.WriteString(t)
 	b.WriteString("</h1></header><main>")
@@ -115,14 +137,92 @@ func Inbox(msgs []rpc.Message, base string) []byte {
 	return Document(TitleInbox, b.String())
 }
 
+// AgentInbox is the agent's inbox page, as a mail client shows one:
+// msgs (oldest first, as given) newest first, each with its sender's
+// name and address, its received time, and "Unread" until the agent
+// opens it (rpc.Message.Opened).
+func AgentInbox(msgs []rpc.Message, base string) []byte {
+	var b strings.Builder
+	if len(msgs) == 0 {
+		b.WriteString("<p class=empty id=inbox-empty>No messages yet. Mail sent to this mailbox appears here.</p>")
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		id := strconv.FormatInt(m.ID, 10)
+		if m.Opened {
+			b.WriteString(`<article class="msg read" id=message-`)
+		} else {
+			b.WriteString(`<article class="msg unread" id=message-`)
+		}
+		b.WriteString(id)
+		b.WriteString(`><h2>`)
+		if !m.Opened {
+			b.WriteString(`<span class=badge>Unread</span>`)
+		}
+		b.WriteString(`<a href="`)
+		b.WriteString(Escape(base))
+		b.WriteString("/messages/")
+		b.WriteString(id)
+		b.WriteString(`">`)
+		b.WriteString(Escape(m.Subject))
+		b.WriteString("</a></h2><p class=meta>From ")
+		b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
+		b.WriteString(" · To ")
+		b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
+		b.WriteString(" · ")
+		b.WriteString(received(m))
+		b.WriteString("</p></article>")
+	}
+	b.WriteString(`<p><a href="`)
+	b.WriteString(Escape(base))
+	b.WriteString(`" id=inbox-refresh>Refresh</a></p>`)
+	return document(TitleInbox, agentCSS, b.String())
+}
+
+// TimeLayout is how the agent's pages show a received time (in UTC).
+const TimeLayout = "Mon, 2 Jan 2006 15:04:05 UTC"
+
+func received(m rpc.Message) string {
+	t := m.Received.UTC()
+	return `<time datetime="` + t.Format(time.RFC3339) + `">` + t.Format(TimeLayout) + "</time>"
+}
+
 // Message shows one message; base is the inbox page's path.
 func Message(m rpc.Message, base string) []byte { return message(m, base, false) }
 
-// AgentMessage is the agent's message page: Message, where each link of
-// the body also names, in its ping attribute, the inbox route that
-// records a click on it (HTML's hyperlink auditing: the browser posts to
-// it when the link is followed). The href stays the sender's.
-func AgentMessage(m rpc.Message, base string) []byte { return message(m, base, true) }
+// AgentMessage is the agent's message page. A message with an HTML part
+// shows it as sent, in a sandboxed frame (FrameDocument, at FramePath),
+// with its text one click away (TextPath); any other shows its text as
+// Message does. Each link of the text also names, in its ping attribute,
+// the inbox route that records a click on it (HTML's hyperlink auditing:
+// the browser posts to it when the link is followed); the href stays the
+// sender's. text asks for the text of a message that has HTML.
+func AgentMessage(m rpc.Message, base string, text bool) []byte {
+	if m.HTML == "" || text {
+		return message(m, base, true)
+	}
+	var b strings.Builder
+	header(&b, m, true)
+	b.WriteString(`<p class=views id=message-views>HTML · <a href="`)
+	b.WriteString(Escape(TextPath(base, m.ID)))
+	b.WriteString(`" id=message-text-link>Text</a> · Remote images are not shown.</p><iframe id=message-html title="The message as sent" sandbox="`)
+	b.WriteString(FrameSandbox)
+	b.WriteString(`" referrerpolicy=no-referrer src="`)
+	b.WriteString(Escape(FramePath(base, m.ID)))
+	b.WriteString(`"></iframe></article>`)
+	back(&b, base)
+	return document(TitleMessage, agentCSS, b.String())
+}
+
+// FramePath is the route of message id's HTML frame (FrameDocument), and
+// TextPath that of its page showing the text, under base.
+func FramePath(base string, id int64) string {
+	return base + "/messages/" + strconv.FormatInt(id, 10) + "/html"
+}
+
+func TextPath(base string, id int64) string {
+	return base + "/messages/" + strconv.FormatInt(id, 10) + "/text"
+}
 
 // PingPath is the route a click on link i (from 0, in Links' order) of
 // message id is recorded at, under base, the inbox page's path.
@@ -130,24 +230,50 @@ func PingPath(base string, id int64, i int) string {
 	return base + "/messages/" + strconv.FormatInt(id, 10) + "/ping/" + strconv.Itoa(i)
 }
 
-func message(m rpc.Message, base string, ping bool) []byte {
+// message is the page of a message's text; agent is the agent's, with
+// its time, its links pinging, and a link to its HTML if it has one.
+func message(m rpc.Message, base string, agent bool) []byte {
 	var b strings.Builder
+	header(&b, m, agent)
+	if agent && m.HTML != "" {
+		b.WriteString(`<p class=views id=message-views><a href="`)
+		b.WriteString(Escape(base + "/messages/" + strconv.FormatInt(m.ID, 10)))
+		b.WriteString(`" id=message-html-link>HTML</a> · Text</p>`)
+	}
+	b.WriteString("<pre id=message-body>")
+	if agent {
+		b.WriteString(body(m.Text, func(i int) string { return PingPath(base, m.ID, i) }))
+	} else {
+		b.WriteString(body(m.Text, nil))
+	}
+	b.WriteString(`</pre></article>`)
+	back(&b, base)
+	if agent {
+		return document(TitleMessage, agentCSS, b.String())
+	}
+	return Document(TitleMessage, b.String())
+}
+
+// header opens a message's article: its subject, sender and recipients,
+// and on the agent's pages its received time.
+func header(b *strings.Builder, m rpc.Message, agent bool) {
 	b.WriteString("<article class=msg><h2>")
 	b.WriteString(Escape(m.Subject))
 	b.WriteString("</h2><p class=meta>From ")
 	b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
 	b.WriteString(" · To ")
 	b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
-	b.WriteString("</p><pre id=message-body>")
-	if ping {
-		b.WriteString(body(m.Text, func(i int) string { return PingPath(base, m.ID, i) }))
-	} else {
-		b.WriteString(body(m.Text, nil))
+	if agent {
+		b.WriteString(" · ")
+		b.WriteString(received(m))
 	}
-	b.WriteString(`</pre></article><p><a href="`)
+	b.WriteString("</p>")
+}
+
+func back(b *strings.Builder, base string) {
+	b.WriteString(`<p><a href="`)
 	b.WriteString(Escape(base))
 	b.WriteString(`" id=inbox-back>Back to inbox</a></p>`)
-	return Document(TitleMessage, b.String())
 }
 
 // Link is one link of a message as the inbox shows it: its text and the

@@ -327,14 +327,17 @@ type ReadRequest struct {
 	ID         int64  `json:"id,omitempty"`      // get
 	// Door, from an inbox, is the door the agent read by: DoorInbox (the
 	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
-	// trail records the read under it.
+	// trail records the read under it. DoorInboxFrame is the HTML pages'
+	// read of a message's HTML frame, which its page has just opened: the
+	// trail records it at door inbox as a get, not a second open.
 	Door string `json:"door,omitempty"`
 }
 
 // The agent's doors onto its mailbox, as the trail names them.
 const (
-	DoorInbox    = "inbox"
-	DoorInboxMCP = "inbox-mcp"
+	DoorInbox      = "inbox"
+	DoorInboxMCP   = "inbox-mcp"
+	DoorInboxFrame = "inbox-frame"
 )
 
 // Message is one stored message as the plane parsed it.
@@ -351,8 +354,14 @@ type Message struct {
 	Text        string       `json:"text"`
 	HTML        string       `json:"html,omitempty"`
 	Attachments []Attachment `json:"attachments"`
-	Size        int          `json:"size"`
-	Received    time.Time    `json:"received"`
+	// Inline are the inline images the HTML names by cid: (to show it
+	// as sent); only the agent's inbox reads them.
+	Inline   []InlineImage `json:"inline,omitempty"`
+	Size     int           `json:"size"`
+	Received time.Time     `json:"received"`
+	// Opened, on the agent's reads, says the agent has opened the message
+	// (an open in its trail): the inbox shows the others as unread.
+	Opened bool `json:"opened,omitempty"`
 	// Fault is "delay" or "duplicate" for a message a fault delivered
 	// late or stored twice; the agent's inbox never sees it.
 	Fault string `json:"fault,omitempty"`
@@ -362,6 +371,14 @@ type Message struct {
 	// travels.
 	Label   string `json:"label,omitempty"`
 	Planted string `json:"-"`
+}
+
+// InlineImage is one inline image part: its Content-ID (without <>), its
+// media type and its decoded bytes.
+type InlineImage struct {
+	ContentID   string `json:"content_id"`
+	ContentType string `json:"content_type"`
+	Data        []byte `json:"data"`
 }
 
 // Attachment is metadata of one attachment or inline part, with Mailpit's
