@@ -2,6 +2,8 @@ package itest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,4 +102,29 @@ func metric(t testing.TB, console *rpc.Client, admin, series string) float64 {
 	}
 	t.Fatalf("no metric %s in:\n%s", series, m.Text)
 	return 0
+}
+
+// WaitStopped waits until every thread of process pid is stopped (after
+// SIGSTOP, which the kernel delivers in its own time: a process on a
+// loaded machine may answer one more request first).
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	Eventually(t, "process "+strconv.Itoa(pid)+" stopped", Bound, func() bool {
+		tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return false
+			}
+			// The state follows the command's name, which is in parentheses.
+			i := strings.LastIndexByte(string(b), ')')
+			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				return false
+			}
+		}
+		return true
+	})
 }

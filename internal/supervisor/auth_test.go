@@ -149,6 +149,7 @@ func TestTrialPortsRequireAuth(t *testing.T) {
 	if err := syscall.Kill(s.Cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	itest.WaitStopped(t, s.Cmd.Process.Pid)
 	err := admin.TrialClose(ctx, closed.Namespace)
 	closedEx, closedServed := unauthenticated(t, closed.SMTPPort)
 	ownAfterClose := itest.SendSMTP(closed, closed.SMTPPort, closed.CandidateEnvironment[wbenv.SMTPPassword], "Subject: closed\r\n\r\nx\r\n")

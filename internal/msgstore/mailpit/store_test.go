@@ -269,6 +269,7 @@ func TestCallDeadline(t *testing.T) {
 	ref := put(t, s, ns, testEnv, raw)
 	srv.signal(syscall.SIGSTOP)
 	defer srv.signal(syscall.SIGCONT)
+	itest.WaitStopped(t, srv.cmd.Process.Pid)
 	start := time.Now()
 	_, err := s.Put(context.Background(), nil, ns, 2, testEnv, raw)
 	if took := time.Since(start); err == nil || errors.Is(err, msgstore.ErrRefused) || took < CallTimeout-100*time.Millisecond || took > CallTimeout+itest.Bound {
