@@ -12,25 +12,24 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// timed is an answer and when it arrived.
-type timed struct {
+// waited is an answer to a request that waited, or why there is none.
+type waited struct {
 	answer
 	err error
-	at  time.Time
 }
 
 // startWaiting sends a GET in the background; its answer arrives on the
 // returned channel.
-func startWaiting(url, capability string) <-chan timed {
-	ch := make(chan timed, 1)
+func startWaiting(url, capability string) <-chan waited {
+	ch := make(chan waited, 1)
 	go func() {
 		ans, err := try(http.MethodGet, url, "Bearer "+capability)
-		ch <- timed{answer: ans, err: err, at: time.Now()}
+		ch <- waited{answer: ans, err: err}
 	}()
 	return ch
 }
 
-func receive(t *testing.T, ch <-chan timed, within time.Duration) timed {
+func receive(t *testing.T, ch <-chan waited, within time.Duration) waited {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -40,7 +39,7 @@ func receive(t *testing.T, ch <-chan timed, within time.Duration) timed {
 		return r
 	case <-time.After(within):
 		t.Fatalf("no answer within %v", within)
-		return timed{}
+		return waited{}
 	}
 }
 
@@ -146,7 +145,7 @@ func TestWait200Namespaces(t *testing.T) {
 	for i := range ids {
 		ids[i] = plane.Trial(t, rpc.ProfileCandidate)
 	}
-	waiters := make([]<-chan timed, n)
+	waiters := make([]<-chan waited, n)
 	for i, id := range ids {
 		waiters[i] = startWaiting(gw.URL+"/api/namespaces/"+id.Namespace+"/messages/latest?recipient=user@example.com&wait=30s", id.ReadCapability)
 	}

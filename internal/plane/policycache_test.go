@@ -66,8 +66,10 @@ func TestPolicyCacheRace(t *testing.T) {
 			},
 		}
 		for _, call := range calls {
+			mu.Lock() // the callers already running read lastStart
 			caller := len(lastStart)
 			lastStart = append(lastStart, time.Time{})
+			mu.Unlock()
 			running.Add(1)
 			go func() {
 				defer running.Done()
