@@ -94,7 +94,7 @@ func BenchmarkList32(b *testing.B) {
 // measured in the same iterations: GET /healthz and GET
 // …/messages/latest without waiting (the same read, not held).
 func BenchmarkWaitWake(b *testing.B) {
-	_, id, gw, s := benchSetup(b)
+	plane, id, gw, s := benchSetup(b)
 	hc := &http.Client{}
 	latest := gw.URL + "/api/namespaces/" + id.Namespace + "/messages/latest"
 	var wakes, sendToWakes, healths, reads samples
@@ -118,8 +118,8 @@ func BenchmarkWaitWake(b *testing.B) {
 			}
 			done <- time.Now()
 		}(n)
-		// Let the request park at the plane; this pause is not measured.
-		time.Sleep(5 * time.Millisecond)
+		// Until the request is parked at the plane; this is not measured.
+		plane.WaitParked(b, "mail", 1)
 		sent := time.Now()
 		s.send(b, []string{"user@example.com"}, "wake", "code 4711")
 		acked := time.Now()

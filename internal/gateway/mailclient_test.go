@@ -33,12 +33,12 @@ func TestMailclient(t *testing.T) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*itest.Bound)
 		defer cancel()
 		code, links, err := c.WaitCode(ctx, "user@example.com", 0)
 		ch <- result{code, links, err}
 	}()
-	time.Sleep(parkTime)
+	plane.WaitParked(t, "mail", 1)
 	s.send(t, []string{"other@example.com"}, "Not this one", "code 1111")
 	s.send(t, []string{"User@Example.com"}, "Sign in", "Your code is 482913.\r\nOr open https://site.example/magic?t=1 now.\r\n")
 	select {
@@ -46,7 +46,7 @@ func TestMailclient(t *testing.T) {
 		if r.err != nil || r.code != "482913" || len(r.links) != 1 || r.links[0] != "https://site.example/magic?t=1" {
 			t.Fatalf("WaitCode = %q, %q, %v", r.code, r.links, r.err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(itest.Bound):
 		t.Fatal("WaitCode did not return")
 	}
 
@@ -80,7 +80,7 @@ func TestMailclient(t *testing.T) {
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !mailclient.IsNotFound(err) {
 		t.Fatalf("Wait past its deadline: %v", err)
 	}
-	if took := time.Since(start); took < 350*time.Millisecond || took > 5*time.Second {
+	if took := time.Since(start); took < 350*time.Millisecond || took > itest.Bound {
 		t.Fatalf("Wait returned after %v, want at its deadline", took)
 	}
 
@@ -133,20 +133,23 @@ func TestMailclientEvents(t *testing.T) {
 	type result struct {
 		e   mailclient.Event
 		err error
-		at  time.Time
 	}
 	ch := make(chan result, 1)
 	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 3*itest.Bound)
 		defer cancel()
 		e, err := c.WaitEvent(wctx, 1, func(e mailclient.Event) bool { return e.Action == "send" })
-		ch <- result{e, err, time.Now()}
+		ch <- result{e, err}
 	}()
-	time.Sleep(parkTime)
-	sent := time.Now()
+	plane.WaitParked(t, "trail", 1)
 	s.send(t, []string{"user@example.com"}, "Hello", "Your code is 482913.")
-	r := <-ch
-	if r.err != nil || r.e.Outcome != "accepted" || r.e.MessageIDs[0] != 1 || r.e.Seq != 2 || r.at.Sub(sent) > 5*time.Second {
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(itest.Bound):
+		t.Fatal("WaitEvent did not return")
+	}
+	if r.err != nil || r.e.Outcome != "accepted" || len(r.e.MessageIDs) != 1 || r.e.MessageIDs[0] != 1 || r.e.Seq != 2 {
 		t.Fatalf("WaitEvent = %+v, %v", r.e, r.err)
 	}
 	if strings.Contains(string(r.e.Line), "482913") {
@@ -227,14 +230,10 @@ func TestEventStream(t *testing.T) {
 	if id1, data := next(); id1 != "1" || !strings.Contains(data, `"action":"open"`) {
 		t.Fatalf("first event: %s %s", id1, data)
 	}
-	sent := make(chan struct{})
-	go func() { // the stream is parked at the plane when the send commits
-		defer close(sent)
-		time.Sleep(parkTime)
-		s.send(t, []string{"user@example.com"}, "Hello", "hi")
-	}()
+	// The stream is parked at the plane when the send commits.
+	plane.WaitParked(t, "trail", 1)
+	s.send(t, []string{"user@example.com"}, "Hello", "hi")
 	id2, data := next()
-	<-sent
 	if id2 != "2" || !strings.Contains(data, `"action":"send"`) {
 		t.Fatalf("second event: %s %s", id2, data)
 	}

@@ -129,14 +129,14 @@ func (p *Proc) Kill() {
 	}
 }
 
-// Stop sends SIGTERM and waits up to 10 s; it returns the exit code.
+// Stop sends SIGTERM and waits up to Bound; it returns the exit code.
 func (p *Proc) Stop(t testing.TB) int {
 	t.Helper()
 	p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not stop within 10s of SIGTERM", p.Name)
+	case <-time.After(Bound):
+		t.Fatalf("%s did not stop within %v of SIGTERM", p.Name, Bound)
 	}
 	return p.Cmd.ProcessState.ExitCode()
 }
@@ -167,6 +167,8 @@ type Plane struct {
 	Data   string
 	Admin  *rpc.Client
 	args   []string
+	// console reads the plane's metrics (Metric), made on first use.
+	console *rpc.Client
 }
 
 // StartPlane runs mail-plane serve on a fresh socket and data directory,

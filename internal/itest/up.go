@@ -22,6 +22,8 @@ import (
 type Stack struct {
 	*Proc
 	Bundle rpc.StackBundle
+	// console reads the plane's metrics (Metric), made on first use.
+	console *rpc.Client
 }
 
 // StackBundle is what up --json prints.

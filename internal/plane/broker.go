@@ -75,10 +75,12 @@ type Broker struct {
 // NewBroker returns a broker over an open ledger and message store.
 func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	m := newMetrics()
-	return &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
+	b := &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
 		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
 		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey()}
+	m.countParked(&b.wake, &b.trails)
+	return b
 }
 
 // storeErr turns an unexpected ledger or store error into an outage answer;
@@ -503,6 +505,10 @@ type notifier struct {
 	// woken waiter's wake-up is timed from it, and given to woke if set.
 	last atomic.Int64
 	woke func(time.Duration)
+	// asleep counts the waiters asleep now (waitFor): the parked-waits
+	// gauge, which a test also reads to know a wait is held before it
+	// sends.
+	asleep atomic.Int64
 }
 
 // anyNamespace is the key of watchers of every namespace: no namespace's

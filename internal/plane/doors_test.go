@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -73,19 +74,11 @@ func TestNetnsDoorsOpenAndClose(t *testing.T) {
 		}
 	}()
 	defer func() { stop(); loop.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for { // until the supervisor counts as there
+	itest.Eventually(t, "the supervisor loop's call", itest.Bound, func() bool {
 		b.ports.mu.Lock()
-		ok := b.ports.supervised()
-		b.ports.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the supervisor loop never called")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer b.ports.mu.Unlock()
+		return b.ports.supervised()
+	})
 
 	for _, bad := range []string{"relative/netns", "/run/netns/../x", "/run/netns/missing"} {
 		if _, err := b.OpenTrial(ctx, &rpc.TrialOpenRequest{Netns: bad}); rpc.CodeOf(err) != rpc.CodeBadRequest {

@@ -95,9 +95,19 @@ func TestEvidenceKill9UnderLoad(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(400 * time.Millisecond)
+		// The kill lands under load: once this round has 40 sends
+		// acknowledged, and the writers then see the plane gone.
+		mu.Lock()
+		from := len(acked)
+		mu.Unlock()
+		itest.Eventually(t, "40 sends acknowledged", itest.Bound, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= from+40
+		})
+		seen := outages.Load()
 		p.Kill()
-		time.Sleep(50 * time.Millisecond)
+		itest.Eventually(t, "an outage after the kill", itest.Bound, func() bool { return outages.Load() > seen })
 		close(stop)
 		wg.Wait()
 		w.Close()

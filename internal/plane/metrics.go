@@ -63,6 +63,17 @@ func newMetrics() *metrics {
 	return m
 }
 
+// countParked registers the gauge of long polls asleep now: the reads
+// waiting for mail (on="mail"), and the events reads and console waits
+// waiting for a trail's next event (on="trail").
+func (m *metrics) countParked(mail, trail *notifier) {
+	for on, n := range map[string]*notifier{"mail": mail, "trail": trail} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mailplane_waits_parked",
+			Help:        "Long polls asleep now: reads waiting for mail (on=mail), for a trail's next event (on=trail).",
+			ConstLabels: prometheus.Labels{"on": on}}, func() float64 { return float64(n.asleep.Load()) }))
+	}
+}
+
 // outcomeOf is a call's outcome as the trail names it.
 func outcomeOf(err error) string {
 	switch {

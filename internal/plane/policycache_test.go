@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -45,6 +46,7 @@ func TestPolicyCacheRace(t *testing.T) {
 	}
 	var mu sync.Mutex
 	results := map[*trial][]result{}
+	var lastStart []time.Time // by caller: when its last answered call started
 	stop := make(chan struct{})
 	var running sync.WaitGroup
 	for _, tr := range trials {
@@ -64,6 +66,10 @@ func TestPolicyCacheRace(t *testing.T) {
 			},
 		}
 		for _, call := range calls {
+			mu.Lock() // the callers already running read lastStart
+			caller := len(lastStart)
+			lastStart = append(lastStart, time.Time{})
+			mu.Unlock()
 			running.Add(1)
 			go func() {
 				defer running.Done()
@@ -77,12 +83,28 @@ func TestPolicyCacheRace(t *testing.T) {
 					r, err, read := call()
 					mu.Lock()
 					results[tr] = append(results[tr], result{start, time.Now(), r, err, read})
+					lastStart[caller] = start
 					mu.Unlock()
 				}
 			}()
 		}
 	}
-	pause := func() { time.Sleep(150 * time.Millisecond) }
+	// Each phase lasts until every caller has had a call answered that
+	// started after the phase's changes were: then each phase counts at
+	// least one call per caller, however slow the machine.
+	pause := func() {
+		since := time.Now()
+		itest.Eventually(t, "a call by every caller", itest.Bound, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, at := range lastStart {
+				if !at.After(since) {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	pause()
 	for _, tr := range trials {
 		begun := time.Now()

@@ -37,12 +37,14 @@ func waitFor(ctx context.Context, changes *notifier, ns string, wait time.Durati
 			return err
 		}
 		timer := time.NewTimer(time.Until(deadline))
+		changes.asleep.Add(1)
 		select {
 		case <-woken:
 			wokeBy = changes.last.Load()
 		case <-timer.C:
 		case <-ctx.Done():
 		}
+		changes.asleep.Add(-1)
 		timer.Stop()
 		if ctx.Err() != nil {
 			return rpc.Errorf(rpc.CodeDeadlineExceeded, "the call's deadline passed while waiting")

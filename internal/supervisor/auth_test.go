@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net"
 	"net/smtp"
 	"os"
@@ -148,6 +149,7 @@ func TestTrialPortsRequireAuth(t *testing.T) {
 	if err := syscall.Kill(s.Cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	itest.WaitStopped(t, s.Cmd.Process.Pid)
 	err := admin.TrialClose(ctx, closed.Namespace)
 	closedEx, closedServed := unauthenticated(t, closed.SMTPPort)
 	ownAfterClose := itest.SendSMTP(closed, closed.SMTPPort, closed.CandidateEnvironment[wbenv.SMTPPassword], "Subject: closed\r\n\r\nx\r\n")
@@ -285,21 +287,27 @@ func TestAuthFailuresCloseTheSession(t *testing.T) {
 	if last := failed[len(failed)-1]; last < 4*smtpd.AuthFailureStep {
 		t.Errorf("the sixth failure on the listener was answered after %v, want at least %v", last, 4*smtpd.AuthFailureStep)
 	}
-	// Another client's correct AUTH is not slowed, and delivers.
-	start := time.Now()
-	cl, err := smtp.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
+	// Another client's correct AUTH is not slowed, and delivers. The best
+	// of three, so that one stall of a loaded machine is not taken for the
+	// failures' delay (which a correct AUTH never waits).
+	fastest := time.Duration(math.MaxInt64)
+	for range 3 {
+		start := time.Now()
+		cl, err := smtp.Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Auth(smtp.PlainAuth("", "resend", b.CandidateEnvironment[wbenv.SMTPPassword], "127.0.0.1")); err != nil {
+			t.Fatalf("a correct AUTH after the failures: %v", err)
+		}
+		fastest = min(fastest, time.Since(start))
+		cl.Close()
 	}
-	if err := cl.Auth(smtp.PlainAuth("", "resend", b.CandidateEnvironment[wbenv.SMTPPassword], "127.0.0.1")); err != nil {
-		t.Fatalf("a correct AUTH after the failures: %v", err)
-	}
-	if took := time.Since(start); took >= failed[len(failed)-1] {
-		t.Errorf("a correct AUTH after six failures took %v, as long as a failure (%v)", took, failed[len(failed)-1])
+	if fastest >= failed[len(failed)-1] {
+		t.Errorf("a correct AUTH after six failures took at best %v, as long as a failure (%v)", fastest, failed[len(failed)-1])
 	} else {
-		t.Logf("a correct AUTH after six failures: %v", took)
+		t.Logf("a correct AUTH after six failures: %v at best of 3", fastest)
 	}
-	cl.Close()
 	if err := smtpTo(b, b.SMTPPort, "after failures"); err != nil {
 		t.Fatalf("a send with the bundle's credential: %v", err)
 	}

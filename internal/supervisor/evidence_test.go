@@ -176,7 +176,7 @@ func TestEvidenceScriptedTrial(t *testing.T) {
 		{"plane", "seal", "accepted", "", "", nil},
 		{"plane", "close", "accepted", "", "", nil},
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(itest.Bound)
 	for {
 		page, err := admin.Export(ctx, &rpc.EventsRequest{Namespace: expiring.Namespace})
 		if err == nil && page.Closed {

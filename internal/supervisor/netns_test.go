@@ -316,12 +316,8 @@ func TestNetnsDoorsRestart(t *testing.T) {
 		t.Fatalf("ip netns del: %v\n%s", err, out)
 	}
 	gone := itest.StartUp(t, "--trials", "0", "--data", data)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(gone.Output(), "doors in its network namespace; they are not served") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line says the trial is not served:\n%s", gone.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !gone.WaitOutput("doors in its network namespace; they are not served", itest.Bound) {
+		t.Fatalf("no log line says the trial is not served:\n%s", gone.Output())
 	}
 	if !strings.Contains(gone.Output(), b.Namespace) {
 		t.Fatalf("the log does not name the trial:\n%s", gone.Output())

@@ -44,12 +44,7 @@ func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 		}
 	}
 	st.plane = plane
-	for deadline := time.Now().Add(10 * time.Second); !ignoresTERM(stubborn.cmd.Process.Pid); {
-		if time.Now().After(deadline) {
-			t.Fatal("the stubborn child never set its trap")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	itest.Eventually(t, "the stubborn child's trap", itest.Bound, func() bool { return ignoresTERM(stubborn.cmd.Process.Pid) })
 	start := time.Now()
 	st.stopAll()
 	took := time.Since(start)

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
@@ -268,15 +269,16 @@ func TestCallDeadline(t *testing.T) {
 	ref := put(t, s, ns, testEnv, raw)
 	srv.signal(syscall.SIGSTOP)
 	defer srv.signal(syscall.SIGCONT)
+	itest.WaitStopped(t, srv.cmd.Process.Pid)
 	start := time.Now()
 	_, err := s.Put(context.Background(), nil, ns, 2, testEnv, raw)
-	if took := time.Since(start); err == nil || errors.Is(err, msgstore.ErrRefused) || took < CallTimeout-100*time.Millisecond || took > CallTimeout+3*time.Second {
+	if took := time.Since(start); err == nil || errors.Is(err, msgstore.ErrRefused) || took < CallTimeout-100*time.Millisecond || took > CallTimeout+itest.Bound {
 		t.Fatalf("Put to a stopped Mailpit: %v after %v; want an outage after %v", err, took, CallTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := s.Get(ctx, ns, ref, testEnv); err == nil || errors.Is(err, msgstore.ErrNotFound) || time.Since(start) > 2*time.Second {
+	if _, err := s.Get(ctx, ns, ref, testEnv); err == nil || errors.Is(err, msgstore.ErrNotFound) || time.Since(start) > itest.Bound {
 		t.Fatalf("Get with a 300ms deadline: %v after %v", err, time.Since(start))
 	}
 	srv.signal(syscall.SIGCONT)

@@ -163,5 +163,5 @@ func TestUpWithOwnMailpit(t *testing.T) {
 	if code := p.Stop(t); code != 0 {
 		t.Fatalf("up exited %d", code)
 	}
-	waitFor(t, "Mailpit to stop with up", 10*time.Second, func() bool { return len(mailpitPIDs(db)) == 0 })
+	itest.Eventually(t, "Mailpit to stop with up", itest.Bound, func() bool { return len(mailpitPIDs(db)) == 0 })
 }
