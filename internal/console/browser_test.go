@@ -13,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 
@@ -79,20 +76,8 @@ func TestBrowser(t *testing.T) {
 		chromedp.Flag("disable-features", "IsolateSandboxedIframes"),
 	)
 	ctx := br.Ctx
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) { t.Helper(); br.Do(t, what, steps...) }
+	eval := func(expr string) string { t.Helper(); return br.Eval(t, expr) }
 
 	// Without the grant: the sign-in form, and no trial.
 	do("open the console", chromedp.Navigate(s.console.URL+"/trials/"+id.Namespace), chromedp.WaitVisible(chromedp.ID("grant")))
@@ -120,11 +105,11 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("%s's frame: sandbox %s", m, v)
 		}
 	}
-	greeting := inFrame(t, ctx, "/"+id.Namespace+"/1/", `document.getElementById("greeting") ? document.getElementById("greeting").textContent : ""`)
+	greeting := inFrame(t, br, "/"+id.Namespace+"/1/", `document.getElementById("greeting") ? document.getElementById("greeting").textContent : ""`)
 	if greeting != "Welcome, Ann" {
 		t.Fatalf("the mail's HTML did not render in its frame: %q", greeting)
 	}
-	if ran := inFrame(t, ctx, "/"+id.Namespace+"/2/", `(document.getElementById("hostile") ? "rendered" : "absent") + "/" + (document.body.dataset.ran || "no script")`); ran != "rendered/no script" {
+	if ran := inFrame(t, br, "/"+id.Namespace+"/2/", `(document.getElementById("hostile") ? "rendered" : "absent") + "/" + (document.body.dataset.ran || "no script")`); ran != "rendered/no script" {
 		t.Fatalf("the hostile mail's frame: %q", ran)
 	}
 
@@ -176,33 +161,16 @@ func TestBrowser(t *testing.T) {
 }
 
 // inFrame evaluates expr in an isolated world of the page's frame whose
-// URL holds part, once it has one: the world shares the frame's document,
-// not its (absent) scripts.
-func inFrame(t *testing.T, ctx context.Context, part, expr string) string {
+// URL holds part, once it has one and expr finds what it looks for (a
+// value that is not "" and not "absent…").
+func inFrame(t *testing.T, br *itest.Browser, part, expr string) string {
 	t.Helper()
 	var out string
-	waitFor(t, "a frame from "+part, 30*time.Second, func() bool {
-		tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
-		if err != nil || tree.FrameTree == nil {
-			return false
-		}
-		for _, f := range tree.FrameTree.ChildFrames {
-			if !strings.Contains(f.Frame.URL, part) {
-				continue
-			}
-			world, err := chromedp.Call(ctx, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: f.Frame.ID})
-			if err != nil {
-				return false
-			}
-			yes := true
-			res, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: expr, ContextID: world.ExecutionContextID, ReturnByValue: &yes})
-			if err != nil || res.Result == nil {
-				return false
-			}
-			out = strings.Trim(string(res.Result.Value), `"`)
-			return out != "" && !strings.HasPrefix(out, "absent")
-		}
-		return false
+	itest.Eventually(t, "a frame from "+part, itest.Bound, func() bool {
+		frame := br.Frame(t, "from "+part, func(url string) bool { return strings.Contains(url, part) })
+		v, ok := br.EvalIn(frame, expr)
+		out = v
+		return ok && v != "" && !strings.HasPrefix(v, "absent")
 	})
 	return out
 }
@@ -297,20 +265,8 @@ func TestBrowserOtherPort(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) { t.Helper(); br.Do(t, what, steps...) }
+	eval := func(expr string) string { t.Helper(); return br.Eval(t, expr) }
 
 	do("sign in", chromedp.Navigate(s.console.URL+"/"), chromedp.WaitVisible(chromedp.ID("grant")),
 		chromedp.SendKeys(chromedp.ID("grant"), s.admin), chromedp.Submit(chromedp.ID("grant")),
@@ -321,7 +277,7 @@ func TestBrowserOtherPort(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#m1 iframe")))
 	// The operator clicks the link, a real click at its place in the
 	// frame: the console's frame-src keeps the frame on the console.
-	link := inFrame(t, ctx, "/"+id.Namespace+"/1/",
+	link := inFrame(t, br, "/"+id.Namespace+"/1/",
 		`(a => a ? (r => r.left + r.width / 2 + " " + (r.top + r.height / 2))(a.getBoundingClientRect()) : "")(document.getElementById("out"))`)
 	frame := eval(`(f => (f.getBoundingClientRect().left + f.clientLeft) + " " + (f.getBoundingClientRect().top + f.clientTop))(document.querySelector("#m1 iframe"))`)
 	var lx, ly, fx, fy float64
@@ -329,14 +285,14 @@ func TestBrowserOtherPort(t *testing.T) {
 		t.Fatalf("the link at %q in the frame at %q: %v", link, frame, err)
 	}
 	do("click the mail's link", chromedp.MouseClickXY(fx+lx, fy+ly))
-	waitFor(t, "the console's CSP keeps the framed link on the console", 30*time.Second, func() bool {
+	itest.Eventually(t, "the console's CSP keeps the framed link on the console", itest.Bound, func() bool {
 		return slices.ContainsFunc(br.Log(), func(l string) bool { return strings.Contains(l, "frame-src") && strings.Contains(l, cand.URL) })
 	})
 	// The frame's document opened as a page of its own (as "Open frame in
 	// new tab" does): there the link leaves, with the Referer it asks for.
 	src := eval(`document.querySelector("#m1 iframe").src`)
 	do("open the frame's document", chromedp.Navigate(src), chromedp.WaitVisible(chromedp.ID("out")), chromedp.Click(chromedp.ID("out")))
-	waitFor(t, "the mail's link, clicked, reaches the candidate's site", 30*time.Second, func() bool { return cand.saw("/from-mail") })
+	itest.Eventually(t, "the mail's link, clicked, reaches the candidate's site", itest.Bound, func() bool { return cand.saw("/from-mail") })
 
 	// The candidate's page, loading from its own origin and asking the
 	// console for a page with whatever credentials the browser holds.
@@ -345,7 +301,7 @@ func TestBrowserOtherPort(t *testing.T) {
 fetch("`+s.console.URL+`/", {credentials: "include", mode: "no-cors"}).catch(() => {}).finally(() => fetch("/done"));</script>`)
 	do("the candidate's page", chromedp.Navigate(cand.URL+"/"))
 	for _, p := range []string{"/css", "/img", "/frame", "/fetch", "/beacon", "/done"} {
-		waitFor(t, "the candidate's page asks its site for "+p, 30*time.Second, func() bool { return cand.saw(p) })
+		itest.Eventually(t, "the candidate's page asks its site for "+p, itest.Bound, func() bool { return cand.saw(p) })
 	}
 
 	// Cross-site forms to the console: sign out (with the capability, as
@@ -354,7 +310,7 @@ fetch("`+s.console.URL+`/", {credentials: "include", mode: "no-cors"}).catch(() 
 	cand.serve("/signin", `<!doctype html><form id=f method=post action="`+s.console.URL+`/login"><input name=grant value="`+s.admin+`"><input name=next value="/"></form><script>f.submit()</script>`)
 	for _, p := range []string{"/signout", "/signin"} {
 		do("post "+p+" from the candidate's page", chromedp.Navigate(cand.URL+p))
-		waitFor(t, p+" answered by the console", 30*time.Second, func() bool {
+		itest.Eventually(t, p+" answered by the console", itest.Bound, func() bool {
 			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.origin + " " + document.title`))
 			return err == nil && strings.HasPrefix(v, s.console.URL+" ")
 		})

@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -158,20 +157,6 @@ func noSecret(t testing.TB, where, body string, secrets map[string]string) {
 	for name, v := range secrets {
 		if strings.Contains(body, v) {
 			t.Fatalf("%s shows the %s", where, name)
-		}
-	}
-}
-
-// waitFor polls cond until it holds, for at most bound.
-func waitFor(t testing.TB, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s", what, bound)
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

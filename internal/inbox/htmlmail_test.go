@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/websitebench/mailplane/internal/itest"
@@ -98,20 +96,8 @@ func TestBrowserHTMLMail(t *testing.T) {
 		// DevTools session can look inside it.
 		chromedp.Flag("disable-features", "IsolateSandboxedIframes"))
 	ctx := br.Ctx
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) { t.Helper(); br.Do(t, what, steps...) }
+	eval := func(expr string) string { t.Helper(); return br.Eval(t, expr) }
 	inbox := in.URL + "/inbox/" + in.Token
 
 	// The list: newest first, each with its time, sender and unread mark.
@@ -144,8 +130,8 @@ func TestBrowserHTMLMail(t *testing.T) {
 	if v := eval(`(f => f.getAttribute("sandbox"))(document.getElementById("message-html"))`); v != "allow-top-navigation-by-user-activation" {
 		t.Fatalf("the frame's sandbox is %q", v)
 	}
-	frame := waitFrame(t, ctx, "/messages/13/html")
-	inFrame := func(expr string) string { t.Helper(); return evalIn(t, ctx, frame, expr) }
+	frame := br.Frame(t, "/messages/13/html", func(url string) bool { return strings.HasSuffix(url, "/messages/13/html") })
+	inFrame := func(expr string) string { t.Helper(); return evalIn(t, br, frame, expr) }
 	if got := inFrame(`document.getElementById("code").textContent + "/" + getComputedStyle(document.getElementById("code")).fontWeight + "/" + parseFloat(getComputedStyle(document.getElementById("code")).fontSize)`); got != "482913/700/36" {
 		t.Fatalf("the code shows as %q, want 482913, bold, 36px", got)
 	}
@@ -253,44 +239,16 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
-// waitFrame waits for the page's child frame whose URL ends with suffix.
-func waitFrame(t *testing.T, ctx context.Context, suffix string) cdp.FrameID {
-	t.Helper()
-	var id cdp.FrameID
-	waitUntil(t, "the frame "+suffix, 30*time.Second, func() bool {
-		tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
-		if err != nil || tree.FrameTree == nil {
-			return false
-		}
-		for _, f := range tree.FrameTree.ChildFrames {
-			if strings.HasSuffix(f.Frame.URL, suffix) {
-				id = f.Frame.ID
-				return true
-			}
-		}
-		return false
-	})
-	return id
-}
-
-// evalIn evaluates expr in an isolated world of the frame: it shares the
-// frame's document, not its (absent) scripts. It waits for the document.
-func evalIn(t *testing.T, ctx context.Context, frame cdp.FrameID, expr string) string {
+// evalIn evaluates expr in an isolated world of the frame, once its
+// document is complete and shows the mail: the world shares the frame's
+// document, not its (absent) scripts.
+func evalIn(t *testing.T, br *itest.Browser, frame cdp.FrameID, expr string) string {
 	t.Helper()
 	var out string
-	waitUntil(t, "the frame's document", 30*time.Second, func() bool {
-		world, err := chromedp.Call(ctx, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: frame})
-		if err != nil {
-			return false
-		}
-		yes := true
-		res, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{
-			Expression: `document.readyState === "complete" && document.getElementById("code") ? String(` + expr + `) : ""`,
-			ContextID:  world.ExecutionContextID, ReturnByValue: &yes})
-		if err != nil || res.Result == nil || res.ExceptionDetails != nil {
-			return false
-		}
-		return json.Unmarshal(res.Result.Value, &out) == nil && out != ""
+	itest.Eventually(t, "the frame's document", itest.Bound, func() bool {
+		v, ok := br.EvalIn(frame, `document.readyState === "complete" && document.getElementById("code") ? `+expr+` : ""`)
+		out = v
+		return ok && v != ""
 	})
 	return out
 }
@@ -298,7 +256,7 @@ func evalIn(t *testing.T, ctx context.Context, frame cdp.FrameID, expr string) s
 // waitEvent waits for an event of id's trail that match accepts.
 func waitEvent(t *testing.T, gw *rpc.Client, id rpc.Identity, match func(map[string]any) bool) {
 	t.Helper()
-	waitUntil(t, "the event", 30*time.Second, func() bool {
+	itest.Eventually(t, "the event", itest.Bound, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := gw.Events(ctx, &rpc.EventsRequest{Namespace: id.Namespace, Capability: id.ReadCapability})
@@ -313,15 +271,4 @@ func waitEvent(t *testing.T, gw *rpc.Client, id rpc.Identity, match func(map[str
 		}
 		return false
 	})
-}
-
-func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, bound)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

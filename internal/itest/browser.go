@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -91,4 +93,62 @@ func (b *Browser) Log(levels ...cdplog.EntryLevel) []string {
 		}
 	}
 	return out
+}
+
+// Do runs steps in the tab and fails t, naming what, if one fails.
+func (b *Browser) Do(t testing.TB, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(b.Ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Eval evaluates expr, a string-valued expression, in the tab's page.
+func (b *Browser) Eval(t testing.TB, expr string) string {
+	t.Helper()
+	v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// Frame waits (up to Bound) for a child frame of the page whose URL
+// matches, and returns its id.
+func (b *Browser) Frame(t testing.TB, what string, match func(url string) bool) cdp.FrameID {
+	t.Helper()
+	var id cdp.FrameID
+	Eventually(t, "a frame "+what, Bound, func() bool {
+		tree, err := chromedp.Call(b.Ctx, page.GetFrameTree, cdp.Empty{})
+		if err != nil || tree.FrameTree == nil {
+			return false
+		}
+		for _, f := range tree.FrameTree.ChildFrames {
+			if match(f.Frame.URL) {
+				id = f.Frame.ID
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
+// EvalIn evaluates expr once in an isolated world of frame, which shares
+// the frame's document but not its scripts (a sandboxed frame has none),
+// and returns its value as a string; false if the frame or its document
+// is not there (yet), or expr threw.
+func (b *Browser) EvalIn(frame cdp.FrameID, expr string) (string, bool) {
+	world, err := chromedp.Call(b.Ctx, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: frame})
+	if err != nil {
+		return "", false
+	}
+	yes := true
+	res, err := chromedp.Call(b.Ctx, runtime.Evaluate, runtime.EvaluateParams{
+		Expression: "String(" + expr + ")", ContextID: world.ExecutionContextID, ReturnByValue: &yes})
+	if err != nil || res.Result == nil || res.ExceptionDetails != nil {
+		return "", false
+	}
+	var out string
+	return out, json.Unmarshal(res.Result.Value, &out) == nil
 }
