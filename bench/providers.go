@@ -15,6 +15,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -97,7 +98,7 @@ func requestWorkers(build func() *http.Request, want, conc int) (workerFactory, 
 // The trial's SES secret is made, as the plane makes it, with the key in
 // the plane's data directory.
 func (h *harness) ingestProviders(ctx context.Context, store string, pl *plane, w *surface, id rpc.Identity) error {
-	key, err := sigv4.EnsureKey(filepath.Join(pl.data, sigv4.KeyFile))
+	key, err := seskey.Ensure(filepath.Join(pl.data, seskey.File))
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/websitebench/mailplane/internal/sendapi/postmark"
 	"github.com/websitebench/mailplane/internal/sendapi/sendgrid"
 	"github.com/websitebench/mailplane/internal/sendapi/ses"
+	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -65,11 +66,11 @@ func sesSecretOf(sesKey []byte, id rpc.Identity) string {
 // planeSESKey is the SES key the plane keeps in its data directory.
 func planeSESKey(t testing.TB, data string) []byte {
 	t.Helper()
-	path := filepath.Join(data, sigv4.KeyFile)
+	path := filepath.Join(data, seskey.File)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the plane keeps no SES key: %v", err)
 	}
-	key, err := sigv4.EnsureKey(path)
+	key, err := seskey.Ensure(path)
 	if err != nil {
 		t.Fatal(err)
 	}

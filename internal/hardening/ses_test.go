@@ -15,6 +15,7 @@ import (
 	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/internal/sendapi/ses"
+	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -43,7 +44,7 @@ func TestSESRefusalsNameNoTrial(t *testing.T) {
 
 	// The bundle's secret is made with the key file, which only the
 	// plane's user may read.
-	keyFile := filepath.Join(filepath.Dir(u.bundle.AdminGrantFile), sigv4.KeyFile)
+	keyFile := filepath.Join(filepath.Dir(u.bundle.AdminGrantFile), seskey.File)
 	fi, err := os.Stat(keyFile)
 	if err != nil {
 		t.Fatalf("the plane keeps no SES key: %v", err)
@@ -196,11 +197,11 @@ func TestSESKeyOfAFleet(t *testing.T) {
 	if err := os.MkdirAll(copied, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	keyA, err := os.ReadFile(filepath.Join(a.data, sigv4.KeyFile))
+	keyA, err := os.ReadFile(filepath.Join(a.data, seskey.File))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(copied, sigv4.KeyFile), keyA, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(copied, seskey.File), keyA, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := startPlane(t, copied, advertise...)
@@ -212,7 +213,7 @@ func TestSESKeyOfAFleet(t *testing.T) {
 	digest := ident.Digest(bundle.CandidateEnvironment[wbenv.MailAPIToken])
 	secret := bundle.Providers.SES.SecretAccessKey
 	for _, p := range []*planeProc{a, b, c} {
-		fi, err := os.Stat(filepath.Join(p.data, sigv4.KeyFile))
+		fi, err := os.Stat(filepath.Join(p.data, seskey.File))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v; want a 0600 key file", p.data, fi, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -17,13 +18,13 @@ import (
 const sesRegion = "us-east-1"
 
 // SetSESKey sets the key every trial's SES secret is made with
-// (sigv4.EnsureKey: kept in the plane's data directory, never in the
+// (seskey.Ensure: kept in the plane's data directory, never in the
 // ledger). Without it a broker makes one for its own lifetime.
 func (b *Broker) SetSESKey(key []byte) { b.sesKey = key }
 
 // ephemeralKey is a broker's SES key until SetSESKey.
 func ephemeralKey() []byte {
-	k := make([]byte, sigv4.KeySize)
+	k := make([]byte, seskey.Size)
 	rand.Read(k)
 	return k
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/internal/plane"
-	"github.com/websitebench/mailplane/internal/sigv4"
+	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -230,18 +230,18 @@ const sesKeyCheck = "ses_key_check"
 // directory lost its ses.key: SES requests for the other key's trials are
 // then refused here, and the log says why and what to do.
 func setSESKey(ctx context.Context, b *plane.Broker, l *ledger.Ledger, data string, log zerolog.Logger) error {
-	key, err := sigv4.EnsureKey(filepath.Join(data, sigv4.KeyFile))
+	key, err := seskey.Ensure(filepath.Join(data, seskey.File))
 	if err != nil {
 		return fmt.Errorf("SES key: %w", err)
 	}
 	b.SetSESKey(key)
-	mine := sigv4.KeyCheck(key)
+	mine := seskey.Check(key)
 	kept, err := l.KeyCheck(ctx, sesKeyCheck, mine)
 	if err != nil {
 		return fmt.Errorf("SES key check: %w", err)
 	}
 	if kept != mine {
-		log.Error().Str("file", filepath.Join(data, sigv4.KeyFile)).Msg("this plane's SES key is not the one the database's trials were opened with " +
+		log.Error().Str("file", filepath.Join(data, seskey.File)).Msg("this plane's SES key is not the one the database's trials were opened with " +
 			"(another plane of this database minted its own, or this data directory lost its ses.key): SES signatures for those trials are refused here; " +
 			"copy ses.key from a plane of the database into this data directory (0600) and restart")
 	}

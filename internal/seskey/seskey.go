@@ -1,4 +1,9 @@
-package sigv4
+// Package seskey keeps the plane's SES key: the secret, outside the
+// ledger, with which every trial's SES secret is made (sigv4.Secret), so
+// that the ledger alone (a database role, a backup) signs for no trial.
+// It lives apart from sigv4, which the writer links to read signatures:
+// the writer never touches the key's file.
+package seskey
 
 import (
 	"crypto/hmac"
@@ -14,38 +19,36 @@ import (
 	"github.com/websitebench/mailplane/internal/credfiles"
 )
 
-// KeyFile is the name of the plane's SES key in its data directory:
-// base64 of 32 random bytes, 0600, minted at first start. Every trial's
-// SES secret is made with it (Secret), so the ledger alone (a database
-// role, a backup) signs for no trial. Planes that share one PostgreSQL
-// must hold the same key (docs/postgres.md).
-const KeyFile = "ses.key"
+// File is the name of the plane's SES key in its data directory: base64
+// of 32 random bytes, 0600, minted at first start. Planes that share one
+// PostgreSQL must hold the same key (docs/postgres.md).
+const File = "ses.key"
 
-// KeySize is the SES key's length in bytes.
-const KeySize = 32
+// Size is the SES key's length in bytes.
+const Size = 32
 
-// EnsureKey loads the SES key kept at path, minting it first when there
+// Ensure loads the SES key kept at path, minting it first when there
 // is none. A key file others may read is refused: whoever reads it and
 // the ledger can sign for every trial.
-func EnsureKey(path string) ([]byte, error) {
-	key, err := loadKey(path)
+func Ensure(path string) ([]byte, error) {
+	key, err := load(path)
 	if !errors.Is(err, os.ErrNotExist) {
 		return key, err
 	}
-	key = make([]byte, KeySize)
+	key = make([]byte, Size)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
 	if err := credfiles.WriteSecret(path, base64.StdEncoding.EncodeToString(key)); err != nil {
 		if errors.Is(err, os.ErrExist) { // another plane on this directory minted it first
-			return loadKey(path)
+			return load(path)
 		}
 		return nil, err
 	}
 	return key, nil
 }
 
-func loadKey(path string) ([]byte, error) {
+func load(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -58,15 +61,15 @@ func loadKey(path string) ([]byte, error) {
 		return nil, err
 	}
 	key, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(key) != KeySize {
-		return nil, fmt.Errorf("%s: not an SES key (base64 of %d bytes)", path, KeySize)
+	if err != nil || len(key) != Size {
+		return nil, fmt.Errorf("%s: not an SES key (base64 of %d bytes)", path, Size)
 	}
 	return key, nil
 }
 
-// KeyCheck is a one-way value of key that planes sharing one ledger
-// compare (ledger.KeyCheck): it tells two keys apart and opens nothing.
-func KeyCheck(key []byte) string {
+// Check is a one-way value of key that planes sharing one ledger compare
+// (ledger.KeyCheck): it tells two keys apart and opens nothing.
+func Check(key []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("mailplane ses key check"))
 	return "ses_" + hex.EncodeToString(m.Sum(nil))[:16]
