@@ -36,7 +36,7 @@ func testConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.CloseTrial(ctx, c.TrialID, evidence.ActionClose, false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, c.TrialID, evidence.ActionClose, false); err != nil {
 		t.Fatal(err)
 	}
 

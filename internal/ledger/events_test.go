@@ -59,7 +59,7 @@ func testTrailWithTheSend(t *testing.T) {
 	if err := l.Seal(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false); err != nil {
 		t.Fatal(err)
 	}
 	es := trailOf(t, l, "a")

@@ -157,7 +157,7 @@ func (l *Ledger) injectFault(ctx context.Context, tx txq, o *Offer, next int64, 
 // delay stores o's body and its place in delayed, and uses its quota.
 func (l *Ledger) delay(ctx context.Context, tx txq, o *Offer, ev *evidence.Event, e Entry, seen *hint) (Entry, bool, error) {
 	hold := -(seen.count + 1)
-	ref, err := o.Put(tx.tx, hold)
+	ref, err := putBody(ctx, tx, o, hold)
 	if err != nil {
 		return Entry{}, false, err
 	}
@@ -202,7 +202,7 @@ func (l *Ledger) duplicate(ctx context.Context, tx txq, o *Offer, next int64, ev
 		if k > 0 {
 			id = ident.UUID()
 		}
-		ref, err := o.Put(tx.tx, next+k)
+		ref, err := putBody(ctx, tx, o, next+k)
 		if err != nil {
 			return Entry{}, false, err
 		}

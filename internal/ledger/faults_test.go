@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -140,7 +139,7 @@ func testFaults(t *testing.T) {
 	if e := send("a", faults.HTTP, ""); e.Injected != nil {
 		t.Fatalf("a cleared schedule injected: %+v", e)
 	}
-	if _, _, err := l.CloseTrial(ctx, a.ID, "close", false, func(*sql.Tx, Namespace) error { return nil }); err != nil {
+	if _, _, err := l.CloseTrial(ctx, a.ID, "close", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.SetFaults(ctx, a.ID, "a", ""); err != ErrNotFound {

@@ -56,7 +56,10 @@ var ErrExists = errors.New("ledger: already exists")
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
 // that find a trial by a credential's digest, and the purge queue; 3 added
-// the trails (events.go). Open migrates an older database in place.
+// the trails (events.go). Open migrates an older database in place. The
+// bodies table (bodies.go) is the one the embedded message store made
+// before the ledger owned it, unchanged: a data directory of either age
+// reads its mail.
 const schemaVersion = "3"
 
 const schema = `
@@ -159,6 +162,12 @@ CREATE TABLE IF NOT EXISTS delayed (
 	visible_at INTEGER NOT NULL,
 	PRIMARY KEY (namespace, hold)
 );
+CREATE TABLE IF NOT EXISTS bodies (
+	namespace TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	raw BLOB NOT NULL,
+	PRIMARY KEY (namespace, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS netns_doors (
 	door TEXT PRIMARY KEY,
 	trial_id INTEGER NOT NULL UNIQUE REFERENCES trials(id),
@@ -231,10 +240,6 @@ func (l *Ledger) Close() error {
 	l.ws.close()
 	return errors.Join(l.read.Close(), l.write.Close())
 }
-
-// Handles returns the write and read handles, for a message store that
-// lives in the same database.
-func (l *Ledger) Handles() (write, read *sql.DB) { return l.write, l.read }
 
 // Ping checks that the database answers a read.
 func (l *Ledger) Ping(ctx context.Context) error {

@@ -51,8 +51,12 @@ type Offer struct {
 	// Exempt: the message counts toward no quota (the evaluator's planted
 	// mail); give it no quotas either.
 	Exempt bool
-	// Put stores the body as message seq, inside the transaction.
-	Put func(tx *sql.Tx, seq int64) (ref string, err error)
+	// Body is the message's bytes (scrubbed), which the ledger keeps in
+	// its own database, written in the transaction that accepts them;
+	// unless Ref is set: then an external store already holds them
+	// durably, under Ref, and Body is not stored.
+	Body []byte
+	Ref  string
 	// Event, when set, is the accepted event to record with the message
 	// in the same savepoint (its message id, email id and size are set
 	// here): a send is answered only once its event is durable, and a send
@@ -304,7 +308,7 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 			return e, false, err
 		}
 	}
-	ref, err := o.Put(tx.tx, next)
+	ref, err := putBody(ctx, tx, o, next)
 	if err != nil {
 		return Entry{}, false, err
 	}

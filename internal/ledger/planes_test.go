@@ -148,7 +148,7 @@ func testPlanes(t *testing.T) {
 	// Two reapers close one trial: once.
 	closeErrs := make([]error, 2)
 	for i := range closeErrs {
-		wg.Go(func() { _, _, closeErrs[i] = ls[i].CloseTrial(ctx, tr.ID, "close", false, nil) })
+		wg.Go(func() { _, _, closeErrs[i] = ls[i].CloseTrial(ctx, tr.ID, "close", false) })
 	}
 	wg.Wait()
 	if (closeErrs[0] == nil) == (closeErrs[1] == nil) || !errors.Is(errors.Join(closeErrs...), ErrNotFound) {

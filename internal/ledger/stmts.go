@@ -47,9 +47,9 @@ const (
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
-		qTrialByDoor}
+		qTrialByDoor, qBody}
 	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
-		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo, qCountSend}
+		qLockTrail, qUpdateTrail, qInsertEvent, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody}
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

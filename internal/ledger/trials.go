@@ -205,15 +205,13 @@ func (l *Ledger) SealTrial(ctx context.Context, id int64, reason string) (Trial,
 
 // CloseTrial deletes a trial whole, in one transaction: its grants (so
 // they are refused from the commit on), its namespaces with their
-// capabilities, index, learned recipients and idempotency keys. purge
-// runs inside the same transaction for each of the trial's namespaces: a
-// store in the ledger's database deletes their bodies there. With queue,
-// the namespaces are also queued for an external store to purge after the
-// commit (Purges, Purged), so that a store that is down now is purged
-// later. Each namespace's trail ends with action (evidence.ActionClose or
-// ActionExpire) and is kept (see DeleteTrails). It returns the trial and
-// its namespaces as they were.
-func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
+// capabilities, index, bodies, learned recipients and idempotency keys.
+// With queue (an external store keeps the bodies), the namespaces are
+// also queued for that store to purge after the commit (Purges, Purged),
+// so that a store that is down now is purged later. Each namespace's trail
+// ends with action (evidence.ActionClose or ActionExpire) and is kept (see
+// DeleteTrails). It returns the trial and its namespaces as they were.
+func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, queue bool) (Trial, []Namespace, error) {
 	var t Trial
 	var nss []Namespace
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
@@ -234,11 +232,6 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 			if err := l.closeTrail(ctx, tx, ns.Name, action); err != nil {
 				return err
 			}
-			if purge != nil {
-				if err := purge(tx, ns); err != nil {
-					return err
-				}
-			}
 			if err := l.announce(ctx, tx, changePolicy, ns.Name); err != nil {
 				return err
 			}
@@ -252,6 +245,7 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 				`DELETE FROM recipients WHERE namespace = ?`,
 				`DELETE FROM idempotency WHERE namespace = ?`,
 				`DELETE FROM delayed WHERE namespace = ?`,
+				`DELETE FROM bodies WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/websitebench/mailplane/internal/complexity"
 	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -82,12 +81,7 @@ func TestSendLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBroker(l, store, Quotas{Messages: 1}, zerolog.Nop())
+	b := NewBroker(l, nil, Quotas{Messages: 1}, zerolog.Nop())
 	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
 	// full's quota of one message is used up: its sends are refused
 	// before their body is looked at. empty's is not: an oversized header

@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -27,12 +26,7 @@ func TestNetnsDoorsOpenAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBroker(l, store, Quotas{}, zerolog.Nop())
+	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	b.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 4,
 		CAFile: "/data/ca.pem", SMTPTLSPort: 5, WriterHTTPSURL: "https://127.0.0.1:6"})
 

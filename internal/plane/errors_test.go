@@ -17,7 +17,6 @@ import (
 
 	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -41,14 +40,9 @@ func startSocketPlane(t *testing.T) *socketPlane {
 	}
 	closeStore := sync.OnceFunc(func() { l.Close() })
 	t.Cleanup(closeStore)
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &itest.SyncBuffer{}
 	log := zerolog.New(logs)
-	b := NewBroker(l, store, Quotas{}, log)
+	b := NewBroker(l, nil, Quotas{}, log)
 	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)

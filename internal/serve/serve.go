@@ -136,11 +136,13 @@ func Run(cfg Config, log zerolog.Logger) error {
 	if err := l.SetPlane(ctx, id); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, st, cfg.Data, l, log)
+	store, err := openStore(ctx, st, cfg.Data, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	if store != nil {
+		defer store.Close()
+	}
 	broker := plane.NewBroker(l, store, quotas, log)
 	broker.SetEvidence(st.EventBudget, st.EvidenceRetention)
 	if err := setSigner(broker, cfg.Data); err != nil {
@@ -319,15 +321,12 @@ func readDSN(file string) (string, error) {
 	return dsn, nil
 }
 
-// openStore opens the message store the flags ask for.
-func openStore(ctx context.Context, c StoreConfig, data string, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
+// openStore opens the external message store the flags ask for, or
+// returns nil when the ledger keeps the bodies in its own database.
+func openStore(ctx context.Context, c StoreConfig, data string, log zerolog.Logger) (msgstore.Store, error) {
 	switch c.Kind {
-	case "sqlite":
-		w, r := l.Handles()
-		return msgstore.NewSQLite(ctx, w, r)
-	case "postgres":
-		w, r := l.Handles()
-		return msgstore.NewPostgres(ctx, w, r, ledger.MigrationLock)
+	case "sqlite", "postgres":
+		return nil, nil
 	case "mailpit":
 		// The flag, else the reference's variable (blank counts as unset);
 		// with neither, the plane runs a private Mailpit whose database
