@@ -39,7 +39,7 @@ var DefaultQuotas = Quotas{Messages: 32, Bytes: 2 << 20}
 // Broker is the plane's logic: it decides every send and read against the
 // ledger and moves bodies in and out of storage.
 type Broker struct {
-	ledger *ledger.Ledger
+	ledger ledger.Ledger
 	store  msgstore.Store // an external store, or nil: the ledger keeps the bodies
 	bodies bodies         // how bodies move in and out of storage (bodies.go)
 	quotas Quotas
@@ -74,7 +74,7 @@ type Broker struct {
 
 // NewBroker returns a broker over an open ledger and s, an external
 // message store, or nil when the ledger keeps the bodies.
-func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
+func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	m := newMetrics()
 	return &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},

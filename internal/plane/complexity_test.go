@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/complexity"
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -76,7 +76,7 @@ func TestDecodeLinear(t *testing.T) {
 // is scrubbed before the quota refuses it.
 func TestSendLinear(t *testing.T) {
 	ctx := context.Background()
-	l, err := ledger.Open(ctx, t.TempDir())
+	l, err := sqlledger.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestNetnsDoorsOpenAndClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := ledger.Open(ctx, t.TempDir())
+	l, err := sqlledger.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

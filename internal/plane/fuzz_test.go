@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -24,7 +24,7 @@ const fuzzCallBound = time.Second
 
 func FuzzRPC(f *testing.F) {
 	ctx := context.Background()
-	l, err := ledger.Open(ctx, f.TempDir())
+	l, err := sqlledger.Open(ctx, f.TempDir())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // in package mailpit's tests, with Mailpit as the plane runs it and with
 // its defaults). It drives a store the way the plane does: Put before the
 // ledger's transaction, Get with the namespace and envelope the ledger
-// kept. (The bodies the ledger keeps itself are tested in package ledger.)
+// kept. (The bodies the ledger keeps itself are tested in package sqlledger.)
 package storetest
 
 import (

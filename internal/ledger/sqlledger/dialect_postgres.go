@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // PostgreSQL: several planes share one database. Each plane still writes
@@ -60,7 +62,7 @@ var ErrDSN = errors.New("ledger: the PostgreSQL DSN does not parse (want a libpq
 
 // OpenPostgres opens the ledger in the PostgreSQL database dsn names,
 // creating its schema if needed.
-func OpenPostgres(ctx context.Context, dsn string) (*Ledger, error) {
+func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, ErrDSN
@@ -184,25 +186,12 @@ func (c rebound) QueryContext(ctx context.Context, q string, args []driver.Named
 	return c.Conn.QueryContext(ctx, rebind(q), args)
 }
 
-// Change is a commit a plane announced.
-type Change struct {
-	Namespace string
-	// Policy: trials, namespaces or grants changed; caches of them forget.
-	Policy bool
-	// All: announcements may have been missed (the listening connection
-	// was lost); every waiter re-checks and every cache forgets.
-	All bool
-	// Down: the listening connection is lost; until a Change with All, no
-	// policy cache serves.
-	Down bool
-}
-
 // Watch calls fn with each change any plane on the database commits,
 // this one's included, until ctx ends. A plane on SQLite is alone: Watch
 // returns at once. The connection it listens on is retried until ctx
 // ends; once it is back, fn gets a Change with All. While it is down (and
 // before it first listens), no policy cache serves (see PolicyGen).
-func (l *Ledger) Watch(ctx context.Context, fn func(Change)) {
+func (l *DB) Watch(ctx context.Context, fn func(Change)) {
 	if l.listen == nil {
 		return
 	}
@@ -215,7 +204,7 @@ func (l *Ledger) Watch(ctx context.Context, fn func(Change)) {
 	}
 }
 
-func (l *Ledger) watch(ctx context.Context, fn func(Change), lost bool) {
+func (l *DB) watch(ctx context.Context, fn func(Change), lost bool) {
 	c, err := pgx.ConnectConfig(ctx, l.listen)
 	if err != nil {
 		return

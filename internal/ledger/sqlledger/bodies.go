@@ -1,9 +1,11 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"errors"
 	"strconv"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // Message bodies, when no external store keeps them (Offer.Ref), live in
@@ -36,7 +38,7 @@ func putBody(ctx context.Context, tx txq, o *Offer, seq int64) (string, error) {
 // Body returns the body the ledger keeps under ref for namespace ns, or
 // ErrNotFound (a ref of another namespace, or of a closed trial, finds
 // nothing).
-func (l *Ledger) Body(ctx context.Context, ns, ref string) ([]byte, error) {
+func (l *DB) Body(ctx context.Context, ns, ref string) ([]byte, error) {
 	seq, err := strconv.ParseInt(ref, 10, 64)
 	if err != nil {
 		return nil, ErrNotFound

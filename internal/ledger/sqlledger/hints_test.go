@@ -1,9 +1,11 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"errors"
 	"testing"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // TestPrecheckHints: Precheck answers as the database would, from the

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/pgtest"
 )
 
@@ -50,7 +51,7 @@ func TestEngines(t *testing.T) {
 var pg *pgtest.Server
 
 // open opens a new, empty ledger on the engine under test.
-func open(t *testing.T) *Ledger {
+func open(t *testing.T) *DB {
 	t.Helper()
 	l := openAt(t, target(t))
 	t.Cleanup(func() { l.Close() })
@@ -66,7 +67,7 @@ func target(t *testing.T) string {
 }
 
 // openAt opens the ledger at target, which another ledger may share.
-func openAt(t *testing.T, target string) *Ledger {
+func openAt(t *testing.T, target string) *DB {
 	t.Helper()
 	open := Open
 	if pg != nil {
@@ -86,7 +87,7 @@ func digest(s string) []byte {
 }
 
 // trial stores a trial named ns with one writer grant, and returns it.
-func trial(t *testing.T, l *Ledger, ns string) (Trial, Namespace) {
+func trial(t *testing.T, l *DB, ns string) (Trial, Namespace) {
 	t.Helper()
 	tr := &Trial{Profile: "candidate", MailAPIToken: digest("api " + ns), BootstrapToken: digest("boot " + ns), InboxToken: digest("inbox " + ns)}
 	n := &Namespace{Name: ns, ReadCapability: digest("read " + ns), WriteCapability: digest("write " + ns), Tag: "wb-" + ns}

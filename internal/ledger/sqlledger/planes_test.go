@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testPlanes: ledgers of several planes on one PostgreSQL database. They
@@ -18,7 +20,7 @@ func testPlanes(t *testing.T) {
 	ctx := context.Background()
 	dsn := target(t)
 	const planes = 4
-	ls := make([]*Ledger, planes)
+	ls := make([]*DB, planes)
 	errs := make([]error, planes)
 	var wg sync.WaitGroup
 	for i := range ls {

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/faults"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testFaults: each rule of a schedule does what it says in the send's own
@@ -162,7 +163,7 @@ func testFaultsPlanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var delayed Entry
-	for i, l := range []*Ledger{a, b} {
+	for i, l := range []*DB{a, b} {
 		o := offer("p", 10, "", "", 0, 0)
 		o.UUID = "id-" + string(rune('a'+i))
 		o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testBodies: the bodies the ledger keeps come back byte for byte, from

@@ -1,9 +1,11 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"errors"
 	"testing"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testNetnsDoors: two trials' doors with the same port numbers (in
