@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/pgtest"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -181,7 +181,7 @@ func TestListenCut(t *testing.T) {
 	u.Host = proxy.ln.Addr().String()
 	a := itest.StartPlane(t, "--store", "postgres", "--dsn-file", itest.WriteSecret(t, "dsn-a", u.String()))
 	b := itest.StartPlane(t, "--store", "postgres", "--dsn-file", itest.WriteSecret(t, "dsn-b", direct))
-	app := ledger.ListenApplication(planeID(t, a))
+	app := sqlledger.ListenApplication(planeID(t, a))
 
 	id := b.Trial(t, rpc.ProfileCandidate)
 	writerOnA := a.Client(t, id.WriterGrant)

@@ -1,51 +1,86 @@
-// Package ledger is the plane's durable policy: trials, namespaces, hashed
-// grants and capabilities, learned recipients, quota counters, idempotency
-// keys, and the index of accepted messages. It is an embedded SQLite
-// database (pure Go driver, WAL, synchronous=FULL; dialect_sqlite.go) or
-// a PostgreSQL database that several planes share (dialect_postgres.go),
-// written through one connection of each plane so that every decision
-// that reads and then writes is a single serialized transaction, which
-// locks the rows it decides on against the other planes.
-//
-// Only the plane links this package. The SQL is one set of portable
-// queries with ? placeholders; what differs between the engines is in
-// their dialect files.
+// Package ledger is the contract of the plane's durable policy and index:
+// the rows it keeps (trials, namespaces, grants, the index of accepted
+// messages), its refusals, and Ledger, what the broker asks of it. The
+// ledger in a database, SQLite or PostgreSQL, is package sqlledger; this
+// package links no database, so neither does the broker.
 package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"golang.org/x/sys/unix"
+	"github.com/websitebench/mailplane/internal/evidence"
+	"github.com/websitebench/mailplane/internal/faults"
 )
 
-// Ledger is the policy database.
-type Ledger struct {
-	d     *dialect
-	write *sql.DB // one connection: transactions are serialized
-	read  *sql.DB // WAL readers, never blocked by the writer
+// Ledger is what the broker asks of the ledger (package sqlledger, which
+// documents each method). Every decision that reads and then writes is
+// one transaction; a message's body, when no external store keeps it
+// (Offer.Ref), commits with its index entry and is deleted with its trial.
+type Ledger interface {
+	// Health.
+	Ping(ctx context.Context) error
+	PingWrite(ctx context.Context, minFree uint64) error
 
-	rs, ws *stmts // prepared statements of read and write
-	dir    string // the data directory, for its free space ("": not ours to watch)
+	// Policy caches: PolicyGen changes whenever a cached decision may have.
+	PolicyGen() uint64
+	ForgetPolicy()
 
-	listen  *pgx.ConnConfig // PostgreSQL: where Watch listens
-	offers  chan *pending   // sends and events waiting for the committer
-	policy  atomic.Uint64   // PolicyGen
-	hints   hints           // Precheck's (hints.go)
-	budget  int64           // events a trail records besides essential ones (events.go)
-	closed  chan struct{}
-	stopped chan struct{}
+	// Trials, namespaces and grants.
+	CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error
+	AddGrant(ctx context.Context, g Grant) error
+	Rotate(ctx context.Context, trialID int64, ns *Namespace) (sealed string, err error)
+	Seal(ctx context.Context, name string) error
+	SealTrial(ctx context.Context, id int64, reason string) (Trial, error)
+	CloseTrial(ctx context.Context, trialID int64, action string, queue bool) (Trial, []Namespace, error)
+	Grant(ctx context.Context, digest []byte) (Grant, error)
+	Trial(ctx context.Context, id int64) (Trial, error)
+	TrialBy(ctx context.Context, kind Credential, d []byte) (Trial, error)
+	TrialByPort(ctx context.Context, port int) (Trial, error)
+	TrialByDoor(ctx context.Context, key string) (Trial, error)
+	Trials(ctx context.Context, after int64, limit int) ([]Trial, error)
+	Expired(ctx context.Context, now time.Time, limit int) ([]Trial, error)
+	Namespace(ctx context.Context, name string) (Namespace, error)
+	Namespaces(ctx context.Context, trialID int64) ([]Namespace, error)
+	SMTPPorts(ctx context.Context) ([]int, error)
+	MovePort(ctx context.Context, from, to int) (Trial, error)
+	NetnsDoors(ctx context.Context) ([]NetnsDoor, error)
+	OpenTrials(ctx context.Context) (int64, error)
 
-	// plane is this plane's identity (SetPlane), stored with the SMTP port
-	// of each trial it opens; listening is whether Watch holds its LISTEN
-	// connection (PostgreSQL), without which no policy cache serves.
-	plane     string
-	listening atomic.Bool
+	// Mail: sends, the index, bodies, and an external store's purges.
+	Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, err error)
+	Accept(ctx context.Context, o *Offer) (Entry, bool, error)
+	Entry(ctx context.Context, ns string, seq int64) (Entry, error)
+	Entries(ctx context.Context, ns string, after int64) ([]Entry, error)
+	Body(ctx context.Context, ns, ref string) ([]byte, error)
+	Learned(ctx context.Context, ns, addr string) (some, known bool, err error)
+	Purges(ctx context.Context) ([]Namespace, error)
+	Purged(ctx context.Context, tag string) error
+
+	// Faults.
+	SetFaults(ctx context.Context, trialID int64, ns, stored string) error
+	FaultsInjected(ctx context.Context, trialID int64) (int64, error)
+	NextDelayed(ctx context.Context) (time.Time, error)
+	DeliverDue(ctx context.Context, now time.Time) ([]string, error)
+
+	// Trails.
+	SetEventBudget(n int64)
+	AppendEvent(ctx context.Context, ns string, e evidence.Event) error
+	Events(ctx context.Context, ns string, after int64, limit int) ([]string, error)
+	TrailOf(ctx context.Context, ns string) (exists, closed bool, err error)
+	// Opened is the seqs of ns's messages the agent opened (its inbox
+	// shows the rest as unread).
+	Opened(ctx context.Context, ns string) (map[int64]bool, error)
+	FlushTrail(ctx context.Context, ns string) error
+	DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error)
+	ClosedAt(ctx context.Context, ns string) (time.Time, bool, error)
+
+	// The operator's console.
+	ConsoleCount(ctx context.Context, f ConsoleFilter) (open, closed int, err error)
+	ConsolePage(ctx context.Context, f ConsoleFilter, offset, limit int) ([]ConsoleRow, error)
+	ConsoleTrails(ctx context.Context, nss []string) (map[string]TrailStats, error)
+	LastEvents(ctx context.Context, ns string, limit int) ([]string, error)
 }
 
 // ErrNotFound means no row matched.
@@ -54,246 +89,206 @@ var ErrNotFound = errors.New("ledger: not found")
 // ErrExists means a namespace of that name already exists.
 var ErrExists = errors.New("ledger: already exists")
 
-// schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
-// that find a trial by a credential's digest, and the purge queue; 3 added
-// the trails (events.go). Open migrates an older database in place.
-const schemaVersion = "3"
+// Refusals of Accept. Anything else it returns is a storage failure.
+var (
+	ErrNotActive           = errors.New("ledger: namespace does not take mail")
+	ErrCapacity            = errors.New("ledger: namespace quota exhausted")
+	ErrIdempotencyConflict = errors.New("ledger: idempotency key reused with another payload")
+)
 
-const schema = `
-CREATE TABLE IF NOT EXISTS meta (
-	key TEXT PRIMARY KEY,
-	value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS trials (
-	id INTEGER PRIMARY KEY,
-	profile TEXT NOT NULL,
-	namespace TEXT NOT NULL,
-	mail_api_token BLOB NOT NULL,
-	bootstrap_token BLOB NOT NULL,
-	inbox_token BLOB NOT NULL,
-	destroyed INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL,
-	expires_at INTEGER,
-	smtp_port INTEGER,
-	plane TEXT,
-	faults TEXT,
-	sealed_reason TEXT
-);
-CREATE TABLE IF NOT EXISTS namespaces (
-	name TEXT PRIMARY KEY,
-	trial_id INTEGER NOT NULL REFERENCES trials(id),
-	state TEXT NOT NULL,
-	read_capability BLOB,
-	write_capability BLOB,
-	bootstrap_capability TEXT,
-	allowed_senders TEXT NOT NULL,
-	tag TEXT NOT NULL,
-	next_seq INTEGER NOT NULL DEFAULT 1,
-	message_count INTEGER NOT NULL DEFAULT 0,
-	byte_count INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL,
-	trail_seq INTEGER NOT NULL DEFAULT 0,
-	trail_hash TEXT,
-	trail_suppressed TEXT
-);
-CREATE TABLE IF NOT EXISTS grants (
-	digest BLOB PRIMARY KEY,
-	role TEXT NOT NULL,
-	trial_id INTEGER REFERENCES trials(id),
-	revoked INTEGER NOT NULL DEFAULT 0,
-	created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS recipients (
-	namespace TEXT NOT NULL,
-	address TEXT NOT NULL,
-	PRIMARY KEY (namespace, address)
-);
-CREATE TABLE IF NOT EXISTS messages (
-	namespace TEXT NOT NULL,
-	seq INTEGER NOT NULL,
-	uuid TEXT NOT NULL,
-	envelope_from TEXT NOT NULL,
-	recipients TEXT NOT NULL,
-	size INTEGER NOT NULL,
-	ref TEXT NOT NULL,
-	received_at INTEGER NOT NULL,
-	fault TEXT,
-	PRIMARY KEY (namespace, seq)
-);
-CREATE TABLE IF NOT EXISTS idempotency (
-	namespace TEXT NOT NULL,
-	key TEXT NOT NULL,
-	fingerprint TEXT NOT NULL,
-	seq INTEGER NOT NULL,
-	PRIMARY KEY (namespace, key)
-);
-CREATE TABLE IF NOT EXISTS purges (
-	tag TEXT PRIMARY KEY,
-	namespace TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS trails (
-	namespace TEXT PRIMARY KEY,
-	closed_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-	namespace TEXT NOT NULL,
-	seq INTEGER NOT NULL,
-	line TEXT NOT NULL,
-	PRIMARY KEY (namespace, seq)
-);
-CREATE TABLE IF NOT EXISTS trial_faults (
-	trial_id INTEGER PRIMARY KEY REFERENCES trials(id),
-	schedule TEXT NOT NULL,
-	http_sends INTEGER NOT NULL DEFAULT 0,
-	smtp_sends INTEGER NOT NULL DEFAULT 0,
-	injected INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS delayed (
-	namespace TEXT NOT NULL,
-	hold INTEGER NOT NULL,
-	uuid TEXT NOT NULL,
-	envelope_from TEXT NOT NULL,
-	recipients TEXT NOT NULL,
-	size INTEGER NOT NULL,
-	ref TEXT NOT NULL,
-	visible_at INTEGER NOT NULL,
-	PRIMARY KEY (namespace, hold)
-);
-CREATE TABLE IF NOT EXISTS opened (
-	namespace TEXT NOT NULL,
-	seq INTEGER NOT NULL,
-	PRIMARY KEY (namespace, seq)
-);
-CREATE TABLE IF NOT EXISTS netns_doors (
-	door TEXT PRIMARY KEY,
-	trial_id INTEGER NOT NULL UNIQUE REFERENCES trials(id),
-	netns TEXT NOT NULL,
-	http_port INTEGER NOT NULL,
-	smtp_port INTEGER NOT NULL,
-	smtp_tls_port INTEGER NOT NULL,
-	netns_dev INTEGER NOT NULL DEFAULT 0,
-	netns_ino INTEGER NOT NULL DEFAULT 0
-);
-`
+// ErrPortTaken means another open trial of the plane owns the SMTP port.
+var ErrPortTaken = errors.New("ledger: the SMTP port is taken by an open trial")
 
-// indexes find a trial by the digest of any credential a shared surface
-// is presented, and by its SMTP port. Looking a digest up through an index
-// is not a constant-time comparison, and need not be: what varies is the
-// time to find a SHA-256 of a 256-bit secret, which tells nothing about
-// the secret.
-const indexes = `
-CREATE INDEX IF NOT EXISTS trials_mail_api_token ON trials (mail_api_token);
-CREATE INDEX IF NOT EXISTS trials_bootstrap_token ON trials (bootstrap_token);
-CREATE INDEX IF NOT EXISTS trials_inbox_token ON trials (inbox_token);
-CREATE INDEX IF NOT EXISTS trials_smtp_port ON trials (smtp_port);
-CREATE UNIQUE INDEX IF NOT EXISTS trials_plane_smtp_port ON trials (plane, smtp_port);
-CREATE INDEX IF NOT EXISTS trials_expires_at ON trials (expires_at);
-CREATE INDEX IF NOT EXISTS namespaces_write_capability ON namespaces (write_capability);
-CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
-CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
-CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
-CREATE INDEX IF NOT EXISTS delayed_visible_at ON delayed (visible_at);
-`
+// ErrNetnsTaken means an open trial of the plane already has its doors in
+// the same network namespace (the same identity, whatever its path).
+var ErrNetnsTaken = errors.New("ledger: an open trial's doors are in that network namespace")
 
-// newLedger starts the ledger over its two handles once its schema is
-// current: it prepares the hot queries in d's text and starts the
-// committer.
-func newLedger(d *dialect, write, read *sql.DB, dir string) (*Ledger, error) {
-	rs, err := newStmts(read, d, readQueries)
-	if err != nil {
-		read.Close()
-		write.Close()
-		return nil, err
-	}
-	ws, err := newStmts(write, d, writeQueries)
-	if err != nil {
-		rs.close()
-		read.Close()
-		write.Close()
-		return nil, err
-	}
-	l := &Ledger{d: d, write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
-		budget: DefaultEventBudget}
-	go l.commit()
-	return l, nil
+// Namespace states.
+const (
+	StateActive = "active"
+	StateSealed = "sealed"
+)
+
+// StateClosed is the state of a kept trail whose trial is closed.
+const StateClosed = "closed"
+
+// Trial is a trial's durable row. Secrets are digests.
+type Trial struct {
+	ID             int64
+	Profile        string
+	Namespace      string // current
+	MailAPIToken   []byte
+	BootstrapToken []byte
+	InboxToken     []byte
+	Created        time.Time // CreateTrial stores now when zero
+	Expires        time.Time // zero: no TTL
+	SMTPPort       int       // the trial's own SMTP port on a shared writer; 0: none
+	Plane          string    // the identity of the plane that opened it and serves its port
+	// Faults is the trial's fault schedule as stored (package faults'
+	// JSON; "" for none). Given to CreateTrial, it is the first one.
+	Faults string
+	// SealedReason says why the plane sealed the trial (SealTrial); empty
+	// otherwise.
+	SealedReason string
+	// Door, given to CreateTrial only, is the trial's doors inside its
+	// network namespace; the trial's reads do not fill it.
+	Door *NetnsDoor
 }
 
-// stamp records schemaVersion in a new database.
-func stamp(ctx context.Context, db interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}) error {
-	if _, err := db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`, schemaVersion); err != nil {
-		return fmt.Errorf("ledger: schema: %w", err)
-	}
-	return nil
+// Expired reports whether the trial's TTL has passed at now. An expired
+// trial is closed: nothing it holds works any more, even before the
+// plane's reaper has deleted it.
+func (t Trial) Expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
+
+// Namespace is a namespace's durable row.
+type Namespace struct {
+	Name            string
+	TrialID         int64
+	State           string
+	ReadCapability  []byte
+	WriteCapability []byte
+	// BootstrapCapability is the one capability kept in clear: the value
+	// /internal/bootstrap must hand out (the write capability of a candidate
+	// trial, the read capability of a sidecar or authoring trial).
+	BootstrapCapability string
+	AllowedSenders      []string
+	Tag                 string
+	NextSeq             int64
+	MessageCount        int64
+	ByteCount           int64
+	Created             time.Time
 }
 
-// Close stops the committer and closes the database.
-func (l *Ledger) Close() error {
-	close(l.closed)
-	<-l.stopped
-	l.rs.close()
-	l.ws.close()
-	return errors.Join(l.read.Close(), l.write.Close())
+// Grant is a grant's durable row.
+type Grant struct {
+	Digest  []byte
+	Role    string
+	TrialID int64 // 0 for roles not bound to a trial
+	Revoked bool
 }
 
-// Handles returns the write and read handles, for a message store that
-// lives in the same database.
-func (l *Ledger) Handles() (write, read *sql.DB) { return l.write, l.read }
+// Credential kinds a trial can be found by.
+type Credential int
 
-// Ping checks that the database answers a read.
-func (l *Ledger) Ping(ctx context.Context) error {
-	var v string
-	return l.rs.queryRow(ctx, qSchema).Scan(&v)
+const (
+	ByMailAPIToken Credential = iota + 1
+	ByBootstrapToken
+	ByInboxToken
+	ByWriteCapability // of any of the trial's namespaces
+)
+
+// NetnsDoor is a trial's candidate doors inside its network namespace:
+// the file that names the namespace, the key the shared writer presents
+// for them (rpc.NetnsDoor), and their ports there, kept so that a restart
+// binds them again where the trial's bundle says they are.
+type NetnsDoor struct {
+	Key                             string
+	TrialID                         int64
+	Namespace                       string // the trial's current one
+	Netns                           string
+	HTTPPort, SMTPPort, SMTPTLSPort int
+	// Dev and Ino are the namespace file's identity when the doors were
+	// first bound (0: a door stored before identities, known by path).
+	Dev, Ino uint64
 }
 
-// PingWrite checks that the database takes a write and that its file
-// system has minFree bytes left, so that a full disk shows (a one-row
-// update alone still fits in the write-ahead log).
-func (l *Ledger) PingWrite(ctx context.Context, minFree uint64) error {
-	if l.dir != "" {
-		var fs unix.Statfs_t
-		if err := unix.Statfs(l.dir, &fs); err != nil {
-			return err
-		}
-		if free := fs.Bavail * uint64(fs.Bsize); free < minFree {
-			return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
-		}
-	}
-	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
-	return err
+// Entry is one accepted message in the index.
+type Entry struct {
+	Namespace string
+	Seq       int64
+	UUID      string
+	From      string
+	To        []string
+	Size      int
+	Ref       string
+	Received  time.Time
+	// Fault is "delay" or "duplicate" for a message a fault delivered
+	// late or stored more than once (package sqlledger's faults.go).
+	Fault string
+	// Injected, in Accept's answer, is the fault a rule of the trial's
+	// schedule made of the send, if one did.
+	Injected *Injected
 }
 
-// PolicyGen is the policy's generation: it grows whenever a trial, a
-// namespace or a grant that existed may have changed (rotate, seal, close,
-// and ForgetPolicy). A cache of policy rows read at generation g is
-// current while PolicyGen is still g. Creations do not count: nothing
-// cached can describe what did not exist.
-//
-// On PostgreSQL, other planes' changes are heard only through Watch's
-// LISTEN connection: while it is down, every call gets a generation of
-// its own, so that no cache serves anything (every lookup reads the
-// database), and once it is back the generation moves on before caches
-// are used again, so they start empty.
-func (l *Ledger) PolicyGen() uint64 {
-	if l.listen != nil && !l.listening.Load() {
-		return l.policy.Add(1)
-	}
-	return l.policy.Load()
+// Offer is a message the plane has checked and wants to accept.
+type Offer struct {
+	Namespace      string
+	UUID           string
+	From           string
+	To             []string
+	Size           int
+	IdempotencyKey string
+	Fingerprint    string
+	// Quotas; 0 means unlimited.
+	MaxMessages, MaxBytes int64
+	// Exempt: the message counts toward no quota (the evaluator's planted
+	// mail); give it no quotas either.
+	Exempt bool
+	// Body is the message's bytes (scrubbed), which the ledger keeps in
+	// its own database, written in the transaction that accepts them;
+	// unless Ref is set: then an external store already holds them
+	// durably, under Ref, and Body is not stored.
+	Body []byte
+	Ref  string
+	// Event, when set, is the accepted event to record with the message
+	// in the same savepoint (its message id, email id and size are set
+	// here): a send is answered only once its event is durable, and a send
+	// not accepted leaves none.
+	Event *evidence.Event
+	// Faults, set for a send of a trial with a fault schedule, has the
+	// send counted and judged against it in its own savepoint (package sqlledger's faults.go).
+	Faults *FaultCheck
 }
 
-// ForgetPolicy ends the current generation, for a change this ledger did
-// not make itself (another plane's, on a shared database).
-func (l *Ledger) ForgetPolicy() { l.policy.Add(1) }
-
-// announce tells the other planes, inside tx, that it changes ns.
-func (l *Ledger) announce(ctx context.Context, tx *sql.Tx, kind byte, ns string) error {
-	if l.d.announce == nil {
-		return nil
-	}
-	return l.d.announce(ctx, tx, kind, ns)
+// FaultCheck is a send's door and trial, for a trial with a schedule.
+type FaultCheck struct {
+	Trial int64
+	Door  faults.Door
 }
 
-func now() int64 { return time.Now().UnixMilli() }
+// Injected is the fault a rule made of a send.
+type Injected struct {
+	Index     int
+	Rule      faults.Rule
+	VisibleAt time.Time // delay: when the message shows
+	Copies    int       // duplicate: how many were stored
+}
 
-func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// ConsoleRow is one open trial (its current namespace) or one kept trail
+// of a closed trial.
+type ConsoleRow struct {
+	Namespace string
+	Profile   string // "" for a closed trial: its row is gone
+	State     string // StateActive, StateSealed or StateClosed
+	Created   time.Time
+	Expires   time.Time // zero: no TTL
+	Closed    time.Time // zero: open
+	Messages  int64
+}
+
+// ConsoleFilter selects rows: Namespace is a substring of the namespace
+// (without case), Recipient an address delivered to (without case): an
+// open trial's learned recipients, a closed one's kept trail's sends.
+type ConsoleFilter struct {
+	Namespace, Recipient string
+}
+
+// TrailStats counts a namespace's trail: its events, those refused, the
+// faults injected, and its first and last event's lines.
+type TrailStats struct {
+	Events, Refused, Faults int64
+	First, Last             string
+}
+
+// Change is a commit a plane announced.
+type Change struct {
+	Namespace string
+	// Policy: trials, namespaces or grants changed; caches of them forget.
+	Policy bool
+	// All: announcements may have been missed (the listening connection
+	// was lost); every waiter re-checks and every cache forgets.
+	All bool
+	// Down: the listening connection is lost; until a Change with All, no
+	// policy cache serves.
+	Down bool
+}

@@ -37,11 +37,11 @@ type Quotas struct {
 var DefaultQuotas = Quotas{Messages: 32, Bytes: 2 << 20}
 
 // Broker is the plane's logic: it decides every send and read against the
-// ledger and moves bodies in and out of the message store.
+// ledger and moves bodies in and out of storage.
 type Broker struct {
-	ledger *ledger.Ledger
-	store  msgstore.Store
-	bodies bodies // how bodies move in and out of store (bodies.go)
+	ledger ledger.Ledger
+	store  msgstore.Store // an external store, or nil: the ledger keeps the bodies
+	bodies bodies         // how bodies move in and out of storage (bodies.go)
 	quotas Quotas
 	log    zerolog.Logger
 	wake   notifier
@@ -72,8 +72,9 @@ type Broker struct {
 	metrics *metrics
 }
 
-// NewBroker returns a broker over an open ledger and message store.
-func NewBroker(l *ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
+// NewBroker returns a broker over an open ledger and s, an external
+// message store, or nil when the ledger keeps the bodies.
+func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) *Broker {
 	m := newMetrics()
 	b := &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
@@ -114,7 +115,7 @@ func (b *Broker) ping(ctx context.Context) error {
 			return err
 		}
 	}
-	return errors.Join(b.ledger.Ping(ctx), b.store.Ping(ctx))
+	return errors.Join(b.ledger.Ping(ctx), b.bodies.ping(ctx, b))
 }
 
 // CheckCredential answers a credential check: its credential opened the
@@ -349,7 +350,7 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	}
 	if len(msgs) == 0 {
 		// An empty answer must not hide an outage.
-		if err := b.store.Ping(ctx); err != nil {
+		if err := b.bodies.ping(ctx, b); err != nil {
 			return nil, b.storeErr("ping", err)
 		}
 	}
@@ -444,8 +445,8 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 	key := messageKey{namespace: ns.Name, seq: e.Seq, uuid: e.UUID, ref: e.Ref}
 	m, ok := b.messages.get(key)
 	if !ok {
-		raw, err := b.store.Get(ctx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}, e.Ref, msgstore.Envelope{From: e.From, To: e.To})
-		if errors.Is(err, msgstore.ErrNotFound) {
+		raw, err := b.bodies.get(ctx, b, ns, e)
+		if errors.Is(err, errGone) {
 			// Purged under this read: its trial was closed, not an outage.
 			if cerr := b.stillOpen(ctx, t); cerr != nil {
 				return rpc.Message{}, cerr

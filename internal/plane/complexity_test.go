@@ -13,8 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/complexity"
-	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -77,17 +76,12 @@ func TestDecodeLinear(t *testing.T) {
 // is scrubbed before the quota refuses it.
 func TestSendLinear(t *testing.T) {
 	ctx := context.Background()
-	l, err := ledger.Open(ctx, t.TempDir())
+	l, err := sqlledger.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBroker(l, store, Quotas{Messages: 1}, zerolog.Nop())
+	b := NewBroker(l, nil, Quotas{Messages: 1}, zerolog.Nop())
 	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
 	// full's quota of one message is used up: its sends are refused
 	// before their body is looked at. empty's is not: an oversized header

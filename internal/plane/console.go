@@ -13,7 +13,6 @@ import (
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/mailmsg"
-	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/otp"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -245,8 +244,8 @@ func (b *Broker) consoleMessages(ctx context.Context, name string, id int64) ([]
 	}
 	out := make([]rpc.ConsoleMessage, 0, len(entries))
 	for _, e := range entries {
-		raw, err := b.store.Get(ctx, msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}, e.Ref, msgstore.Envelope{From: e.From, To: e.To})
-		if errors.Is(err, msgstore.ErrNotFound) {
+		raw, err := b.bodies.get(ctx, b, ns, e)
+		if errors.Is(err, errGone) {
 			continue // purged under this read: its trial was closed
 		}
 		if err != nil {

@@ -10,8 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -23,17 +22,12 @@ import (
 func TestNetnsDoorsOpenAndClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := ledger.Open(ctx, t.TempDir())
+	l, err := sqlledger.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := NewBroker(l, store, Quotas{}, zerolog.Nop())
+	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	b.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 4,
 		CAFile: "/data/ca.pem", SMTPTLSPort: 5, WriterHTTPSURL: "https://127.0.0.1:6"})
 

@@ -16,8 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -35,20 +34,15 @@ type socketPlane struct {
 func startSocketPlane(t *testing.T) *socketPlane {
 	t.Helper()
 	ctx := context.Background()
-	l, err := ledger.Open(ctx, t.TempDir())
+	l, err := sqlledger.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	closeStore := sync.OnceFunc(func() { l.Close() })
 	t.Cleanup(closeStore)
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &itest.SyncBuffer{}
 	log := zerolog.New(logs)
-	b := NewBroker(l, store, Quotas{}, log)
+	b := NewBroker(l, nil, Quotas{}, log)
 	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)

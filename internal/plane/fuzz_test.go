@@ -11,8 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -25,17 +24,12 @@ const fuzzCallBound = time.Second
 
 func FuzzRPC(f *testing.F) {
 	ctx := context.Background()
-	l, err := ledger.Open(ctx, f.TempDir())
+	l, err := sqlledger.Open(ctx, f.TempDir())
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { l.Close() })
-	w, r := l.Handles()
-	store, err := msgstore.NewSQLite(ctx, w, r)
-	if err != nil {
-		f.Fatal(err)
-	}
-	b := NewBroker(l, store, Quotas{}, zerolog.Nop())
+	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
 	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
 	if err != nil {

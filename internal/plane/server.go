@@ -41,7 +41,7 @@ const (
 // Server serves the plane's RPC.
 type Server struct {
 	broker      *Broker
-	ledger      *ledger.Ledger
+	ledger      ledger.Ledger
 	peers       peercred.Policy
 	log         zerolog.Logger
 	readTimeout time.Duration

@@ -287,8 +287,7 @@ func (b *Broker) CloseTrial(ctx context.Context, req *rpc.TrialRequest) (rpc.Emp
 
 // closeTrial deletes trial id whole; how says why, for the log.
 func (b *Broker) closeTrial(ctx context.Context, id int64, how string) error {
-	purge := b.bodies.purge(ctx, b)
-	t, nss, err := b.ledger.CloseTrial(ctx, id, closeAction(how), purge == nil, purge)
+	t, nss, err := b.ledger.CloseTrial(ctx, id, closeAction(how), b.bodies.queued())
 	if errors.Is(err, ledger.ErrNotFound) {
 		return rpc.Errorf(rpc.CodeNotFound, "no such trial")
 	}

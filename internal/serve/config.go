@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/plane"
 )
@@ -53,7 +53,7 @@ func Defaults() Config {
 func DefaultStore() StoreConfig {
 	return StoreConfig{Kind: "sqlite", MailpitRuntime: mailpit.RuntimeBinary, MailpitImage: mailpit.DefaultImage,
 		QuotaMessages: plane.DefaultQuotas.Messages, QuotaBytes: plane.DefaultQuotas.Bytes,
-		EventBudget: ledger.DefaultEventBudget, EvidenceRetention: plane.DefaultRetention}
+		EventBudget: sqlledger.DefaultEventBudget, EvidenceRetention: plane.DefaultRetention}
 }
 
 // ConfigFromFlags reads mail-plane serve's flags.

@@ -27,7 +27,7 @@ import (
 	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/ident"
-	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
@@ -136,11 +136,13 @@ func Run(cfg Config, log zerolog.Logger) error {
 	if err := l.SetPlane(ctx, id); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, st, cfg.Data, l, log)
+	store, err := openStore(ctx, st, cfg.Data, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	if store != nil {
+		defer store.Close()
+	}
 	broker := plane.NewBroker(l, store, quotas, log)
 	broker.SetEvidence(st.EventBudget, st.EvidenceRetention)
 	if err := setSigner(broker, cfg.Data); err != nil {
@@ -229,7 +231,7 @@ const sesKeyCheck = "ses_key_check"
 // differ when planes of one PostgreSQL minted a key each, or when a data
 // directory lost its ses.key: SES requests for the other key's trials are
 // then refused here, and the log says why and what to do.
-func setSESKey(ctx context.Context, b *plane.Broker, l *ledger.Ledger, data string, log zerolog.Logger) error {
+func setSESKey(ctx context.Context, b *plane.Broker, l *sqlledger.DB, data string, log zerolog.Logger) error {
 	key, err := seskey.Ensure(filepath.Join(data, seskey.File))
 	if err != nil {
 		return fmt.Errorf("SES key: %w", err)
@@ -283,16 +285,16 @@ func advertise(c AdvertiseConfig) (plane.Advertise, error) {
 
 // openLedger opens the ledger the flags ask for: in --data, or with
 // --store postgres in the database the DSN names.
-func openLedger(ctx context.Context, c StoreConfig, data string) (*ledger.Ledger, error) {
+func openLedger(ctx context.Context, c StoreConfig, data string) (*sqlledger.DB, error) {
 	if c.Kind != "postgres" {
-		return ledger.Open(ctx, data)
+		return sqlledger.Open(ctx, data)
 	}
 	dsn, err := readDSN(c.DSNFile)
 	if err != nil {
 		return nil, err
 	}
-	l, err := ledger.OpenPostgres(ctx, dsn)
-	if errors.Is(err, ledger.ErrDSN) {
+	l, err := sqlledger.OpenPostgres(ctx, dsn)
+	if errors.Is(err, sqlledger.ErrDSN) {
 		return nil, cliapp.UsageError{Err: err}
 	}
 	return l, err
@@ -319,15 +321,12 @@ func readDSN(file string) (string, error) {
 	return dsn, nil
 }
 
-// openStore opens the message store the flags ask for.
-func openStore(ctx context.Context, c StoreConfig, data string, l *ledger.Ledger, log zerolog.Logger) (msgstore.Store, error) {
+// openStore opens the external message store the flags ask for, or
+// returns nil when the ledger keeps the bodies in its own database.
+func openStore(ctx context.Context, c StoreConfig, data string, log zerolog.Logger) (msgstore.Store, error) {
 	switch c.Kind {
-	case "sqlite":
-		w, r := l.Handles()
-		return msgstore.NewSQLite(ctx, w, r)
-	case "postgres":
-		w, r := l.Handles()
-		return msgstore.NewPostgres(ctx, w, r, ledger.MigrationLock)
+	case "sqlite", "postgres":
+		return nil, nil
 	case "mailpit":
 		// The flag, else the reference's variable (blank counts as unset);
 		// with neither, the plane runs a private Mailpit whose database
@@ -385,7 +384,7 @@ func ensureGrantFile(ctx context.Context, b *plane.Broker, path string, role rpc
 
 // PlaneIDFile, in the plane's data directory, holds its identity: minted
 // at first start, kept for ever after. On a PostgreSQL database several
-// planes share, it tells whose trial an SMTP port is (ledger.SetPlane).
+// planes share, it tells whose trial an SMTP port is (sqlledger.DB.SetPlane).
 const PlaneIDFile = "plane.id"
 
 // planeID reads the plane's identity from dir, minting it on first start.

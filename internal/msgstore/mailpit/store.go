@@ -20,7 +20,6 @@ package mailpit
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,14 +184,9 @@ func (s *Store) waitReady(ctx context.Context, wait time.Duration) error {
 	}
 }
 
-// Transactional: Mailpit is outside the ledger's database; Put is durable
-// in Mailpit when it returns.
-func (s *Store) Transactional() bool { return false }
-
 // Put sends raw to Mailpit with the namespace's tag and returns its ref
-// once Mailpit has committed it. tx is ignored: Mailpit is not in the
-// ledger's database.
-func (s *Store) Put(ctx context.Context, _ *sql.Tx, ns msgstore.Namespace, _ int64, env msgstore.Envelope, raw []byte) (string, error) {
+// once Mailpit has committed it.
+func (s *Store) Put(ctx context.Context, ns msgstore.Namespace, env msgstore.Envelope, raw []byte) (string, error) {
 	if !tagSyntax.MatchString(ns.Tag) {
 		return "", errors.New("mailpit: the namespace has no valid storage tag")
 	}
@@ -208,6 +202,11 @@ func (s *Store) Put(ctx context.Context, _ *sql.Tx, ns msgstore.Namespace, _ int
 	}
 	if _, err := mail.ReadMessage(io.MultiReader(bytes.NewReader(header(ns.Tag, env.From, lineEnding(raw))), bytes.NewReader(raw))); err != nil {
 		return "", fmt.Errorf("mailpit: Mailpit cannot parse the message header: %w", msgstore.ErrRefused)
+	}
+	// A pooled connection would not notice that the caller is gone: store
+	// nothing for it.
+	if err := ctx.Err(); err != nil {
+		return "", err
 	}
 	f := newFrame(ns.Tag, env.From, raw)
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
@@ -411,8 +410,7 @@ func (s *Store) fetch(ctx context.Context, path string) ([]byte, error) {
 
 // Purge deletes every message stored under ns's tag, indexed or not (a
 // send that lost a race at the quota's edge leaves an unindexed copy).
-// tx is ignored.
-func (s *Store) Purge(ctx context.Context, _ *sql.Tx, ns msgstore.Namespace) error {
+func (s *Store) Purge(ctx context.Context, ns msgstore.Namespace) error {
 	if !tagSyntax.MatchString(ns.Tag) {
 		return errors.New("mailpit: the namespace has no valid storage tag")
 	}

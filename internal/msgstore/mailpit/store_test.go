@@ -16,7 +16,6 @@ import (
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/msgstore/storetest"
@@ -27,14 +26,14 @@ import (
 // same database and sockets.
 func subject(srv *server) storetest.Subject {
 	return storetest.Subject{
-		Open: func(t *testing.T, _ *ledger.Ledger) msgstore.Store {
+		Open: func(t *testing.T) msgstore.Store {
 			s, err := New(Config{HTTPSocket: srv.HTTP, Log: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		},
-		Break: func(*testing.T, *ledger.Ledger) { srv.kill() },
+		Break: func(*testing.T) { srv.kill() },
 		Mend:  func(*testing.T) { srv.start() },
 	}
 }
@@ -68,7 +67,7 @@ func testNS() msgstore.Namespace {
 
 func put(t *testing.T, s *Store, ns msgstore.Namespace, env msgstore.Envelope, raw []byte) string {
 	t.Helper()
-	ref, err := s.Put(context.Background(), nil, ns, 1, env, raw)
+	ref, err := s.Put(context.Background(), ns, env, raw)
 	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}
@@ -227,7 +226,7 @@ func TestRefusals(t *testing.T) {
 		"over Mailpit's size":        {msgstore.Envelope{From: "a@example.com", To: []string{"b@example.com"}}, append([]byte("Subject: big\r\n\r\n"), bytes.Repeat([]byte("x"), 1<<20)...)},
 	} {
 		before := srv.total()
-		_, err := s.Put(ctx, nil, ns, 1, try.env, try.raw)
+		_, err := s.Put(ctx, ns, try.env, try.raw)
 		if !errors.Is(err, msgstore.ErrRefused) {
 			t.Errorf("%s: %v; want ErrRefused", name, err)
 		}
@@ -271,7 +270,7 @@ func TestCallDeadline(t *testing.T) {
 	defer srv.signal(syscall.SIGCONT)
 	itest.WaitStopped(t, srv.cmd.Process.Pid)
 	start := time.Now()
-	_, err := s.Put(context.Background(), nil, ns, 2, testEnv, raw)
+	_, err := s.Put(context.Background(), ns, testEnv, raw)
 	if took := time.Since(start); err == nil || errors.Is(err, msgstore.ErrRefused) || took < CallTimeout-100*time.Millisecond || took > CallTimeout+itest.Bound {
 		t.Fatalf("Put to a stopped Mailpit: %v after %v; want an outage after %v", err, took, CallTimeout)
 	}

@@ -1,9 +1,9 @@
 // Package storetest is the conformance suite of msgstore.Store: one set of
-// tests, run unchanged against every store (msgstore.DB in this package's
-// tests, on SQLite and on PostgreSQL; the Mailpit store in package
-// mailpit's). It drives a store the way the plane does: Put inside a
-// transaction of a real ledger, Get with the namespace and envelope the
-// ledger kept.
+// tests, run unchanged against every external store (the Mailpit store,
+// in package mailpit's tests, with Mailpit as the plane runs it and with
+// its defaults). It drives a store the way the plane does: Put before the
+// ledger's transaction, Get with the namespace and envelope the ledger
+// kept. (The bodies the ledger keeps itself are tested in package sqlledger.)
 package storetest
 
 import (
@@ -12,37 +12,30 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
-	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 )
 
 // Subject is a store under test.
 type Subject struct {
-	// Ledger, if set, opens the ledger the store is opened over (and
-	// again after Mend); by default a SQLite ledger in a temporary
-	// directory.
-	Ledger func(t *testing.T) *ledger.Ledger
-	// Open opens the store; Put is given transactions of l. The suite
-	// calls it again, over a reopened ledger, after Mend (as a restarted
-	// plane would) and expects the mail stored before.
-	Open func(t *testing.T, l *ledger.Ledger) msgstore.Store
-	// Break makes what the store keeps its mail in unavailable (l is the
-	// ledger the store was opened over); Mend brings it back with its data.
-	Break func(t *testing.T, l *ledger.Ledger)
+	// Open opens the store. The suite calls it again after Mend (as a
+	// restarted plane would) and expects the mail stored before.
+	Open func(t *testing.T) msgstore.Store
+	// Break makes what the store keeps its mail in unavailable; Mend
+	// brings it back with its data.
+	Break func(t *testing.T)
 	Mend  func(t *testing.T)
 }
 
 // Run runs the suite. The outage test runs last: it breaks the store.
 func Run(t *testing.T, s Subject) {
-	h := &harness{t: t, s: s, dir: t.TempDir()}
+	h := &harness{t: t, s: s}
 	h.open()
 	t.Cleanup(h.close)
 	t.Run("RoundTrip", h.roundTrip)
@@ -56,46 +49,21 @@ func Run(t *testing.T, s Subject) {
 }
 
 type harness struct {
-	t   *testing.T
-	s   Subject
-	dir string
-
-	l     *ledger.Ledger
+	t     *testing.T
+	s     Subject
 	store msgstore.Store
-
-	mu  sync.Mutex
-	seq int64
 }
 
 func (h *harness) open() {
 	h.t.Helper()
-	if h.s.Ledger != nil {
-		h.l = h.s.Ledger(h.t)
-	} else {
-		l, err := ledger.Open(context.Background(), filepath.Join(h.dir, "ledger"))
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		h.l = l
-	}
-	h.store = h.s.Open(h.t, h.l)
+	h.store = h.s.Open(h.t)
 }
 
 func (h *harness) close() {
 	if h.store != nil {
 		h.store.Close()
 	}
-	if h.l != nil {
-		h.l.Close()
-	}
-	h.store, h.l = nil, nil
-}
-
-func (h *harness) nextSeq() int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seq++
-	return h.seq
+	h.store = nil
 }
 
 // namespace is a fresh namespace with its own tag, as the plane mints them.
@@ -103,20 +71,9 @@ func namespace() msgstore.Namespace {
 	return msgstore.Namespace{Name: ident.Namespace(), Tag: ident.StorageTag()}
 }
 
-// put stores raw as the plane does: inside a ledger transaction, committed
-// only if Put succeeded.
+// put stores raw as the plane does.
 func (h *harness) put(ctx context.Context, ns msgstore.Namespace, env msgstore.Envelope, raw []byte) (string, error) {
-	w, _ := h.l.Handles()
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return "", err
-	}
-	ref, err := h.store.Put(ctx, tx, ns, h.nextSeq(), env, raw)
-	if err != nil {
-		tx.Rollback()
-		return "", err
-	}
-	return ref, tx.Commit()
+	return h.store.Put(ctx, ns, env, raw)
 }
 
 func ctx(t *testing.T) context.Context {
@@ -343,7 +300,7 @@ func (h *harness) outage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.s.Break(t, h.l)
+	h.s.Break(t)
 	short, cancel := context.WithTimeout(c, 10*time.Second)
 	defer cancel()
 	if err := h.store.Ping(short); err == nil {

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -10,58 +10,8 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
-
-// Refusals of Accept. Anything else it returns is a storage failure.
-var (
-	ErrNotActive           = errors.New("ledger: namespace does not take mail")
-	ErrCapacity            = errors.New("ledger: namespace quota exhausted")
-	ErrIdempotencyConflict = errors.New("ledger: idempotency key reused with another payload")
-)
-
-// Entry is one accepted message in the index.
-type Entry struct {
-	Namespace string
-	Seq       int64
-	UUID      string
-	From      string
-	To        []string
-	Size      int
-	Ref       string
-	Received  time.Time
-	// Fault is "delay" or "duplicate" for a message a fault delivered
-	// late or stored more than once (faults.go).
-	Fault string
-	// Injected, in Accept's answer, is the fault a rule of the trial's
-	// schedule made of the send, if one did.
-	Injected *Injected
-}
-
-// Offer is a message the plane has checked and wants to accept.
-type Offer struct {
-	Namespace      string
-	UUID           string
-	From           string
-	To             []string
-	Size           int
-	IdempotencyKey string
-	Fingerprint    string
-	// Quotas; 0 means unlimited.
-	MaxMessages, MaxBytes int64
-	// Exempt: the message counts toward no quota (the evaluator's planted
-	// mail); give it no quotas either.
-	Exempt bool
-	// Put stores the body as message seq, inside the transaction.
-	Put func(tx *sql.Tx, seq int64) (ref string, err error)
-	// Event, when set, is the accepted event to record with the message
-	// in the same savepoint (its message id, email id and size are set
-	// here): a send is answered only once its event is durable, and a send
-	// not accepted leaves none.
-	Event *evidence.Event
-	// Faults, set for a send of a trial with a fault schedule, has the
-	// send counted and judged against it in its own savepoint (faults.go).
-	Faults *FaultCheck
-}
 
 // Accept decides on o and, if it is accepted, records it durably before
 // returning. Nothing of o is written unless all of it is.
@@ -71,7 +21,7 @@ type Offer struct {
 // or failure undoes only its own writes), and one fsync makes the whole
 // batch durable. Concurrent senders thus share the cost of the disk flush,
 // while the decisions stay serialized exactly as if each were alone.
-func (l *Ledger) Accept(ctx context.Context, o *Offer) (Entry, bool, error) {
+func (l *DB) Accept(ctx context.Context, o *Offer) (Entry, bool, error) {
 	p := &pending{ctx: ctx, offer: o, done: make(chan struct{})}
 	select {
 	case l.offers <- p:
@@ -101,7 +51,7 @@ type pending struct {
 var errClosed = errors.New("ledger: closed")
 
 // commit runs until Close, committing offers in batches.
-func (l *Ledger) commit() {
+func (l *DB) commit() {
 	defer close(l.stopped)
 	for {
 		var first *pending
@@ -124,7 +74,7 @@ func (l *Ledger) commit() {
 	}
 }
 
-func (l *Ledger) commitBatch(batch []*pending) {
+func (l *DB) commitBatch(batch []*pending) {
 	finish := func(err error) {
 		for _, p := range batch {
 			if err != nil && p.err == nil {
@@ -203,7 +153,7 @@ func (p *pending) namespace() string {
 }
 
 // acceptedEvent records the event of an accepted entry.
-func (l *Ledger) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, en Entry) error {
+func (l *DB) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, en Entry) error {
 	e.Namespace, e.MessageIDs, e.EmailID, e.Size = en.Namespace, []int64{en.Seq}, en.UUID, en.Size
 	return l.appendEvent(ctx, tx, e, true)
 }
@@ -216,7 +166,7 @@ func (l *Ledger) acceptedEvent(ctx context.Context, tx txq, e *evidence.Event, e
 //
 // Without an idempotency key it answers from the namespace's hint where
 // there is one (hints.go).
-func (l *Ledger) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
+func (l *DB) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, err error) {
 	gen := l.PolicyGen()
 	if o.IdempotencyKey == "" {
 		if h, ok := l.hints.get(gen, o.Namespace); ok {
@@ -293,7 +243,7 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (se
 //
 // seen is set to what decide saw of the namespace, with o counted in if it
 // is stored.
-func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, bool, error) {
+func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, bool, error) {
 	var head trail
 	next, e, replayed, err := decide(ctx, tx, o, &head, seen)
 	if err != nil || replayed {
@@ -304,7 +254,7 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 			return e, false, err
 		}
 	}
-	ref, err := o.Put(tx.tx, next)
+	ref, err := putBody(ctx, tx, o, next)
 	if err != nil {
 		return Entry{}, false, err
 	}
@@ -322,11 +272,11 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 		if err := l.writeEvent(ctx, tx, &head, ev, e.Received); err != nil {
 			return Entry{}, false, err
 		}
-		if err := o.count(ctx, tx, &head); err != nil {
+		if err := countOffer(ctx, tx, o, &head); err != nil {
 			return Entry{}, false, err
 		}
 	} else {
-		if err := o.count(ctx, tx, nil); err != nil {
+		if err := countOffer(ctx, tx, o, nil); err != nil {
 			return Entry{}, false, err
 		}
 		if o.Event != nil {
@@ -353,9 +303,9 @@ func (l *Ledger) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Ent
 	return e, false, nil
 }
 
-// count takes o's seq and counts o toward its namespace's quota unless it
+// countOffer takes o's seq and counts o toward its namespace's quota unless it
 // is exempt; with head, it also moves the trail's head there.
-func (o *Offer) count(ctx context.Context, tx txq, head *trail) error {
+func countOffer(ctx context.Context, tx txq, o *Offer, head *trail) error {
 	var err error
 	switch {
 	case o.Exempt && head != nil:
@@ -388,13 +338,13 @@ func entry(ctx context.Context, q interface {
 }
 
 // Entry returns message seq of ns.
-func (l *Ledger) Entry(ctx context.Context, ns string, seq int64) (Entry, error) {
+func (l *DB) Entry(ctx context.Context, ns string, seq int64) (Entry, error) {
 	return entry(ctx, l.rs, ns, seq)
 }
 
 // Entries returns the messages of ns with a seq greater than after, oldest
 // first.
-func (l *Ledger) Entries(ctx context.Context, ns string, after int64) ([]Entry, error) {
+func (l *DB) Entries(ctx context.Context, ns string, after int64) ([]Entry, error) {
 	rows, err := l.rs.query(ctx, qEntries, ns, after)
 	if err != nil {
 		return nil, err
@@ -427,7 +377,7 @@ func scanEntries(rows *sql.Rows) ([]Entry, error) {
 
 // Learned reports whether anything was ever delivered to ns, and whether
 // addr (compared without case) was among the recipients.
-func (l *Ledger) Learned(ctx context.Context, ns, addr string) (some, known bool, err error) {
+func (l *DB) Learned(ctx context.Context, ns, addr string) (some, known bool, err error) {
 	err = l.rs.queryRow(ctx, qLearned,
 		ns, ns, strings.ToLower(addr)).Scan(&some, &known)
 	return some, known, err

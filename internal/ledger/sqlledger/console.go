@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -7,35 +7,15 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // What the operator's console reads (package console, through the
 // plane): every open trial and every kept trail, without a secret.
 
-// StateClosed is the state of a kept trail whose trial is closed.
-const StateClosed = "closed"
-
-// ConsoleRow is one open trial (its current namespace) or one kept trail
-// of a closed trial.
-type ConsoleRow struct {
-	Namespace string
-	Profile   string // "" for a closed trial: its row is gone
-	State     string // StateActive, StateSealed or StateClosed
-	Created   time.Time
-	Expires   time.Time // zero: no TTL
-	Closed    time.Time // zero: open
-	Messages  int64
-}
-
-// ConsoleFilter selects rows: Namespace is a substring of the namespace
-// (without case), Recipient an address delivered to (without case): an
-// open trial's learned recipients, a closed one's kept trail's sends.
-type ConsoleFilter struct {
-	Namespace, Recipient string
-}
-
-// where is f's condition on an open trial t and on a kept trail tr.
-func (f ConsoleFilter) where() (open, closed string, openArgs, closedArgs []any) {
+// consoleWhere is f's condition on an open trial t and on a kept trail tr.
+func consoleWhere(f ConsoleFilter) (open, closed string, openArgs, closedArgs []any) {
 	if f.Namespace != "" {
 		p := "%" + likeEscaper.Replace(strings.ToLower(f.Namespace)) + "%"
 		open += ` AND lower(t.namespace) LIKE ? ESCAPE '\'`
@@ -52,8 +32,8 @@ func (f ConsoleFilter) where() (open, closed string, openArgs, closedArgs []any)
 }
 
 // ConsoleCount counts the open trials and kept trails f selects.
-func (l *Ledger) ConsoleCount(ctx context.Context, f ConsoleFilter) (open, closed int, err error) {
-	ow, cw, oa, ca := f.where()
+func (l *DB) ConsoleCount(ctx context.Context, f ConsoleFilter) (open, closed int, err error) {
+	ow, cw, oa, ca := consoleWhere(f)
 	err = l.read.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM trials t WHERE t.destroyed = 0`+ow+`),
 	(SELECT COUNT(*) FROM trails tr WHERE 1 = 1`+cw+`)`, append(oa, ca...)...).Scan(&open, &closed)
 	return open, closed, err
@@ -63,11 +43,11 @@ func (l *Ledger) ConsoleCount(ctx context.Context, f ConsoleFilter) (open, close
 // all): open trials newest first, then kept trails most recently closed
 // first. Sorting and paging are the database's: a page of 10,000 trials
 // costs a page, not the 10,000.
-func (l *Ledger) ConsolePage(ctx context.Context, f ConsoleFilter, offset, limit int) ([]ConsoleRow, error) {
+func (l *DB) ConsolePage(ctx context.Context, f ConsoleFilter, offset, limit int) ([]ConsoleRow, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite and PostgreSQL: no limit
 	}
-	ow, cw, oa, ca := f.where()
+	ow, cw, oa, ca := consoleWhere(f)
 	open, closed, err := l.ConsoleCount(ctx, f)
 	if err != nil {
 		return nil, err
@@ -130,17 +110,10 @@ func scanOpenRow(r *sql.Rows, c *ConsoleRow) error {
 // pattern, quoted on both sides, never matches inside one.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-// TrailStats counts a namespace's trail: its events, those refused, the
-// faults injected, and its first and last event's lines.
-type TrailStats struct {
-	Events, Refused, Faults int64
-	First, Last             string
-}
-
 // ConsoleTrails returns the trails' counts of namespaces nss, in two
 // queries whatever their number. Events are canonical JSON (package
 // evidence), so a member is matched by its exact text.
-func (l *Ledger) ConsoleTrails(ctx context.Context, nss []string) (map[string]TrailStats, error) {
+func (l *DB) ConsoleTrails(ctx context.Context, nss []string) (map[string]TrailStats, error) {
 	out := make(map[string]TrailStats, len(nss))
 	if len(nss) == 0 {
 		return out, nil
@@ -199,7 +172,7 @@ FROM events WHERE namespace IN (`+in+`) GROUP BY namespace`, args...)
 }
 
 // LastEvents returns up to limit of ns's newest events, oldest first.
-func (l *Ledger) LastEvents(ctx context.Context, ns string, limit int) ([]string, error) {
+func (l *DB) LastEvents(ctx context.Context, ns string, limit int) ([]string, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT line FROM events WHERE namespace = ? ORDER BY seq DESC LIMIT ?`, ns, limit)
 	lines, err := scanAll(rows, err, func(r *sql.Rows, line *string) error { return r.Scan(line) })
 	for i, j := 0, len(lines)-1; i < j; i, j = i+1, j-1 {
@@ -209,14 +182,14 @@ func (l *Ledger) LastEvents(ctx context.Context, ns string, limit int) ([]string
 }
 
 // OpenTrials counts the open trials (of every plane on the database).
-func (l *Ledger) OpenTrials(ctx context.Context) (int64, error) {
+func (l *DB) OpenTrials(ctx context.Context) (int64, error) {
 	var n int64
 	err := l.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM trials WHERE destroyed = 0`).Scan(&n)
 	return n, err
 }
 
 // ClosedAt is when ns's trial was closed, if ns is a kept trail's.
-func (l *Ledger) ClosedAt(ctx context.Context, ns string) (time.Time, bool, error) {
+func (l *DB) ClosedAt(ctx context.Context, ns string) (time.Time, bool, error) {
 	var at int64
 	err := l.read.QueryRowContext(ctx, `SELECT closed_at FROM trails WHERE namespace = ?`, ns).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testConsole: the operator's console's reads. Open trials come newest
@@ -36,7 +37,7 @@ func testConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.CloseTrial(ctx, c.TrialID, evidence.ActionClose, false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, c.TrialID, evidence.ActionClose, false); err != nil {
 		t.Fatal(err)
 	}
 

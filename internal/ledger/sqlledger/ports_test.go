@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // portTrial stores a trial named ns that owns port.
-func portTrial(l *Ledger, ns string, port int) (Trial, error) {
+func portTrial(l *DB, ns string, port int) (Trial, error) {
 	tr := &Trial{Profile: "candidate", MailAPIToken: digest("api " + ns), BootstrapToken: digest("boot " + ns), InboxToken: digest("inbox " + ns), SMTPPort: port}
 	n := &Namespace{Name: ns, ReadCapability: digest("read " + ns), WriteCapability: digest("write " + ns), Tag: "wb-" + ns}
 	err := l.CreateTrial(context.Background(), tr, n, nil)

@@ -1,32 +1,15 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
-// NetnsDoor is a trial's candidate doors inside its network namespace:
-// the file that names the namespace, the key the shared writer presents
-// for them (rpc.NetnsDoor), and their ports there, kept so that a restart
-// binds them again where the trial's bundle says they are.
-type NetnsDoor struct {
-	Key                             string
-	TrialID                         int64
-	Namespace                       string // the trial's current one
-	Netns                           string
-	HTTPPort, SMTPPort, SMTPTLSPort int
-	// Dev and Ino are the namespace file's identity when the doors were
-	// first bound (0: a door stored before identities, known by path).
-	Dev, Ino uint64
-}
-
-// ErrNetnsTaken means an open trial of the plane already has its doors in
-// the same network namespace (the same identity, whatever its path).
-var ErrNetnsTaken = errors.New("ledger: an open trial's doors are in that network namespace")
-
 // insertDoor stores t's door, if it has one, in CreateTrial's transaction.
-func (l *Ledger) insertDoor(ctx context.Context, tx *sql.Tx, t *Trial) error {
+func (l *DB) insertDoor(ctx context.Context, tx *sql.Tx, t *Trial) error {
 	d := t.Door
 	if d == nil {
 		return nil
@@ -49,7 +32,7 @@ WHERE t.destroyed = 0 AND t.plane = ? AND d.netns_dev = ? AND d.netns_ino = ?`, 
 }
 
 // TrialByDoor returns the trial whose netns door has key.
-func (l *Ledger) TrialByDoor(ctx context.Context, key string) (Trial, error) {
+func (l *DB) TrialByDoor(ctx context.Context, key string) (Trial, error) {
 	if key == "" {
 		return Trial{}, ErrNotFound
 	}
@@ -59,7 +42,7 @@ func (l *Ledger) TrialByDoor(ctx context.Context, key string) (Trial, error) {
 // NetnsDoors returns the doors of this plane's open trials: on a shared
 // PostgreSQL, another plane's are bound by that plane's supervisor, on its
 // host, never here.
-func (l *Ledger) NetnsDoors(ctx context.Context) ([]NetnsDoor, error) {
+func (l *DB) NetnsDoors(ctx context.Context) ([]NetnsDoor, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT d.door, d.trial_id, t.namespace, d.netns, d.http_port, d.smtp_port, d.smtp_tls_port, d.netns_dev, d.netns_ino
 FROM netns_doors d JOIN trials t ON t.id = d.trial_id WHERE t.destroyed = 0 AND t.plane = ? ORDER BY d.trial_id`, l.plane)
 	return scanAll(rows, err, func(r *sql.Rows, d *NetnsDoor) error {

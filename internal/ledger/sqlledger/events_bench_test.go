@@ -1,14 +1,14 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // BenchmarkAccept is the ledger's side of a send, with and without its
@@ -37,7 +37,7 @@ func BenchmarkAccept(b *testing.B) {
 						defer wg.Done()
 						for next.Add(1) <= int64(b.N) {
 							o := &Offer{Namespace: "ns", UUID: "u", From: "a@example.com", To: []string{"b@example.com"}, Size: 512,
-								Put: func(*sql.Tx, int64) (string, error) { return "ref", nil }}
+								Ref: "ref"}
 							if events {
 								o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
 									Credential: "mail_api_token", From: o.From, To: o.To}

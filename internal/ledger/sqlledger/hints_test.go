@@ -1,10 +1,11 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // TestPrecheckHints: Precheck answers as the database would, from the
@@ -38,7 +39,7 @@ func TestPrecheckHints(t *testing.T) {
 		t.Fatalf("accept at the quota: %v", err)
 	}
 	failing := offer("a", 10, "", "", 0, 0)
-	failing.Put = func(*sql.Tx, int64) (string, error) { return "", errors.New("store down") }
+	failing.Ref = "" // and no body: the write fails, as a store that is down
 	if _, _, err := l.Accept(ctx, failing); err == nil {
 		t.Fatal("a failing put was accepted")
 	}
@@ -59,7 +60,7 @@ func TestPrecheckHints(t *testing.T) {
 		t.Fatalf("hint after the seal: %+v, %v", h, ok)
 	}
 
-	if _, _, err := l.CloseTrial(ctx, tr.ID, "close", false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, tr.ID, "close", false); err != nil {
 		t.Fatal(err)
 	}
 	trial(t, l, "a")

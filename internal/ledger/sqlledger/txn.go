@@ -1,8 +1,10 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"database/sql"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // The ledger's transactional strategy, in one place for both engines.
@@ -21,19 +23,19 @@ import (
 
 // beginWrite begins a write transaction: tx's, and the group commit's
 // (messages.go), which adds a savepoint per offer.
-func (l *Ledger) beginWrite(ctx context.Context) (*sql.Tx, error) {
+func (l *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	return l.write.BeginTx(ctx, nil)
 }
 
 // readTx begins a read-only transaction on the read pool.
-func (l *Ledger) readTx(ctx context.Context) (*sql.Tx, error) {
+func (l *DB) readTx(ctx context.Context) (*sql.Tx, error) {
 	return l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 }
 
 // tx runs fn in a write transaction, committing when it returns nil. A
 // unique violation there means another plane stored the same name or
 // digest first: ErrExists, as if this transaction's own check had seen it.
-func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		return err
@@ -52,7 +54,7 @@ func (l *Ledger) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // generation moves on after the transaction ends, whatever its outcome,
 // so a row cached before the change is never served after its commit has
 // been answered.
-func (l *Ledger) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (l *DB) policyTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	defer l.ForgetPolicy()
 	return l.tx(ctx, fn)
 }

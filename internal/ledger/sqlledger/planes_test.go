@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testPlanes: ledgers of several planes on one PostgreSQL database. They
@@ -18,7 +20,7 @@ func testPlanes(t *testing.T) {
 	ctx := context.Background()
 	dsn := target(t)
 	const planes = 4
-	ls := make([]*Ledger, planes)
+	ls := make([]*DB, planes)
 	errs := make([]error, planes)
 	var wg sync.WaitGroup
 	for i := range ls {
@@ -148,7 +150,7 @@ func testPlanes(t *testing.T) {
 	// Two reapers close one trial: once.
 	closeErrs := make([]error, 2)
 	for i := range closeErrs {
-		wg.Go(func() { _, _, closeErrs[i] = ls[i].CloseTrial(ctx, tr.ID, "close", false, nil) })
+		wg.Go(func() { _, _, closeErrs[i] = ls[i].CloseTrial(ctx, tr.ID, "close", false) })
 	}
 	wg.Wait()
 	if (closeErrs[0] == nil) == (closeErrs[1] == nil) || !errors.Is(errors.Join(closeErrs...), ErrNotFound) {

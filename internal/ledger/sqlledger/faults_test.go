@@ -1,13 +1,13 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/faults"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testFaults: each rule of a schedule does what it says in the send's own
@@ -140,7 +140,7 @@ func testFaults(t *testing.T) {
 	if e := send("a", faults.HTTP, ""); e.Injected != nil {
 		t.Fatalf("a cleared schedule injected: %+v", e)
 	}
-	if _, _, err := l.CloseTrial(ctx, a.ID, "close", false, func(*sql.Tx, Namespace) error { return nil }); err != nil {
+	if _, _, err := l.CloseTrial(ctx, a.ID, "close", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.SetFaults(ctx, a.ID, "a", ""); err != ErrNotFound {
@@ -163,7 +163,7 @@ func testFaultsPlanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var delayed Entry
-	for i, l := range []*Ledger{a, b} {
+	for i, l := range []*DB{a, b} {
 		o := offer("p", 10, "", "", 0, 0)
 		o.UUID = "id-" + string(rune('a'+i))
 		o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}

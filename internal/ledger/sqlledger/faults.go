@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/faults"
 	"github.com/websitebench/mailplane/internal/ident"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // Fault schedules (package faults). A trial's schedule is stored twice in
@@ -32,20 +33,6 @@ import (
 // namespace's message count when it was accepted + 1), unique because
 // that count only grows.
 
-// FaultCheck is a send's door and trial, for a trial with a schedule.
-type FaultCheck struct {
-	Trial int64
-	Door  faults.Door
-}
-
-// Injected is the fault a rule made of a send.
-type Injected struct {
-	Index     int
-	Rule      faults.Rule
-	VisibleAt time.Time // delay: when the message shows
-	Copies    int       // duplicate: how many were stored
-}
-
 const (
 	qCountSend = `UPDATE trial_faults SET http_sends = http_sends + ?, smtp_sends = smtp_sends + ? WHERE trial_id = ? RETURNING schedule, http_sends, smtp_sends`
 	qInjected  = `UPDATE trial_faults SET injected = injected + 1 WHERE trial_id = ?`
@@ -54,7 +41,7 @@ const (
 // SetFaults replaces trial id's schedule (stored is faults' JSON, "" to
 // clear it) and counts its sends again from 1, in one transaction, which
 // ns's trail records. ErrNotFound: the trial is closed.
-func (l *Ledger) SetFaults(ctx context.Context, trialID int64, ns, stored string) error {
+func (l *DB) SetFaults(ctx context.Context, trialID int64, ns, stored string) error {
 	return l.policyTx(ctx, func(tx *sql.Tx) error {
 		if err := l.setFaults(ctx, tx, trialID, ns, stored); err != nil {
 			return err
@@ -63,7 +50,7 @@ func (l *Ledger) SetFaults(ctx context.Context, trialID int64, ns, stored string
 	})
 }
 
-func (l *Ledger) setFaults(ctx context.Context, tx *sql.Tx, trialID int64, ns, stored string) error {
+func (l *DB) setFaults(ctx context.Context, tx *sql.Tx, trialID int64, ns, stored string) error {
 	var text any
 	if stored != "" {
 		text = stored
@@ -89,7 +76,7 @@ ON CONFLICT (trial_id) DO UPDATE SET schedule = excluded.schedule, http_sends = 
 
 // FaultsInjected returns how many faults trial id's schedules have
 // injected.
-func (l *Ledger) FaultsInjected(ctx context.Context, trialID int64) (int64, error) {
+func (l *DB) FaultsInjected(ctx context.Context, trialID int64) (int64, error) {
 	var n int64
 	err := l.read.QueryRowContext(ctx, `SELECT injected FROM trial_faults WHERE trial_id = ?`, trialID).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -102,7 +89,7 @@ func (l *Ledger) FaultsInjected(ctx context.Context, trialID int64) (int64, erro
 // matches, applies it inside tx: done reports that it did, and e is the
 // answer. next is the seq o would get; seen what decide saw of the
 // namespace.
-func (l *Ledger) injectFault(ctx context.Context, tx txq, o *Offer, next int64, seen *hint) (e Entry, done bool, err error) {
+func (l *DB) injectFault(ctx context.Context, tx txq, o *Offer, next int64, seen *hint) (e Entry, done bool, err error) {
 	var dh, ds int64 = 1, 0
 	if o.Faults.Door == faults.SMTP {
 		dh, ds = 0, 1
@@ -155,9 +142,9 @@ func (l *Ledger) injectFault(ctx context.Context, tx txq, o *Offer, next int64, 
 }
 
 // delay stores o's body and its place in delayed, and uses its quota.
-func (l *Ledger) delay(ctx context.Context, tx txq, o *Offer, ev *evidence.Event, e Entry, seen *hint) (Entry, bool, error) {
+func (l *DB) delay(ctx context.Context, tx txq, o *Offer, ev *evidence.Event, e Entry, seen *hint) (Entry, bool, error) {
 	hold := -(seen.count + 1)
-	ref, err := o.Put(tx.tx, hold)
+	ref, err := putBody(ctx, tx, o, hold)
 	if err != nil {
 		return Entry{}, false, err
 	}
@@ -186,7 +173,7 @@ func (l *Ledger) delay(ctx context.Context, tx txq, o *Offer, ev *evidence.Event
 
 // duplicate stores o as many times as its rule's copies (as many as the
 // quota has room for), each with its own id, as a sender that retried.
-func (l *Ledger) duplicate(ctx context.Context, tx txq, o *Offer, next int64, ev *evidence.Event, e Entry, seen *hint) (Entry, bool, error) {
+func (l *DB) duplicate(ctx context.Context, tx txq, o *Offer, next int64, ev *evidence.Event, e Entry, seen *hint) (Entry, bool, error) {
 	n := int64(e.Injected.Rule.Copies)
 	if o.MaxMessages > 0 {
 		n = min(n, o.MaxMessages-seen.count)
@@ -202,7 +189,7 @@ func (l *Ledger) duplicate(ctx context.Context, tx txq, o *Offer, next int64, ev
 		if k > 0 {
 			id = ident.UUID()
 		}
-		ref, err := o.Put(tx.tx, next+k)
+		ref, err := putBody(ctx, tx, o, next+k)
 		if err != nil {
 			return Entry{}, false, err
 		}
@@ -253,7 +240,7 @@ func replayOf(ctx context.Context, tx txq, ns string, seq int64) (Entry, error) 
 
 // NextDelayed returns when the next delayed message becomes visible; zero
 // when none waits.
-func (l *Ledger) NextDelayed(ctx context.Context) (time.Time, error) {
+func (l *DB) NextDelayed(ctx context.Context) (time.Time, error) {
 	var at sql.NullInt64
 	if err := l.read.QueryRowContext(ctx, `SELECT MIN(visible_at) FROM delayed`).Scan(&at); err != nil || !at.Valid {
 		return time.Time{}, err
@@ -273,7 +260,7 @@ type delayedRow struct {
 // DeliverDue shows every delayed message whose time has come by now, each
 // with its namespace's next id, and returns their namespaces. A message
 // another plane showed first is skipped.
-func (l *Ledger) DeliverDue(ctx context.Context, now time.Time) ([]string, error) {
+func (l *DB) DeliverDue(ctx context.Context, now time.Time) ([]string, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT namespace, hold, uuid, envelope_from, recipients, size, ref FROM delayed WHERE visible_at <= ? ORDER BY visible_at LIMIT ?`,
 		now.UnixMilli(), maxDeliver)
 	due, err := scanAll(rows, err, func(r *sql.Rows, d *delayedRow) error {
@@ -305,7 +292,7 @@ func (l *Ledger) DeliverDue(ctx context.Context, now time.Time) ([]string, error
 }
 
 // deliver moves one delayed message into its namespace's messages.
-func (l *Ledger) deliver(ctx context.Context, tx txq, d delayedRow, now time.Time) (bool, error) {
+func (l *DB) deliver(ctx context.Context, tx txq, d delayedRow, now time.Time) (bool, error) {
 	var seq int64
 	err := tx.queryRow(ctx, l.d.text(`SELECT next_seq FROM namespaces WHERE name = ?`+forUpdate), d.ns).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // A trial's own SMTP port belongs to the plane that serves it: the one
@@ -15,9 +16,6 @@ import (
 // planes on one PostgreSQL database may use the same port number. Among
 // one plane's open trials a port is unique (the index
 // trials_plane_smtp_port, and a check before each write that names it).
-
-// ErrPortTaken means another open trial of the plane owns the SMTP port.
-var ErrPortTaken = errors.New("ledger: the SMTP port is taken by an open trial")
 
 // dedupePorts keeps, before the unique index is made, only the oldest of
 // open trials that a database of an older build let share one port; the
@@ -30,7 +28,7 @@ const dedupePorts = `UPDATE trials SET smtp_port = NULL WHERE smtp_port IS NOT N
 // own (those stored before planes had identities too). On PostgreSQL such
 // older trials belong to no plane: their ports are neither restored nor
 // routed (their clients authenticate on the shared port).
-func (l *Ledger) SetPlane(ctx context.Context, id string) error {
+func (l *DB) SetPlane(ctx context.Context, id string) error {
 	l.plane = id
 	if l.listen != nil {
 		// The listening connection names its plane in pg_stat_activity
@@ -48,7 +46,7 @@ func (l *Ledger) SetPlane(ctx context.Context, id string) error {
 func ListenApplication(id string) string { return "mailplane listen " + id }
 
 // portTaken reports ErrPortTaken if an open trial of this plane owns port.
-func (l *Ledger) portTaken(ctx context.Context, tx *sql.Tx, port int) error {
+func (l *DB) portTaken(ctx context.Context, tx *sql.Tx, port int) error {
 	if port == 0 {
 		return nil
 	}
@@ -67,7 +65,7 @@ func (l *Ledger) portTaken(ctx context.Context, tx *sql.Tx, port int) error {
 // and records the move in the trail of the trial's current namespace. It
 // fails with ErrNotFound if no open trial of the plane owns from, and with
 // ErrPortTaken if one owns to.
-func (l *Ledger) MovePort(ctx context.Context, from, to int) (Trial, error) {
+func (l *DB) MovePort(ctx context.Context, from, to int) (Trial, error) {
 	var t Trial
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -94,7 +92,7 @@ func (l *Ledger) MovePort(ctx context.Context, from, to int) (Trial, error) {
 // lockTrial reads the one open trial that cond (after trialSelect's
 // WHERE) names, locked for the rest of tx (FOR UPDATE on PostgreSQL; the
 // write transaction itself on SQLite): ErrNotFound if there is none.
-func (l *Ledger) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ...any) (Trial, error) {
+func (l *DB) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ...any) (Trial, error) {
 	return firstTrial(tx.QueryContext(ctx, l.d.text(trialSelect+cond+forUpdate), args...))
 }
 
@@ -102,7 +100,7 @@ func (l *Ledger) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ..
 // value a plane gives it (a one-way value of a key the planes of one
 // database must share, never the key), and returns the value kept, for
 // the plane to compare its own with.
-func (l *Ledger) KeyCheck(ctx context.Context, name, check string) (string, error) {
+func (l *DB) KeyCheck(ctx context.Context, name, check string) (string, error) {
 	if _, err := l.write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, name, check); err != nil {
 		return "", err
 	}

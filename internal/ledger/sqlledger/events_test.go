@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"bytes"
@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
-func trailOf(t *testing.T, l *Ledger, ns string) []evidence.Event {
+func trailOf(t *testing.T, l *DB, ns string) []evidence.Event {
 	t.Helper()
 	lines, err := l.Events(context.Background(), ns, 0, 100000)
 	if err != nil {
@@ -59,7 +60,7 @@ func testTrailWithTheSend(t *testing.T) {
 	if err := l.Seal(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false); err != nil {
 		t.Fatal(err)
 	}
 	es := trailOf(t, l, "a")

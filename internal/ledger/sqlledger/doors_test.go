@@ -1,9 +1,11 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
 	"errors"
 	"testing"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // testNetnsDoors: two trials' doors with the same port numbers (in
@@ -33,7 +35,7 @@ func testNetnsDoors(t *testing.T) {
 	if err != nil || len(ds) != 2 || ds[0].Namespace != "a" || ds[1].Netns != "/run/netns/b" || ds[1].SMTPTLSPort != 4650 || ds[0].TrialID != trials[0].ID {
 		t.Fatalf("doors: %+v %v", ds, err)
 	}
-	if _, _, err := l.CloseTrial(ctx, trials[0].ID, "close", false, nil); err != nil {
+	if _, _, err := l.CloseTrial(ctx, trials[0].ID, "close", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.TrialByDoor(ctx, "key-a"); !errors.Is(err, ErrNotFound) {

@@ -1,6 +1,10 @@
-package ledger
+package sqlledger
 
-import "sync"
+import (
+	"sync"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
+)
 
 // hintEntries bounds the hints; when full they start over.
 const hintEntries = 1 << 16

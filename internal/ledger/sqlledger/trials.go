@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -8,74 +8,14 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
-
-// Namespace states.
-const (
-	StateActive = "active"
-	StateSealed = "sealed"
-)
-
-// Trial is a trial's durable row. Secrets are digests.
-type Trial struct {
-	ID             int64
-	Profile        string
-	Namespace      string // current
-	MailAPIToken   []byte
-	BootstrapToken []byte
-	InboxToken     []byte
-	Created        time.Time // CreateTrial stores now when zero
-	Expires        time.Time // zero: no TTL
-	SMTPPort       int       // the trial's own SMTP port on a shared writer; 0: none
-	Plane          string    // the identity of the plane that opened it and serves its port
-	// Faults is the trial's fault schedule as stored (package faults'
-	// JSON; "" for none). Given to CreateTrial, it is the first one.
-	Faults string
-	// SealedReason says why the plane sealed the trial (SealTrial); empty
-	// otherwise.
-	SealedReason string
-	// Door, given to CreateTrial only, is the trial's doors inside its
-	// network namespace (doors.go); the trial's reads do not fill it.
-	Door *NetnsDoor
-}
-
-// Expired reports whether the trial's TTL has passed at now. An expired
-// trial is closed: nothing it holds works any more, even before the
-// plane's reaper has deleted it.
-func (t Trial) Expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
-
-// Namespace is a namespace's durable row.
-type Namespace struct {
-	Name            string
-	TrialID         int64
-	State           string
-	ReadCapability  []byte
-	WriteCapability []byte
-	// BootstrapCapability is the one capability kept in clear: the value
-	// /internal/bootstrap must hand out (the write capability of a candidate
-	// trial, the read capability of a sidecar or authoring trial).
-	BootstrapCapability string
-	AllowedSenders      []string
-	Tag                 string
-	NextSeq             int64
-	MessageCount        int64
-	ByteCount           int64
-	Created             time.Time
-}
-
-// Grant is a grant's durable row.
-type Grant struct {
-	Digest  []byte
-	Role    string
-	TrialID int64 // 0 for roles not bound to a trial
-	Revoked bool
-}
 
 // CreateTrial stores a new trial with its first namespace and its grants.
 // It fails with ErrExists if the namespace name is taken, and with
 // ErrPortTaken if an open trial of this plane owns its SMTP port, and with
 // ErrNetnsTaken if one has its doors in the same network namespace.
-func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error {
+func (l *DB) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
@@ -118,7 +58,7 @@ func (l *Ledger) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grant
 }
 
 // AddGrant stores a grant not bound to a trial (gateway, admin).
-func (l *Ledger) AddGrant(ctx context.Context, g Grant) error {
+func (l *DB) AddGrant(ctx context.Context, g Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		if err := insertGrant(ctx, tx, g); err != nil {
 			return err
@@ -129,7 +69,7 @@ func (l *Ledger) AddGrant(ctx context.Context, g Grant) error {
 
 // Rotate adds ns as the trial's new current namespace and seals the
 // previous one.
-func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (sealed string, err error) {
+func (l *DB) Rotate(ctx context.Context, trialID int64, ns *Namespace) (sealed string, err error) {
 	err = l.policyTx(ctx, func(tx *sql.Tx) error {
 		if err := nsExists(ctx, tx, ns.Name); err != nil {
 			return err
@@ -159,7 +99,7 @@ func (l *Ledger) Rotate(ctx context.Context, trialID int64, ns *Namespace) (seal
 }
 
 // Seal stops a namespace from taking mail; reads with its capability go on.
-func (l *Ledger) Seal(ctx context.Context, name string) error {
+func (l *DB) Seal(ctx context.Context, name string) error {
 	return l.policyTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state IN (?, ?)`, StateSealed, name, StateActive, StateSealed)
 		if err != nil {
@@ -180,7 +120,7 @@ func (l *Ledger) Seal(ctx context.Context, name string) error {
 // event in its current namespace's trail. The plane seals a trial this
 // way when a restart cannot serve its doors where its candidate was told
 // they are. It fails with ErrNotFound if the trial is not open.
-func (l *Ledger) SealTrial(ctx context.Context, id int64, reason string) (Trial, error) {
+func (l *DB) SealTrial(ctx context.Context, id int64, reason string) (Trial, error) {
 	var t Trial
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -205,15 +145,13 @@ func (l *Ledger) SealTrial(ctx context.Context, id int64, reason string) (Trial,
 
 // CloseTrial deletes a trial whole, in one transaction: its grants (so
 // they are refused from the commit on), its namespaces with their
-// capabilities, index, learned recipients and idempotency keys. purge
-// runs inside the same transaction for each of the trial's namespaces: a
-// store in the ledger's database deletes their bodies there. With queue,
-// the namespaces are also queued for an external store to purge after the
-// commit (Purges, Purged), so that a store that is down now is purged
-// later. Each namespace's trail ends with action (evidence.ActionClose or
-// ActionExpire) and is kept (see DeleteTrails). It returns the trial and
-// its namespaces as they were.
-func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, queue bool, purge func(*sql.Tx, Namespace) error) (Trial, []Namespace, error) {
+// capabilities, index, bodies, learned recipients and idempotency keys.
+// With queue (an external store keeps the bodies), the namespaces are
+// also queued for that store to purge after the commit (Purges, Purged),
+// so that a store that is down now is purged later. Each namespace's trail
+// ends with action (evidence.ActionClose or ActionExpire) and is kept (see
+// DeleteTrails). It returns the trial and its namespaces as they were.
+func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue bool) (Trial, []Namespace, error) {
 	var t Trial
 	var nss []Namespace
 	err := l.policyTx(ctx, func(tx *sql.Tx) error {
@@ -234,11 +172,6 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 			if err := l.closeTrail(ctx, tx, ns.Name, action); err != nil {
 				return err
 			}
-			if purge != nil {
-				if err := purge(tx, ns); err != nil {
-					return err
-				}
-			}
 			if err := l.announce(ctx, tx, changePolicy, ns.Name); err != nil {
 				return err
 			}
@@ -253,6 +186,7 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 				`DELETE FROM idempotency WHERE namespace = ?`,
 				`DELETE FROM delayed WHERE namespace = ?`,
 				`DELETE FROM opened WHERE namespace = ?`,
+				`DELETE FROM bodies WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err
@@ -277,13 +211,13 @@ func (l *Ledger) CloseTrial(ctx context.Context, trialID int64, action string, q
 
 // Purges returns namespaces whose bodies an external store still has to
 // delete.
-func (l *Ledger) Purges(ctx context.Context) ([]Namespace, error) {
+func (l *DB) Purges(ctx context.Context) ([]Namespace, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT namespace, tag FROM purges ORDER BY tag LIMIT 1000`)
 	return scanAll(rows, err, func(r *sql.Rows, ns *Namespace) error { return r.Scan(&ns.Name, &ns.Tag) })
 }
 
 // Purged records that the store has deleted the bodies stored under tag.
-func (l *Ledger) Purged(ctx context.Context, tag string) error {
+func (l *DB) Purged(ctx context.Context, tag string) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM purges WHERE tag = ?`, tag)
 		return err
@@ -291,7 +225,7 @@ func (l *Ledger) Purged(ctx context.Context, tag string) error {
 }
 
 // Grant returns the grant with this digest.
-func (l *Ledger) Grant(ctx context.Context, digest []byte) (Grant, error) {
+func (l *DB) Grant(ctx context.Context, digest []byte) (Grant, error) {
 	g := Grant{Digest: digest}
 	var trial sql.NullInt64
 	err := l.rs.queryRow(ctx, qGrant, digest).Scan(&g.Role, &trial, &g.Revoked)
@@ -300,19 +234,9 @@ func (l *Ledger) Grant(ctx context.Context, digest []byte) (Grant, error) {
 }
 
 // Trial returns a trial by id.
-func (l *Ledger) Trial(ctx context.Context, id int64) (Trial, error) {
+func (l *DB) Trial(ctx context.Context, id int64) (Trial, error) {
 	return l.oneTrial(ctx, qTrial, id)
 }
-
-// Credential kinds a trial can be found by.
-type Credential int
-
-const (
-	ByMailAPIToken Credential = iota + 1
-	ByBootstrapToken
-	ByInboxToken
-	ByWriteCapability // of any of the trial's namespaces
-)
 
 // trialByQuery is the lookup of each kind of credential (every send of a
 // shared writer makes one or more).
@@ -324,7 +248,7 @@ var trialByQuery = map[Credential]string{
 }
 
 // TrialBy returns the trial that holds the credential whose digest is d.
-func (l *Ledger) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial, error) {
+func (l *DB) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial, error) {
 	q := trialByQuery[kind]
 	if q == "" || len(d) == 0 {
 		return Trial{}, ErrNotFound
@@ -333,14 +257,14 @@ func (l *Ledger) TrialBy(ctx context.Context, kind Credential, d []byte) (Trial,
 }
 
 // TrialByPort returns this plane's trial that owns an SMTP port.
-func (l *Ledger) TrialByPort(ctx context.Context, port int) (Trial, error) {
+func (l *DB) TrialByPort(ctx context.Context, port int) (Trial, error) {
 	if port <= 0 {
 		return Trial{}, ErrNotFound
 	}
 	return l.oneTrial(ctx, qTrialByPort, l.plane, port)
 }
 
-func (l *Ledger) oneTrial(ctx context.Context, query string, args ...any) (Trial, error) {
+func (l *DB) oneTrial(ctx context.Context, query string, args ...any) (Trial, error) {
 	return firstTrial(l.rs.query(ctx, query, args...))
 }
 
@@ -362,7 +286,7 @@ func firstTrial(rows *sql.Rows, err error) (Trial, error) {
 
 // Trials returns at most limit trials with an id above after, oldest
 // first.
-func (l *Ledger) Trials(ctx context.Context, after int64, limit int) ([]Trial, error) {
+func (l *DB) Trials(ctx context.Context, after int64, limit int) ([]Trial, error) {
 	rows, err := l.read.QueryContext(ctx, trialSelect+` AND id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, err
@@ -371,7 +295,7 @@ func (l *Ledger) Trials(ctx context.Context, after int64, limit int) ([]Trial, e
 }
 
 // Expired returns up to limit trials whose TTL has passed at now.
-func (l *Ledger) Expired(ctx context.Context, now time.Time, limit int) ([]Trial, error) {
+func (l *DB) Expired(ctx context.Context, now time.Time, limit int) ([]Trial, error) {
 	rows, err := l.read.QueryContext(ctx, trialSelect+` AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, err
@@ -380,7 +304,7 @@ func (l *Ledger) Expired(ctx context.Context, now time.Time, limit int) ([]Trial
 }
 
 // SMTPPorts returns the SMTP ports this plane's open trials own.
-func (l *Ledger) SMTPPorts(ctx context.Context) ([]int, error) {
+func (l *DB) SMTPPorts(ctx context.Context) ([]int, error) {
 	rows, err := l.read.QueryContext(ctx, `SELECT smtp_port FROM trials WHERE destroyed = 0 AND plane = ? AND smtp_port IS NOT NULL ORDER BY smtp_port`, l.plane)
 	return scanAll(rows, err, func(r *sql.Rows, p *int) error { return r.Scan(p) })
 }
@@ -416,7 +340,7 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 }
 
 // Namespace returns a namespace by name.
-func (l *Ledger) Namespace(ctx context.Context, name string) (Namespace, error) {
+func (l *DB) Namespace(ctx context.Context, name string) (Namespace, error) {
 	rows, err := l.rs.query(ctx, qNamespace, name)
 	if err != nil {
 		return Namespace{}, err
@@ -432,7 +356,7 @@ func (l *Ledger) Namespace(ctx context.Context, name string) (Namespace, error) 
 }
 
 // Namespaces returns the namespaces of a trial, oldest first.
-func (l *Ledger) Namespaces(ctx context.Context, trialID int64) ([]Namespace, error) {
+func (l *DB) Namespaces(ctx context.Context, trialID int64) ([]Namespace, error) {
 	rows, err := l.read.QueryContext(ctx, nsSelect+` WHERE trial_id = ? ORDER BY created_at, name`, trialID)
 	if err != nil {
 		return nil, err

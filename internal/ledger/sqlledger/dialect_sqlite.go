@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"context"
@@ -38,7 +38,7 @@ var sqliteDialect = &dialect{
 }
 
 // Open opens (creating if needed) the ledger in dir, which it creates 0700.
-func Open(ctx context.Context, dir string) (*Ledger, error) {
+func Open(ctx context.Context, dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ledger: data directory: %w", err)
 	}

@@ -1,4 +1,4 @@
-package ledger
+package sqlledger
 
 import (
 	"cmp"
@@ -43,12 +43,12 @@ const DefaultEventBudget = 10000
 
 // SetEventBudget sets every trail's budget (0: unlimited). Call it before
 // the ledger is used.
-func (l *Ledger) SetEventBudget(n int64) { l.budget = n }
+func (l *DB) SetEventBudget(n int64) { l.budget = n }
 
 // AppendEvent appends e (its seq, time, prev and hash are set here) to
 // ns's trail, unless the budget leaves it out (then it is counted), and
 // returns once that is durable.
-func (l *Ledger) AppendEvent(ctx context.Context, ns string, e evidence.Event) error {
+func (l *DB) AppendEvent(ctx context.Context, ns string, e evidence.Event) error {
 	e.Namespace = ns
 	p := &pending{ctx: ctx, event: &e, done: make(chan struct{})}
 	select {
@@ -72,7 +72,7 @@ type trail struct {
 	closed     bool // the namespace is gone: its trial closed
 }
 
-func (l *Ledger) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
+func (l *DB) loadTrail(ctx context.Context, tx txq, ns string) (trail, error) {
 	var seq int64
 	var hash, supp sql.NullString
 	err := tx.queryRow(ctx, qLockTrail, ns).Scan(&seq, &hash, &supp)
@@ -99,7 +99,7 @@ func headOf(seq int64, hash, supp sql.NullString) (trail, error) {
 
 // appendEvent writes e into tx. essential events (accepted sends,
 // lifecycle) are never left out; any other is, once the budget is used.
-func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, essential bool) error {
+func (l *DB) appendEvent(ctx context.Context, tx txq, e *evidence.Event, essential bool) error {
 	t, err := l.loadTrail(ctx, tx, e.Namespace)
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func (l *Ledger) appendEvent(ctx context.Context, tx txq, e *evidence.Event, ess
 // as large as every other event's: they are written until the trail holds
 // twice the budget, so no refusal (the agent's own refused pings, or a
 // stranger's) and no read can push what the agent did out of the trail.
-func (l *Ledger) budgetFor(e *evidence.Event) int64 {
+func (l *DB) budgetFor(e *evidence.Event) int64 {
 	if l.budget > 0 && agentAct(e) {
 		return 2 * l.budget
 	}
@@ -176,7 +176,7 @@ func markOpened(ctx context.Context, tx txq, e *evidence.Event) error {
 }
 
 // Opened returns the seqs of ns's messages the agent has opened.
-func (l *Ledger) Opened(ctx context.Context, ns string) (map[int64]bool, error) {
+func (l *DB) Opened(ctx context.Context, ns string) (map[int64]bool, error) {
 	rows, err := l.rs.query(ctx, qOpened, ns)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func (l *Ledger) Opened(ctx context.Context, ns string) (map[int64]bool, error) 
 }
 
 // flushSummary writes the counts of left-out events as one summary event.
-func (l *Ledger) flushSummary(ctx context.Context, tx txq, t *trail, ns string, now time.Time) error {
+func (l *DB) flushSummary(ctx context.Context, tx txq, t *trail, ns string, now time.Time) error {
 	if len(t.suppressed) == 0 {
 		return nil
 	}
@@ -207,7 +207,7 @@ func (l *Ledger) flushSummary(ctx context.Context, tx txq, t *trail, ns string, 
 	return l.writeEvent(ctx, tx, t, s, now)
 }
 
-func (l *Ledger) writeEvent(ctx context.Context, tx txq, t *trail, e *evidence.Event, now time.Time) error {
+func (l *DB) writeEvent(ctx context.Context, tx txq, t *trail, e *evidence.Event, now time.Time) error {
 	e.Time = evidence.Stamp(now)
 	line, err := evidence.Chain(e, t.nextSeq-1, t.lastHash)
 	if err != nil {
@@ -220,7 +220,7 @@ func (l *Ledger) writeEvent(ctx context.Context, tx txq, t *trail, e *evidence.E
 	return nil
 }
 
-func (l *Ledger) saveTrail(ctx context.Context, tx txq, t *trail, ns string) error {
+func (l *DB) saveTrail(ctx context.Context, tx txq, t *trail, ns string) error {
 	var supp any
 	if len(t.suppressed) > 0 {
 		b, err := json.Marshal(t.suppressed)
@@ -234,20 +234,20 @@ func (l *Ledger) saveTrail(ctx context.Context, tx txq, t *trail, ns string) err
 }
 
 // lifecycle appends a lifecycle event to ns's trail inside tx and saves it.
-func (l *Ledger) lifecycle(ctx context.Context, tx *sql.Tx, ns, action, detail string) error {
+func (l *DB) lifecycle(ctx context.Context, tx *sql.Tx, ns, action, detail string) error {
 	e := &evidence.Event{Namespace: ns, Door: evidence.DoorPlane, Action: action, Outcome: evidence.Accepted, Detail: detail}
 	return l.appendEvent(ctx, txq{tx, l.ws}, e, true)
 }
 
 // Events returns up to limit canonical lines of ns's trail with a seq
 // greater than after, in order, whether its trial is open or closed.
-func (l *Ledger) Events(ctx context.Context, ns string, after int64, limit int) ([]string, error) {
+func (l *DB) Events(ctx context.Context, ns string, after int64, limit int) ([]string, error) {
 	rows, err := l.rs.query(ctx, qEvents, ns, after, limit)
 	return scanAll(rows, err, func(r *sql.Rows, line *string) error { return r.Scan(line) })
 }
 
 // TrailOf reports whether ns has a trail and whether its trial is closed.
-func (l *Ledger) TrailOf(ctx context.Context, ns string) (exists, closed bool, err error) {
+func (l *DB) TrailOf(ctx context.Context, ns string) (exists, closed bool, err error) {
 	var open bool
 	err = l.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM namespaces WHERE name = ?), EXISTS (SELECT 1 FROM trails WHERE namespace = ?)`,
 		ns, ns).Scan(&open, &closed)
@@ -256,7 +256,7 @@ func (l *Ledger) TrailOf(ctx context.Context, ns string) (exists, closed bool, e
 
 // FlushTrail writes the counts of events the budget left out of ns's open
 // trail as a summary event, so that an export ends with them.
-func (l *Ledger) FlushTrail(ctx context.Context, ns string) error {
+func (l *DB) FlushTrail(ctx context.Context, ns string) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		q := txq{tx, l.ws}
 		t, err := l.loadTrail(ctx, q, ns)
@@ -272,7 +272,7 @@ func (l *Ledger) FlushTrail(ctx context.Context, ns string) error {
 
 // closeTrail ends ns's trail inside tx with the close (or expire) event and
 // marks it closed, keeping it for the retention period.
-func (l *Ledger) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) error {
+func (l *DB) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) error {
 	if err := l.lifecycle(ctx, tx, ns, action, ""); err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (l *Ledger) closeTrail(ctx context.Context, tx *sql.Tx, ns, action string) 
 
 // DeleteTrails deletes up to limit trails of trials closed before cutoff
 // and returns how many it deleted.
-func (l *Ledger) DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (l *DB) DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT namespace FROM trails WHERE closed_at < ? LIMIT ?`, cutoff.UnixMilli(), limit)
