@@ -235,27 +235,40 @@ func holdSlow(addr, prefix string) {
 
 // fairGoal: B's p99 under A's flood within goalFairRatio × B's p99 alone.
 func (r *Report) fairGoal() {
-	p, ok := r.find("fair", "embedded", fairPath, "", 1)
-	if !ok || p.Baseline.P99 <= 0 {
-		return
-	}
-	ratio := p.Mailplane.P99 / p.Baseline.P99
-	r.goal(fmt.Sprintf("B's p99 POST /emails under A's flood ≤ %.0f× B's p99 alone", goalFairRatio),
-		fmt.Sprintf("%.2f× (p99 %.2f ms flooded, %.2f ms alone)", ratio, p.Mailplane.P99, p.Baseline.P99), ratio <= goalFairRatio)
+	r.aloneGoal("fair", fairPath, "under A's flood", goalFairRatio)
 }
 
 // fairMarkdown is the section's table.
 func (r *Report) fairMarkdown(w func(string, ...any)) {
-	rows := r.section("fair", "")
+	r.aloneMarkdown(w, "fair", "Fair shares: one trial's flood against another's POST /emails", fmt.Sprintf(
+		"One `mail-plane up --trials 0` with trials A and B. B posts 512 B one at a time on one kept-alive connection, %d turns alone and %d under A's flood, each of at least %d posts and %v. The flood runs in a process of its own: %d idle connections on each of the writer's HTTP and shared SMTP ports, A's own SMTP port, the inbox and the gateway (a new one for each the server drops), and %d clients per listener trickling a header or command a byte every 2 s.",
+		fairTurns, fairTurns, fairPosts, fairTurn, fairIdle, fairSlow))
+}
+
+// aloneGoal: B's p99 in section's figure path under load (what) within
+// goal × B's p99 alone.
+func (r *Report) aloneGoal(section, path, what string, goal float64) {
+	p, ok := r.find(section, "embedded", path, "", 1)
+	if !ok || p.Baseline.P99 <= 0 {
+		return
+	}
+	ratio := p.Mailplane.P99 / p.Baseline.P99
+	r.goal(fmt.Sprintf("B's p99 POST /emails %s ≤ %.0f× B's p99 alone", what, goal),
+		fmt.Sprintf("%.2f× (p99 %.2f ms %s, %.2f ms alone)", ratio, p.Mailplane.P99, what, p.Baseline.P99), ratio <= goal)
+}
+
+// aloneMarkdown writes section's table: each figure under load against
+// the same alone, then how it was measured (note).
+func (r *Report) aloneMarkdown(w func(string, ...any), section, title, note string) {
+	rows := r.section(section, "")
 	if len(rows) == 0 {
 		return
 	}
-	w("\n## Fair shares: one trial's flood against another's POST /emails\n\n")
+	w("\n## %s\n\n", title)
 	w("| figure | ops | p50 ms | p99 ms | alone: p50 ms | p99 ms | p99 ratio |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range rows {
 		w("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f× |\n", p.Path, p.Mailplane.Ops, p.Mailplane.P50, p.Mailplane.P99, p.Baseline.P50, p.Baseline.P99, p.Mailplane.P99/max(p.Baseline.P99, 1e-9))
 	}
 	r.errorLines(w, rows)
-	w("\nOne `mail-plane up --trials 0` with trials A and B. B posts 512 B one at a time on one kept-alive connection, %d turns alone and %d under A's flood, each of at least %d posts and %v. The flood runs in a process of its own: %d idle connections on each of the writer's HTTP and shared SMTP ports, A's own SMTP port, the inbox and the gateway (a new one for each the server drops), and %d clients per listener trickling a header or command a byte every 2 s.\n",
-		fairTurns, fairTurns, fairPosts, fairTurn, fairIdle, fairSlow)
+	w("\n%s\n", note)
 }

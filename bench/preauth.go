@@ -121,27 +121,12 @@ func holdStrangers(addr string) {
 
 // preauthGoal: B's p99 under the strangers within goalPreauthRatio × alone.
 func (r *Report) preauthGoal() {
-	p, ok := r.find("preauth", "embedded", preauthPath, "", 1)
-	if !ok || p.Baseline.P99 <= 0 {
-		return
-	}
-	ratio := p.Mailplane.P99 / p.Baseline.P99
-	r.goal(fmt.Sprintf("B's p99 POST /emails under 60 strangers' 4 MiB bodies ≤ %.0f× B's p99 alone", goalPreauthRatio),
-		fmt.Sprintf("%.2f× (p99 %.2f ms under strangers, %.2f ms alone)", ratio, p.Mailplane.P99, p.Baseline.P99), ratio <= goalPreauthRatio)
+	r.aloneGoal("preauth", preauthPath, "under 60 strangers' 4 MiB bodies", goalPreauthRatio)
 }
 
 // preauthMarkdown is the section's table.
 func (r *Report) preauthMarkdown(w func(string, ...any)) {
-	rows := r.section("preauth", "")
-	if len(rows) == 0 {
-		return
-	}
-	w("\n## Strangers before they are known: unauthenticated bodies against a trial's POST /emails\n\n")
-	w("| figure | ops | p50 ms | p99 ms | alone: p50 ms | p99 ms | p99 ratio |\n|---|--:|--:|--:|--:|--:|--:|\n")
-	for _, p := range rows {
-		w("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f× |\n", p.Path, p.Mailplane.Ops, p.Mailplane.P50, p.Mailplane.P99, p.Baseline.P50, p.Baseline.P99, p.Mailplane.P99/max(p.Baseline.P99, 1e-9))
-	}
-	r.errorLines(w, rows)
-	w("\nOne `mail-plane up --trials 0` with trial B. B posts 512 B one at a time on one kept-alive connection, %d turns alone and %d under the strangers, each of at least %d posts and %v. The strangers run in a process of their own: %d connections to the writer's HTTP port, each a `POST /emails/batch` with a random token declaring %d MiB and sending all but its last byte, opened again when the writer closes it.\n",
-		preauthTurns, preauthTurns, preauthPosts, preauthTurn, preauthStrangers, preauthDeclared>>20)
+	r.aloneMarkdown(w, "preauth", "Strangers before they are known: unauthenticated bodies against a trial's POST /emails", fmt.Sprintf(
+		"One `mail-plane up --trials 0` with trial B. B posts 512 B one at a time on one kept-alive connection, %d turns alone and %d under the strangers, each of at least %d posts and %v. The strangers run in a process of their own: %d connections to the writer's HTTP port, each a `POST /emails/batch` with a random token declaring %d MiB and sending all but its last byte, opened again when the writer closes it.",
+		preauthTurns, preauthTurns, preauthPosts, preauthTurn, preauthStrangers, preauthDeclared>>20))
 }
