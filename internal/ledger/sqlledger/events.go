@@ -107,15 +107,20 @@ func (l *DB) appendEvent(ctx context.Context, tx txq, e *evidence.Event, essenti
 	if t.closed {
 		return nil // a call that raced the close: the trail ended with it
 	}
-	if err := markOpened(ctx, tx, e); err != nil {
+	first, err := markOpened(ctx, tx, e)
+	if err != nil {
 		return err
 	}
+	// The agent's first open of a message is never left out: no decoy
+	// the agent opens again and again, and no flood of the candidate's
+	// sends, can hide that it read that message. Their number is bounded
+	// by the trial's mail.
 	now := time.Now()
 	if essential {
 		if err := l.flushSummary(ctx, tx, &t, e.Namespace, now); err != nil {
 			return err
 		}
-	} else if limit := l.budgetFor(e); limit > 0 && t.recorded >= limit-1 {
+	} else if limit := l.budgetFor(e); !first && limit > 0 && t.recorded >= limit-1 {
 		if t.recorded == limit-1 {
 			full := &evidence.Event{Namespace: e.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionBudget,
 				Outcome: evidence.Refused, Code: evidence.CodeBudgetFull}
@@ -162,17 +167,21 @@ func agentOpen(e *evidence.Event) bool {
 
 // markOpened records the messages an agent's open read, even once the
 // budget leaves the event out: its inbox shows the rest as unread
-// (Opened).
-func markOpened(ctx context.Context, tx txq, e *evidence.Event) error {
+// (Opened). It reports whether the open read a message for the first time.
+func markOpened(ctx context.Context, tx txq, e *evidence.Event) (first bool, err error) {
 	if !agentOpen(e) {
-		return nil
+		return false, nil
 	}
 	for _, seq := range e.MessageIDs {
-		if _, err := tx.exec(ctx, qOpen, e.Namespace, seq); err != nil {
-			return err
+		res, err := tx.exec(ctx, qOpen, e.Namespace, seq)
+		if err != nil {
+			return false, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			first = true
 		}
 	}
-	return nil
+	return first, nil
 }
 
 // Opened returns the seqs of ns's messages the agent has opened.

@@ -152,4 +152,11 @@ func testAgentBudget(t *testing.T) {
 	if len(es) != 8 || es[7].Action != evidence.ActionBudget {
 		t.Fatalf("past the agent's budget: %s", actions(es))
 	}
+	// Past both budgets, the first open of another message is still an
+	// event with its id: opening a decoy again and again hides nothing.
+	appendAll(evidence.Event{Door: evidence.DoorInbox, Action: evidence.ActionOpen, Outcome: evidence.Accepted, MessageIDs: []int64{2}}, 1)
+	es = trailOf(t, l, "a")
+	if last := es[len(es)-1]; last.Action != evidence.ActionOpen || len(last.MessageIDs) != 1 || last.MessageIDs[0] != 2 {
+		t.Fatalf("a first open past the budgets: %s", actions(es))
+	}
 }
