@@ -122,6 +122,12 @@ func (b *Broker) CheckCredential(_ context.Context, t target, _ *rpc.CredentialR
 	return rpc.CredentialResponse{Namespace: t.ns.Name}, nil
 }
 
+// CheckReader answers a reader's check: its credential opened the
+// namespace it was bound to, and nothing else is judged.
+func (b *Broker) CheckReader(_ context.Context, t target, _ *rpc.ReadRequest) (rpc.CredentialResponse, error) {
+	return rpc.CredentialResponse{Namespace: t.ns.Name}, nil
+}
+
 // checkEvent records a credential check as credentialEvent does.
 func checkEvent(t target, req *rpc.CredentialRequest, _ rpc.CredentialResponse, err error) *evidence.Event {
 	return credentialEvent(t, req, rpc.Empty{}, err)

@@ -67,8 +67,13 @@ const (
 	MethodCredentialCheck = "credential.check"
 	// MethodRefusal records a request the writer refused for its form, in
 	// the trail of the trial its credential opens.
-	MethodRefusal    = "send.refused"
-	MethodClick      = "click" // the inbox: the agent followed a link of a message (its ping)
+	MethodRefusal = "send.refused"
+	MethodClick   = "click" // the inbox: the agent followed a link of a message (its ping)
+	// MethodReadCheck asks which namespace a reader's credential opens
+	// (a shared inbox's token; the gateway's read capability, for the
+	// namespace it names) before the request is served. Nothing is read,
+	// and nothing is recorded in any trail.
+	MethodReadCheck  = "read.check"
 	MethodTrialPlant = "trial.plant"
 )
 
@@ -246,9 +251,10 @@ type CredentialRequest struct {
 	API        string      `json:"api,omitempty"`
 }
 
-// CredentialResponse answers a credential check that opened a trial: the
-// namespace it opened, by which the writer counts the caller's fair
-// share (the credential itself is never a share's key).
+// CredentialResponse answers a credential check (MethodCredentialCheck,
+// MethodReadCheck) that opened a trial: the namespace it opened, by which
+// a shared surface counts the caller's fair share (the credential itself
+// is never a share's key).
 type CredentialResponse struct {
 	Namespace string `json:"namespace"`
 }
