@@ -247,7 +247,11 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		w.WriteHeader(http.StatusFound)
 		return http.StatusFound
 	case routeInbox:
-		msgs, err := in.plane.List(r.Context(), in.read(rt))
+		// Newest first: the plane's newest page, however much mail
+		// there is (the oldest page would leave the newest out).
+		req := in.read(rt)
+		req.Newest = true
+		msgs, err := in.plane.List(r.Context(), req)
 		if err != nil {
 			return in.planeError(w, r, err)
 		}

@@ -331,6 +331,10 @@ type ReadRequest struct {
 	After      int64  `json:"after,omitempty"`   // only ids greater than this
 	WaitMillis int64  `json:"wait_ms,omitempty"` // list/latest: hold until a match arrives
 	ID         int64  `json:"id,omitempty"`      // get
+	// Newest, on a list, asks for the newest page (counted back from the
+	// newest message) instead of the oldest: the agent's HTML list, which
+	// shows the newest mail first however much there is.
+	Newest bool `json:"newest,omitempty"`
 	// Door, from an inbox, is the door the agent read by: DoorInbox (the
 	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
 	// trail records the read under it. DoorInboxFrame is the HTML pages'
