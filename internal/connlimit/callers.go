@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// Callers remembers, for CallerTTL, the namespace each credential the
-// plane accepted opened, keyed by the credential's SHA-256 (never kept as
+// Callers remembers, for CallerTTL since it was last presented, the
+// namespace each credential the plane accepted opened, keyed by the credential's SHA-256 (never kept as
 // given): a shared surface decides who is calling before it reads a
 // request's body, and its hot path (one client making many requests)
-// asks the plane once, not once per request. The memory decides only
+// asks the plane once, not once per request, and a trial's busy client is
+// known the moment its headers are read, never left waiting for a check
+// with its connection as closable as a stranger's. The memory decides only
 // whose share a request takes and whether its body is read: the plane
 // still authorizes every call. The zero value is ready.
 type Callers struct {
@@ -19,7 +21,8 @@ type Callers struct {
 }
 
 const (
-	// CallerTTL is how long an accepted credential is remembered.
+	// CallerTTL is how long an accepted credential is remembered after
+	// it was last presented.
 	CallerTTL = 5 * time.Second
 	// callerCacheMax bounds the credentials remembered; a full cache is
 	// emptied (each trial's client asks again once).
@@ -31,7 +34,8 @@ type knownCaller struct {
 	until time.Time
 }
 
-// Get is the namespace cred opened, if it is remembered at now.
+// Get is the namespace cred opened, if it is remembered at now; it is
+// then remembered for CallerTTL from now.
 func (c *Callers) Get(cred string, now time.Time) (string, bool) {
 	k := sha256.Sum256([]byte(cred))
 	c.mu.Lock()
@@ -41,6 +45,8 @@ func (c *Callers) Get(cred string, now time.Time) (string, bool) {
 		delete(c.m, k)
 		return "", false
 	}
+	kc.until = now.Add(CallerTTL)
+	c.m[k] = kc
 	return kc.ns, true
 }
 
