@@ -6,8 +6,8 @@
 // fd:N or systemd:NAME) meant for the trusted evaluator only, and talks to
 // mail-plane over its Unix socket. It holds one secret, the gateway grant
 // (--grant-file), which by itself opens nothing: its only plane calls are
-// health, list, latest, get and events, and each read must carry the read
-// capability its own caller presented as "Authorization: Bearer <cap>",
+// health, read.check (before a read waits), list, latest, get and events,
+// and each must carry the read capability its own caller presented as "Authorization: Bearer <cap>",
 // which the plane checks (the gateway keeps no capability and never logs
 // one). It cannot write mail, create or change trials, or touch storage;
 // it does not link the store. Outages answer 503, refusals 4xx.

@@ -4,8 +4,9 @@
 // Security contract. It listens on one TCP socket (--listen: host:port,
 // fd:N or systemd:NAME) that the agents' browsers reach, and talks to
 // mail-plane over its Unix socket. Its only plane calls are health, list
-// and get of one trial's current namespace, without OTP, and click (a
-// link of a message it showed was followed). It holds no
+// and get of one trial's current namespace, without OTP, click (a link of
+// a message it showed was followed) and, shared, read.check (which trial a
+// token opens, before a request's body is read). It holds no
 // capability that works on the JSON API, cannot write mail, and does not
 // link the store, the ledger or OTP extraction. Pages are HTML only
 // (healthz and the 503 outage answer excepted), every value escaped, links
@@ -26,9 +27,11 @@
 // Shared mode (mail-plane up; no --token-file): one inbox serves every
 // trial of its plane, with the plane's shared inbox grant, which by itself
 // opens no mailbox: it passes the token in the URL to the plane, which
-// binds the call to the trial that token opens. It holds no token. Its
+// binds the call to the trial that token opens; the token is checked so
+// before any body is read, and a wrong one is answered at once. It holds
+// no token (an accepted one's digest is remembered for seconds). Its
 // connections share one cap sized to the process, with short waits for a
-// client, and each token has its share of requests in flight.
+// client, and each trial has its share of requests in flight.
 //
 // Strict mode (--token-file, one inbox per trial): it holds that trial's
 // inbox grant, bound by the plane to the trial, and its inbox token, which

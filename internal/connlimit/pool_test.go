@@ -195,9 +195,13 @@ func TestUnknownCallerEvictable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reading := make(chan struct{}, 1) // the handler is reading a slow request's body
 	srv := &http.Server{ConnState: HTTPConnState(), ConnContext: HTTPConnContext, Handler: GuardHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "good" {
 			Known(r.Context())
+		}
+		if r.Method == http.MethodPost {
+			reading <- struct{}{}
 		}
 		io.ReadAll(r.Body)
 	}))}
@@ -212,7 +216,11 @@ func TestUnknownCallerEvictable(t *testing.T) {
 		slow := dial(t, addr)
 		fmt.Fprintf(slow, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Length: 10\r\n\r\nx", c.auth)
 		waitFor(t, "the slow request read", func() bool { return p.Open() == 1 && (c.auth != "good" || p.busyConns() == 1) })
-		time.Sleep(50 * time.Millisecond) // the stranger's request is in the handler, waiting for its body
+		select { // the slow request is in the handler, waiting for its body
+		case <-reading:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the slow request never reached the handler", c.auth)
+		}
 		resp, err := hc.Get("http://" + addr + "/")
 		if err == nil {
 			resp.Body.Close()

@@ -7,6 +7,14 @@
 // Bearer value to the plane as the read capability, and the plane answers
 // forbidden or not. It never touches storage and holds only its gateway
 // grant.
+//
+// The caller is known before a request waits: the plane's reader check
+// (rpc.MethodReadCheck, which records nothing) says whether the
+// capability opens the namespace the path names, and a pair it accepted
+// is remembered for a few seconds (connlimit.Callers), so the hot path
+// asks once. Only then does the request take a fair share, keyed by that
+// namespace: a stranger's wrong capability is refused before it holds
+// anything, and cannot take the share of the trial it names.
 package gateway
 
 import (
@@ -44,8 +52,12 @@ const (
 type Gateway struct {
 	plane *rpc.Client
 	log   zerolog.Logger
-	// shares bound the requests in flight per read capability.
+	// shares bound the requests in flight per namespace, taken once the
+	// caller's capability was checked against it.
 	shares *connlimit.Shares
+	// known are the capabilities the plane accepted recently, with the
+	// namespace each was checked against.
+	known connlimit.Callers
 }
 
 // New returns a gateway that reads through plane, a client holding the
@@ -93,12 +105,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 	if !ok {
 		return writeError(w, mailclient.CodeForbidden)
 	}
-	release, ok := g.shares.Take(cred)
-	if !ok {
-		apierr.TrialBusy.Write(w)
-		return apierr.TrialBusy.Status, apierr.TrialBusy.Code
-	}
-	defer release()
 	req := &rpc.ReadRequest{Namespace: rt.ns, Capability: cred, ID: rt.id}
 	if rt.kind == routeList || rt.kind == routeLatest || rt.kind == routeEvents {
 		q := r.URL.Query()
@@ -115,6 +121,17 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 		// Round up, so that a wait of under a millisecond still waits.
 		req.WaitMillis = int64((wait + time.Millisecond - 1) / time.Millisecond)
 	}
+	// The request is well formed: its caller, then its trial's share.
+	if err := g.caller(r, rt.ns, cred); err != nil {
+		return g.planeError(w, r, err)
+	}
+	connlimit.Known(r.Context())
+	release, ok := g.shares.Take(rt.ns)
+	if !ok {
+		apierr.TrialBusy.Write(w)
+		return apierr.TrialBusy.Status, apierr.TrialBusy.Code
+	}
+	defer release()
 	ctx := r.Context()
 	base := "/inbox/" + url.PathEscape(rt.ns)
 	switch rt.kind {
@@ -164,6 +181,20 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 		return writeHTML(w, http.StatusOK, render.Message(m, base))
 	}
 	return writeError(w, mailclient.CodeNotFound)
+}
+
+// caller checks that cred opens namespace ns: remembered, or the plane's
+// reader check.
+func (g *Gateway) caller(r *http.Request, ns, cred string) error {
+	key := ns + "\x00" + cred
+	if _, ok := g.known.Get(key, time.Now()); ok {
+		return nil
+	}
+	if _, err := g.plane.ResolveReader(r.Context(), &rpc.ReadRequest{Namespace: ns, Capability: cred}); err != nil {
+		return err
+	}
+	g.known.Put(key, ns, time.Now())
+	return nil
 }
 
 // eventStream serves a trail as Server-Sent Events: each event as

@@ -541,6 +541,8 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "list/inbox-token", method: rpc.MethodList, targets: none, inner: true, request: byToken(0)},
 		{name: "get/inbox-token", method: rpc.MethodGet, targets: none, inner: true, request: byToken(1)},
 		{name: "latest/inbox-token", method: rpc.MethodLatest, targets: none, inner: true, request: byToken(0)},
+		{name: "read.check", method: rpc.MethodReadCheck, targets: reads, inner: true, request: read(0)},
+		{name: "read.check/inbox-token", method: rpc.MethodReadCheck, targets: none, inner: true, request: byToken(0)},
 		{name: "click/inbox-token", method: rpc.MethodClick, targets: none, inner: true, request: func(a callArgs) any {
 			return &rpc.ClickRequest{InboxToken: a.inner, ID: 1, Link: 0}
 		}},
@@ -651,7 +653,8 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 		"credential.check": "mail_api_token", "send.refused": "mail_api_token", "send/smtp": "smtp_port", "report": "smtp_port",
 		"send/smtp-select": "capability_header", "bootstrap": "bootstrap_token", "list": "read_capability",
 		"get": "read_capability", "latest": "read_capability", "events": "read_capability",
-		"list/inbox-token": "inbox_token", "get/inbox-token": "inbox_token", "latest/inbox-token": "inbox_token"}
+		"list/inbox-token": "inbox_token", "get/inbox-token": "inbox_token", "latest/inbox-token": "inbox_token",
+		"read.check": "read_capability", "read.check/inbox-token": "inbox_token"}
 	if kind, ok := presents[name]; ok && !slices.Contains(w.accepts[op.method], kind) {
 		return refuse(fmt.Sprintf("the row of %s does not accept credential kind %s", op.method, kind))
 	}
@@ -675,7 +678,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 		return opens(shared, own, sel(k.smtpSelect...))
 	case "bootstrap":
 		return opens(shared, own, sel(k.bootstrap...))
-	case "list", "get", "latest", "events":
+	case "list", "get", "latest", "events", "read.check":
 		switch {
 		case bind == "capability":
 			if target >= 0 && sel(k.read...) == target {
@@ -696,7 +699,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 			return verdict{false, -1, "a shared inbox's click needs a token"}
 		}
 		return permit(own, "a trial-bound inbox clicks in its own trial")
-	case "list/inbox-token", "get/inbox-token", "latest/inbox-token", "click/inbox-token":
+	case "list/inbox-token", "get/inbox-token", "latest/inbox-token", "click/inbox-token", "read.check/inbox-token":
 		if bind == "capability" {
 			return refuse("the gateway is keyed by a read capability only")
 		}
@@ -935,6 +938,13 @@ func (w *world) rpcAnswerBelongs(op rpcOp, raw json.RawMessage, dest int, name s
 		json.Unmarshal(raw, &m)
 		if !mine(m.Namespace) {
 			t.Errorf("rpc: %s: read a message of %s", name, m.Namespace)
+			return false
+		}
+	case "read.check":
+		var r rpc.CredentialResponse
+		json.Unmarshal(raw, &r)
+		if !mine(r.Namespace) {
+			t.Errorf("rpc: %s: the check named %s", name, r.Namespace)
 			return false
 		}
 	case "events":

@@ -2,6 +2,7 @@ package hardening
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -411,4 +413,283 @@ func upChild(t *testing.T, u *upSys, name string) int {
 	}
 	t.Fatalf("no %s under mail-plane up", name)
 	return 0
+}
+
+// inboxRSSBound is how much the shared inbox's memory may grow under 60
+// strangers' declared 4 MiB bodies: it reads none of them.
+const inboxRSSBound = 16 << 20
+
+// TestPreauthInbox: on a mail-plane up stack, the shared inbox decides
+// the caller from the token in the path before it reads any body. An MCP
+// POST and a ping with a wrong token and a declared 4 MiB body that never
+// comes are answered in under 100 ms, with Connection: close and no 100
+// Continue, exactly as the same request with a malformed token; 60
+// strangers each sending all of a 4 MiB body but its last byte leave the
+// inbox's RSS where it was; and B's own MCP call still answers.
+func TestPreauthInbox(t *testing.T) {
+	t.Parallel()
+	u := newUpSys(t)
+	b := openTrial(t, u.sys)
+	inbox := upChild(t, u, "mail-inbox")
+	addr := strings.TrimPrefix(u.bundle.InboxBaseURL, "http://")
+	const declared = 4 << 20
+	doors := []struct{ name, head string }{
+		{"inbox MCP", "POST /mcp/%s HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"},
+		{"inbox ping", "POST /inbox/%s/messages/1/ping/0 HTTP/1.1\r\nContent-Type: text/ping\r\n"},
+	}
+	// ask sends d's head with token and a declared body that never comes,
+	// and reads the answer.
+	ask := func(d string, token string) (status int, body string, closed bool, took time.Duration) {
+		c := dial(t, addr)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		fmt.Fprintf(c, d+"Host: localhost\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", token, declared)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		took = time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		defer resp.Body.Close()
+		bb, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(bb), resp.Close, took
+	}
+	for _, d := range doors {
+		mStatus, mBody, _, _ := ask(d.head, "not!a~token")
+		var took []time.Duration
+		for range 5 {
+			status, body, closed, d1 := ask(d.head, randomHex(22))
+			took = append(took, d1)
+			if status != mStatus || body != mBody || !closed || status == http.StatusContinue {
+				t.Errorf("%s with a wrong token: %d (close %v), a malformed token: %d; want the same answer, and close", d.name, status, closed, mStatus)
+			}
+			if status/100 != 4 {
+				t.Errorf("%s with a wrong token: %d, want a refusal", d.name, status)
+			}
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		figure(t, "preauth-inbox-refusal door=%q status=%d median=%v max=%v", d.name, mStatus, took[len(took)/2], took[len(took)-1])
+		if took[len(took)/2] > 100*time.Millisecond {
+			t.Errorf("%s: a wrong token was answered after %v (median of 5; bound 100 ms)", d.name, took[len(took)/2])
+		}
+	}
+
+	// 60 strangers' bodies, sent but for their last byte.
+	base := rss(inbox)
+	peak := base
+	var sampling sync.WaitGroup
+	sampled := make(chan struct{})
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		for {
+			peak = max(peak, rss(inbox))
+			select {
+			case <-sampled:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var attack sync.WaitGroup
+	var sent, answered atomic.Int64
+	for i := range 60 {
+		attack.Add(1)
+		go func() {
+			defer attack.Done()
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, doors[i%2].head+"Host: localhost\r\nContent-Length: %d\r\n\r\n", randomHex(22), declared)
+			chunk := []byte(strings.Repeat(" ", 64<<10))
+			for left := declared - 1; left > 0; left -= len(chunk) {
+				n, err := c.Write(chunk[:min(len(chunk), left)])
+				sent.Add(int64(n))
+				if err != nil {
+					break // answered and closed: the body is not read
+				}
+			}
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode/100 == 4 {
+				answered.Add(1)
+			}
+		}()
+	}
+	attack.Wait()
+	close(sampled)
+	sampling.Wait()
+	growth := (peak - base) << 10
+	figure(t, "preauth-inbox-memory strangers=60 declared=4MiB sent_total=%dMiB refused=%d inbox_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
+		sent.Load()>>20, answered.Load(), base>>10, peak>>10, growth>>20, inboxRSSBound>>20)
+	if growth > inboxRSSBound {
+		t.Errorf("the inbox's RSS grew by %d MB under 60 strangers' 4 MiB bodies (bound %d MB)", growth>>20, inboxRSSBound>>20)
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	a, err := u.sys.request(hc, http.MethodPost, b.InboxMCPURL, "",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_messages","arguments":{}}}`,
+		map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+	if err != nil || a.status != 200 || strings.Contains(a.body, `"isError":true`) {
+		t.Errorf("B's MCP call after the strangers: %d %v %.200s", a.status, err, a.body)
+	}
+}
+
+// TestPreauthShares: the shared inbox's and the gateway's fair shares are
+// the trial's the plane resolved, never a string's. B holds its whole
+// share (limits.TrialRequests waits) on each; one more of B's requests is
+// 429. Strangers then flood each door, with a different wrong token or
+// capability on every request (naming B's namespace, on the gateway):
+// each is refused at once and none is ever 429 (a stranger holds no
+// share, B's or one of its own), B's share stays full, and once B lets
+// mail ends its waits its next request is served.
+func TestPreauthShares(t *testing.T) {
+	t.Parallel()
+	u := newUpSys(t)
+	b := openTrial(t, u.sys)
+	mcpHeader := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	const mcpList = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_messages","arguments":{}}}`
+	gwList := u.bundle.APIURL + "/api/namespaces/" + b.Namespace + "/messages"
+	doors := []struct {
+		name string
+		// hold is one of B's requests that waits; probe one that answers
+		// at once; stranger a stranger's, with a wrong credential.
+		hold            func(ctx context.Context, after int) (*http.Request, error)
+		probe, stranger func(context.Context) (*http.Request, error)
+	}{
+		{"inbox",
+			func(ctx context.Context, after int) (*http.Request, error) {
+				return http.NewRequestWithContext(ctx, http.MethodPost, b.InboxMCPURL, strings.NewReader(fmt.Sprintf(
+					`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait_for_message","arguments":{"after_id":%d,"timeout_seconds":25}}}`, after)))
+			},
+			func(ctx context.Context) (*http.Request, error) {
+				return http.NewRequestWithContext(ctx, http.MethodPost, b.InboxMCPURL, strings.NewReader(mcpList))
+			},
+			func(ctx context.Context) (*http.Request, error) {
+				return http.NewRequestWithContext(ctx, http.MethodPost, u.bundle.InboxBaseURL+"/mcp/"+randomHex(22), strings.NewReader(mcpList))
+			}},
+		{"gateway",
+			func(ctx context.Context, after int) (*http.Request, error) {
+				r, err := http.NewRequestWithContext(ctx, http.MethodGet, gwList+"?wait=40s&after="+strconv.Itoa(after), nil)
+				if err == nil {
+					r.Header.Set("Authorization", "Bearer "+b.ReadCapability)
+				}
+				return r, err
+			},
+			func(ctx context.Context) (*http.Request, error) {
+				r, err := http.NewRequestWithContext(ctx, http.MethodGet, gwList, nil)
+				if err == nil {
+					r.Header.Set("Authorization", "Bearer "+b.ReadCapability)
+				}
+				return r, err
+			},
+			func(ctx context.Context) (*http.Request, error) {
+				r, err := http.NewRequestWithContext(ctx, http.MethodGet, gwList, nil)
+				if err == nil {
+					r.Header.Set("Authorization", "Bearer "+randomHex(32))
+				}
+				return r, err
+			}},
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	status := func(mk func(context.Context) (*http.Request, error)) int {
+		r, err := mk(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range mcpHeader {
+			r.Header.Set(k, v)
+		}
+		resp, err := hc.Do(r)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	token := b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
+	for i, d := range doors {
+		// B's whole share, waiting for mail after the i it has.
+		var cancels []context.CancelFunc
+		var held sync.WaitGroup
+		for range limits.TrialRequests {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			held.Add(1)
+			go func() {
+				defer held.Done()
+				// A wait that lost its place to a probe asks again.
+				for ctx.Err() == nil {
+					r, err := d.hold(ctx, i)
+					if err != nil {
+						return
+					}
+					for k, v := range mcpHeader {
+						r.Header.Set(k, v)
+					}
+					resp, err := hc.Do(r)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusTooManyRequests {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		}
+		waitFor(t, d.name+": B's share full (one more is 429)", 30*time.Second, func() bool { return status(d.probe) == http.StatusTooManyRequests })
+
+		// Strangers, each request with a credential of its own.
+		var flood sync.WaitGroup
+		var refused, busy, other atomic.Int64
+		var slowest atomic.Int64
+		for range 32 {
+			flood.Add(1)
+			go func() {
+				defer flood.Done()
+				for range 20 {
+					start := time.Now()
+					switch s := status(d.stranger); {
+					case s == http.StatusTooManyRequests:
+						busy.Add(1)
+					case s/100 == 4:
+						refused.Add(1)
+					default:
+						other.Add(1)
+					}
+					if took := int64(time.Since(start)); took > slowest.Load() {
+						slowest.Store(took)
+					}
+				}
+			}()
+		}
+		flood.Wait()
+		stillFull := status(d.probe)
+		// B's mail ends its waits (an abandoned MCP wait runs on to its
+		// timeout: the SDK does not pass a client's going away on).
+		if a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "release "+d.name, "x")); err != nil || a.status != 200 {
+			t.Fatalf("B's POST /emails: %d %v", a.status, err)
+		}
+		waitFor(t, d.name+": B's request served once its waits ended", 10*time.Second, func() bool { return status(d.probe) == http.StatusOK })
+		for _, c := range cancels {
+			c()
+		}
+		held.Wait()
+		figure(t, "preauth-shares door=%s share=%d stranger_requests=%d refused=%d busy=%d other=%d slowest=%v b_probe_during=%d",
+			d.name, limits.TrialRequests, refused.Load()+busy.Load()+other.Load(), refused.Load(), busy.Load(), other.Load(),
+			time.Duration(slowest.Load()).Round(time.Millisecond), stillFull)
+		if busy.Load() > 0 || other.Load() > 0 {
+			t.Errorf("%s: strangers' requests: %d refused, %d answered 429 (a share held), %d otherwise; want every one refused as a stranger", d.name, refused.Load(), busy.Load(), other.Load())
+		}
+		if stillFull != http.StatusTooManyRequests {
+			t.Errorf("%s: after the strangers' flood, B's request over its share answered %d, want 429: the share is B's alone", d.name, stillFull)
+		}
+		if s := time.Duration(slowest.Load()); s > fairBound {
+			t.Errorf("%s: a stranger's refusal took %v (bound %v)", d.name, s, fairBound)
+		}
+	}
 }

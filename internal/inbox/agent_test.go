@@ -132,9 +132,13 @@ func TestAgentDoorsOnUp(t *testing.T) {
 			t.Errorf("the raw answer holds %q: %s", banned, raw)
 		}
 	}
-	wrong := rawRPC(t, s.Bundle.InboxBaseURL+"/mcp/"+strings.Repeat("A", 43), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_messages","arguments":{}}}`)
-	if e, _ := wrong["error"].(map[string]any); e == nil || e["message"] != "no mailbox here" || wrong["result"] != nil {
-		t.Errorf("a made-up token: %v", wrong)
+	// A made-up token is answered as a malformed one, before its body is
+	// read: a path that names nothing.
+	call4 := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_messages","arguments":{}}}`
+	wrong, closed := mcpPost(t, s.Bundle.InboxBaseURL+"/mcp/"+strings.Repeat("A", 43), call4)
+	malformed, _ := mcpPost(t, s.Bundle.InboxBaseURL+"/mcp/A!", call4)
+	if wrong.status != http.StatusMethodNotAllowed || wrong.body != malformed.body || wrong.status != malformed.status || !closed {
+		t.Errorf("a made-up token: %d %q (closed %v); a malformed one: %d %q", wrong.status, wrong.body, closed, malformed.status, malformed.body)
 	}
 
 	// The HTML inbox: the planted mail's page is shaped as the candidate's.
@@ -302,6 +306,26 @@ func rawRPC(t *testing.T, url, body string) map[string]any {
 		t.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
 	}
 	return out
+}
+
+// mcpPost posts one JSON-RPC message to an MCP endpoint as rawRPC does,
+// and returns the answer as it came, and whether the inbox closed the
+// connection after it.
+func mcpPost(t *testing.T, url, body string) (answer, bool) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, resp.Close
 }
 
 func get(t *testing.T, url string) string {

@@ -2,13 +2,17 @@
 // (docs/reference.md §6), each mailbox reachable with no credential but the
 // inbox token in its path.
 //
-// A shared inbox (no token of its own) serves every trial of its plane:
-// the token in the path is handed to the plane, which finds the trial it
-// opens; a wrong token is "Not found". A trial-bound inbox (strict mode,
-// --token-file) routes before it reads: the path's shape and its one
-// token (compared in constant time) are checked before the plane is asked
-// anything, so a wrong token is "Not found" even while the plane is down,
-// and its grant binds it to its trial. Either way no request can name a
+// The caller is decided from the path before any body is read. A shared
+// inbox (no token of its own) serves every trial of its plane: the token
+// in the path is handed to the plane's reader check (rpc.MethodReadCheck,
+// which records nothing), and a token it accepted is remembered for a few
+// seconds (connlimit.Callers). A trial-bound inbox (strict mode,
+// --token-file) compares its one token in constant time before the plane
+// is asked anything, so a wrong token is refused even while the plane is
+// down, and its grant binds it to its trial. Either way a wrong token is
+// answered as a malformed one is ("Not found"; 405 for a POST), at once,
+// and a body sent with it is never read (connlimit.GuardHTTP closes the
+// connection); an accepted one takes its trial's share of the inbox. Either way no request can name a
 // namespace, GET / reveals no token unless --root-redirect asks for the
 // reference's redirect, and the pages show no JSON message data and no
 // OTP. The list is newest first, with times and unread marks (the
@@ -26,9 +30,7 @@
 package inbox
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -46,10 +48,6 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// maxBodyBytes is the most of a request body the inbox reads: an MCP
-// call's arguments (inboxmcp's own bound), or a ping's "PING".
-const maxBodyBytes = 64 << 10
-
 // healthTimeout bounds the plane's health call behind /healthz.
 const healthTimeout = 5 * time.Second
 
@@ -60,13 +58,17 @@ type Inbox struct {
 	base         string // "/inbox/{token}", the one inbox page of a trial-bound inbox
 	rootRedirect bool
 	log          zerolog.Logger
-	// shares bound the requests in flight per token on a shared inbox.
+	// shares bound the requests in flight per trial: the namespace the
+	// plane resolved from the token (oneTrial on a trial-bound inbox).
 	shares *connlimit.Shares
-	// preauth bounds the bodies read before the plane has judged their
-	// token (an MCP call, a ping): the token is judged with the call.
-	preauth *connlimit.Preauth
-	mcp     *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
+	// known are the tokens the plane accepted recently, by digest.
+	known connlimit.Callers
+	mcp   *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
 }
+
+// oneTrial is the share key of a trial-bound inbox's requests: all are
+// its one trial's.
+const oneTrial = "trial"
 
 // New returns the inbox for token, reading through plane (a client holding
 // the trial's inbox grant), or with an empty token a shared inbox for
@@ -75,7 +77,7 @@ type Inbox struct {
 // does; a shared inbox has none.
 func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger) *Inbox {
 	in := &Inbox{plane: plane, rootRedirect: rootRedirect && token != "", log: log, shares: connlimit.NewShares(limits.TrialRequests),
-		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests), mcp: inboxmcp.New(plane, log)}
+		mcp: inboxmcp.New(plane, log)}
 	if token != "" {
 		in.token = ident.Digest(token)
 		in.base = "/inbox/" + url.PathEscape(token)
@@ -201,6 +203,21 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
+	share := ""
+	if rt.token != "" {
+		// The caller before anything else, the body included: a wrong
+		// token is a path that names nothing, as a malformed one is.
+		key, err := in.caller(r, rt)
+		switch {
+		case rpc.CodeOf(err) == rpc.CodeNotFound:
+			rt = route{kind: routeNotFound}
+		case err != nil:
+			return in.planeError(w, r, err)
+		default:
+			share = key
+			connlimit.Known(r.Context())
+		}
+	}
 	switch {
 	case rt.kind == routeMCP:
 		// The SDK answers every method: POST, and 405 for the rest.
@@ -211,15 +228,8 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		w.Header().Set("Allow", "GET, HEAD")
 		return write(w, http.StatusMethodNotAllowed, "text/html; charset=utf-8", render.Notice("Method not allowed", "Only GET is supported."))
 	}
-	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		// Its token is judged with the call: the body is read first, at
-		// once, under the process's budget for unknown callers, and soon.
-		if status := in.readBody(w, r); status != 0 {
-			return status
-		}
-	}
-	if rt.token != "" {
-		release, ok := in.shares.Take(rt.token)
+	if share != "" {
+		release, ok := in.shares.Take(share)
 		if !ok {
 			return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "This inbox has too many requests in flight; reload when one is answered."))
 		}
@@ -237,7 +247,11 @@ func (in *Inbox) serve(w http.ResponseWriter, r *http.Request, rt route) int {
 		w.WriteHeader(http.StatusFound)
 		return http.StatusFound
 	case routeInbox:
-		msgs, err := in.plane.List(r.Context(), in.read(rt))
+		// Newest first: the plane's newest page, however much mail
+		// there is (the oldest page would leave the newest out).
+		req := in.read(rt)
+		req.Newest = true
+		msgs, err := in.plane.List(r.Context(), req)
 		if err != nil {
 			return in.planeError(w, r, err)
 		}
@@ -295,29 +309,6 @@ func (in *Inbox) ping(w http.ResponseWriter, r *http.Request, rt route) int {
 	return http.StatusNoContent
 }
 
-// readBody reads r's body (at most maxBodyBytes and one more, for the
-// MCP handler to refuse) into memory under the budget for unknown
-// callers, within limits.PreauthBodyTimeout, and hands it on as r.Body.
-// It returns the status it answered with instead, or 0.
-func (in *Inbox) readBody(w http.ResponseWriter, r *http.Request) int {
-	size := int64(maxBodyBytes) + 1 // chunked: at most this much is read
-	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, size)
-	}
-	release, ok := in.preauth.Take(r.Context(), size)
-	if !ok {
-		return write(w, http.StatusTooManyRequests, "text/html; charset=utf-8", render.Notice("Too many requests", "Too many requests are being read; retry in a moment."))
-	}
-	defer release()
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(limits.PreauthBodyTimeout))
-	body, err := io.ReadAll(io.LimitReader(r.Body, size))
-	if err != nil {
-		return write(w, http.StatusBadRequest, "text/html; charset=utf-8", render.Notice("Bad request", "The request's body did not arrive in time."))
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return 0
-}
-
 // statusWriter keeps the status an answer was given, for the log.
 type statusWriter struct {
 	http.ResponseWriter
@@ -331,6 +322,24 @@ func (s *statusWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// caller is the share key of the trial rt's token opens: a trial-bound
+// inbox's token was compared with its own (parseRoute); a shared inbox's
+// is remembered, or the plane's reader check answers its namespace.
+func (in *Inbox) caller(r *http.Request, rt route) (string, error) {
+	if in.token != nil {
+		return oneTrial, nil
+	}
+	if ns, ok := in.known.Get(rt.token, time.Now()); ok {
+		return ns, nil
+	}
+	resp, err := in.plane.ResolveReader(r.Context(), &rpc.ReadRequest{InboxToken: rt.token})
+	if err != nil {
+		return "", err
+	}
+	in.known.Put(rt.token, resp.Namespace, time.Now())
+	return resp.Namespace, nil
+}
 
 // read is the plane request for rt: a shared inbox names the token, which
 // selects the trial; a trial-bound one names nothing.

@@ -429,3 +429,63 @@ func TestSharedInbox(t *testing.T) {
 		t.Errorf("the shared inbox's log holds a token")
 	}
 }
+
+// TestNewestPage: with more mail than one list answer holds (a page of
+// the plane's is 512 messages), the agent's list shows the newest page,
+// newest first: the newest message is on it, and the oldest ones that
+// fall off are the ones past the page.
+func TestNewestPage(t *testing.T) {
+	const n, page = 520, 512
+	plane := itest.StartPlane(t, "--quota-messages", "0", "--quota-bytes", "0")
+	id := plane.Trial(t, rpc.ProfileCandidate)
+	w := plane.Client(t, id.WriterGrant)
+	subject := func(i int) string { return fmt.Sprintf("mail %04d", i) }
+	jobs := make(chan int)
+	errs := make(chan error, n)
+	for range 8 {
+		go func() {
+			for i := range jobs {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := w.Send(ctx, &rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"a@example.com"}, Raw: []byte(textMail(subject(i), "x"))})
+				cancel()
+				errs <- err
+			}
+		}()
+	}
+	go func() {
+		for i := 1; i <= n; i++ {
+			jobs <- i
+		}
+		close(jobs)
+	}()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	in := startInbox(t, plane, id)
+	ans := do(t, "GET", in.URL+"/inbox/"+in.Token)
+	if ans.status != 200 {
+		t.Fatalf("the inbox: %d", ans.status)
+	}
+	// The sends ran at once, so ids and subjects need not agree: the
+	// page is judged by the messages' ids, newest first.
+	msgs, err := plane.Client(t, plane.GatewayGrant(t)).List(context.Background(), &rpc.ReadRequest{Namespace: id.Namespace, Capability: id.ReadCapability, After: n - page})
+	if err != nil || len(msgs) != page {
+		t.Fatalf("the gateway's list after %d: %d messages, %v", n-page, len(msgs), err)
+	}
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- { // newest first
+		at := strings.Index(ans.body, ">"+msgs[i].Subject+"<")
+		if at < 0 {
+			t.Fatalf("message %d (%s) is not on the agent's list", msgs[i].ID, msgs[i].Subject)
+		}
+		if at < last {
+			t.Fatalf("message %d (%s) is listed before a newer one", msgs[i].ID, msgs[i].Subject)
+		}
+		last = at
+	}
+	if got := strings.Count(ans.body, ">mail "); got != page {
+		t.Errorf("the list shows %d messages, want the page's %d", got, page)
+	}
+}

@@ -9,9 +9,10 @@ import "time"
 // others. The drop-in sidecar keeps the reference's 16 connections per
 // listener (package connlimit).
 const (
-	// TrialRequests bounds the requests one credential (a trial's
-	// mail-API token, inbox token or read capability) has in flight on
-	// one shared HTTP surface. One more is answered 429 at once.
+	// TrialRequests bounds the requests one trial (the namespace the
+	// plane resolved from its mail-API token, inbox token or read
+	// capability) has in flight on one shared HTTP surface. One more is
+	// answered 429 at once.
 	TrialRequests = 32
 
 	// TrialSends bounds the SMTP messages one trial (its AUTH password,

@@ -10,12 +10,14 @@ import "time"
 // these bounds, which one process's unauthenticated requests share.
 const (
 	// PreauthBytes bounds the body bytes one process holds at once for
-	// requests whose caller is not yet known: a request that would pass
-	// it is answered 429 at once, and its body is not read.
+	// requests whose caller is not yet known. A body that would pass it
+	// makes room: the oldest such bodies still being read are given up
+	// and their connections closed (connlimit.Preauth); only a body
+	// larger than the whole bound is answered 429 at once, unread.
 	PreauthBytes = 8 << 20
 
 	// PreauthRequests bounds how many such bodies one process reads at
-	// once.
+	// once; one more makes room as PreauthBytes says.
 	PreauthRequests = 64
 
 	// PreauthBodyTimeout bounds how long such a body may take to arrive

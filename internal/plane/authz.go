@@ -166,6 +166,16 @@ var methods = map[string]method{
 		call: bound(func(r *rpc.ClickRequest) selector { return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken}) },
 			(*Broker).Click, clickEvent),
 	},
+	// A reader's check before a shared surface serves its request (a
+	// shared inbox's token, the gateway's capability), bound as its reads
+	// are: it answers the namespace, the key of the caller's fair share,
+	// and records nothing; a refusal is counted as every refusal that
+	// names no trail is.
+	rpc.MethodReadCheck: {
+		roles:   map[principal]binding{sharedInbox: bindCredential, gateway: bindCapability},
+		accepts: readKinds,
+		call:    bound(readSelector, (*Broker).CheckReader, nil),
+	},
 	rpc.MethodLatest: {
 		roles:   map[principal]binding{gateway: bindCapability},
 		accepts: readKinds,

@@ -125,6 +125,12 @@ func (b *Broker) CheckCredential(_ context.Context, t target, _ *rpc.CredentialR
 	return rpc.CredentialResponse{Namespace: t.ns.Name}, nil
 }
 
+// CheckReader answers a reader's check: its credential opened the
+// namespace it was bound to, and nothing else is judged.
+func (b *Broker) CheckReader(_ context.Context, t target, _ *rpc.ReadRequest) (rpc.CredentialResponse, error) {
+	return rpc.CredentialResponse{Namespace: t.ns.Name}, nil
+}
+
 // checkEvent records a credential check as credentialEvent does.
 func checkEvent(t target, req *rpc.CredentialRequest, _ rpc.CredentialResponse, err error) *evidence.Event {
 	return credentialEvent(t, req, rpc.Empty{}, err)
@@ -402,13 +408,22 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 	// A page ends before the answer could outgrow the client's frame: a
 	// message's encoded size is bounded by encodedBound (each field's
 	// worst case after JSON escaping), so a reader pages on with After.
+	// The newest page is counted back from the newest message instead.
 	total := 0
-	for i, e := range entries {
-		if i > 0 && (i == maxListMessages || total+encodedBound(e.Size) > maxListBytes) {
-			entries = entries[:i]
+	for n := range entries {
+		i := n
+		if req.Newest {
+			i = len(entries) - 1 - n
+		}
+		if n > 0 && (n == maxListMessages || total+encodedBound(entries[i].Size) > maxListBytes) {
+			if req.Newest {
+				entries = entries[i+1:]
+			} else {
+				entries = entries[:i]
+			}
 			break
 		}
-		total += encodedBound(e.Size)
+		total += encodedBound(entries[i].Size)
 	}
 	if err := b.bodies.beforeLoad(ctx, b, len(entries)); err != nil {
 		return nil, err

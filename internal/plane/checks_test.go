@@ -1,6 +1,8 @@
 package plane_test
 
 import (
+	"cmp"
+	"strings"
 	"testing"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -79,5 +81,50 @@ func TestPolicyColumns(t *testing.T) {
 		if bound != (len(r.Credentials) > 0) {
 			t.Errorf("%s: bound=%v but accepts %v", r.Method, bound, r.Credentials)
 		}
+	}
+}
+
+// TestReaderChecks: a reader's check (read.check) answers the namespace
+// a shared inbox's token, or the gateway's capability for the namespace
+// it names, opens; a wrong one is refused as the reads refuse it; and no
+// check, good or refused, adds to a trail or reads mail.
+func TestReaderChecks(t *testing.T) {
+	w := newWorld(t)
+	mustSend(t, w.writerA, "user@example.com", msg("one", "hello"))
+	shared := w.plane.Client(t, w.plane.Grant(t, rpc.RoleInbox))
+	before := len(exportTrail(t, w.plane.Admin, w.a.Namespace))
+	beforeB := len(exportTrail(t, w.plane.Admin, w.b.Namespace))
+	cases := []struct {
+		name   string
+		client *rpc.Client
+		req    rpc.ReadRequest
+		want   string // the namespace, or the refusal's code
+	}{
+		{"shared inbox, A's token", shared, rpc.ReadRequest{InboxToken: w.a.InboxToken}, w.a.Namespace},
+		{"shared inbox, B's token", shared, rpc.ReadRequest{InboxToken: w.b.InboxToken}, w.b.Namespace},
+		{"shared inbox, a wrong token", shared, rpc.ReadRequest{InboxToken: strings.Repeat("x", 43)}, rpc.CodeNotFound},
+		{"shared inbox, A's read capability", shared, rpc.ReadRequest{Namespace: w.a.Namespace, Capability: w.a.ReadCapability}, rpc.CodeForbidden},
+		{"gateway, A's capability for A", w.gateway, rpc.ReadRequest{Namespace: w.a.Namespace, Capability: w.a.ReadCapability}, w.a.Namespace},
+		{"gateway, A's capability for B", w.gateway, rpc.ReadRequest{Namespace: w.b.Namespace, Capability: w.a.ReadCapability}, rpc.CodeForbidden},
+		{"gateway, A's inbox token", w.gateway, rpc.ReadRequest{InboxToken: w.a.InboxToken}, rpc.CodeForbidden},
+		{"A's own inbox (one trial)", w.inboxA, rpc.ReadRequest{}, rpc.CodePermissionDenied},
+		{"A's writer", w.writerA, rpc.ReadRequest{InboxToken: w.a.InboxToken}, rpc.CodePermissionDenied},
+	}
+	for _, c := range cases {
+		for range 2 { // the second is served from the plane's binding cache
+			resp, err := c.client.ResolveReader(ctx(t), &c.req)
+			if got := cmp.Or(code(err), resp.Namespace); got != c.want {
+				t.Errorf("%s: %q (%v), want %q", c.name, got, err, c.want)
+			}
+			if err != nil && rpc.IsOutage(err) {
+				t.Errorf("%s: an outage answer: %v", c.name, err)
+			}
+		}
+	}
+	if n := len(exportTrail(t, w.plane.Admin, w.a.Namespace)); n != before {
+		t.Errorf("A's trail grew by %d events under reader checks", n-before)
+	}
+	if n := len(exportTrail(t, w.plane.Admin, w.b.Namespace)); n != beforeB {
+		t.Errorf("B's trail grew by %d events under reader checks", n-beforeB)
 	}
 }

@@ -1,11 +1,8 @@
 package writer
 
 import (
-	"crypto/sha256"
 	"errors"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/connlimit"
@@ -27,50 +24,12 @@ import (
 // (limits.PreauthBytes) and within limits.PreauthBodyTimeout; the
 // signature is checked before anything else is judged.
 
-// Credentials the plane accepted are remembered for callerTTL by their
-// digest, so that the hot path (one client sending many messages) asks
-// the plane once, not once per request. The memory gates only the reading
-// of a body: the plane still authorizes every send.
-const (
-	callerTTL = 5 * time.Second
-	// callerCacheMax bounds the credentials remembered; a full cache is
-	// emptied (each trial's client asks again once).
-	callerCacheMax = 4096
-)
+// Credentials the plane accepted are remembered for a few seconds
+// (connlimit.Callers), so that the hot path asks the plane once, not once
+// per request.
 
 // errShareTaken: the caller's trial has its share of the door in flight.
 var errShareTaken = errors.New("writer: the trial's share is in flight")
-
-// callers remembers the namespaces credentials opened recently.
-type callers struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]knownCaller
-}
-
-type knownCaller struct {
-	ns    string
-	until time.Time
-}
-
-func (c *callers) get(k [sha256.Size]byte, now time.Time) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	kc, ok := c.m[k]
-	if !ok || now.After(kc.until) {
-		delete(c.m, k)
-		return "", false
-	}
-	return kc.ns, true
-}
-
-func (c *callers) put(k [sha256.Size]byte, ns string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= callerCacheMax {
-		c.m = make(map[[sha256.Size]byte]knownCaller)
-	}
-	c.m[k] = knownCaller{ns: ns, until: now.Add(callerTTL)}
-}
 
 // admit decides who is calling: the namespace req's credential opens (a
 // SigV4 proof is asked every time: it is bound to one request). The
@@ -91,10 +50,9 @@ func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest) (release fun
 
 // resolve is the namespace req opens: remembered, or the plane's answer.
 func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, error) {
-	var k [sha256.Size]byte
+	k := req.API + "\x00" + req.Credential
 	if req.SigV4 == nil {
-		k = sha256.Sum256([]byte(req.API + "\x00" + req.Credential))
-		if ns, ok := h.known.get(k, h.now()); ok {
+		if ns, ok := h.known.Get(k, h.now()); ok {
 			return ns, nil
 		}
 	}
@@ -105,7 +63,7 @@ func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, e
 		return "", err
 	}
 	if req.SigV4 == nil {
-		h.known.put(k, resp.Namespace, h.now())
+		h.known.Put(k, resp.Namespace, h.now())
 	}
 	return resp.Namespace, nil
 }

@@ -80,7 +80,7 @@ type Handler struct {
 	// trial's flood is refused 429 while the others are served.
 	shares *connlimit.Shares
 	// known are the credentials the plane accepted recently (caller.go).
-	known callers
+	known connlimit.Callers
 	// preauth bounds the bodies read before their caller is known (an
 	// SES request's).
 	preauth *connlimit.Preauth

@@ -171,6 +171,14 @@ func (c *Client) ResolveCredential(ctx context.Context, req *CredentialRequest) 
 	return r, c.Call(ctx, MethodCredentialCheck, req, &r)
 }
 
+// ResolveReader asks which namespace req's inbox token (a shared inbox's
+// request) or read capability (the gateway's, for req.Namespace) opens;
+// only those fields are judged, and nothing is read or recorded.
+func (c *Client) ResolveReader(ctx context.Context, req *ReadRequest) (CredentialResponse, error) {
+	var r CredentialResponse
+	return r, c.Call(ctx, MethodReadCheck, req, &r)
+}
+
 // Refused records a request the writer refused for its form, if its
 // credential opens a trial; else it answers as CheckCredential.
 func (c *Client) Refused(ctx context.Context, req *RefusalRequest) error {

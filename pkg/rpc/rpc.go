@@ -67,8 +67,13 @@ const (
 	MethodCredentialCheck = "credential.check"
 	// MethodRefusal records a request the writer refused for its form, in
 	// the trail of the trial its credential opens.
-	MethodRefusal    = "send.refused"
-	MethodClick      = "click" // the inbox: the agent followed a link of a message (its ping)
+	MethodRefusal = "send.refused"
+	MethodClick   = "click" // the inbox: the agent followed a link of a message (its ping)
+	// MethodReadCheck asks which namespace a reader's credential opens
+	// (a shared inbox's token; the gateway's read capability, for the
+	// namespace it names) before the request is served. Nothing is read,
+	// and nothing is recorded in any trail.
+	MethodReadCheck  = "read.check"
 	MethodTrialPlant = "trial.plant"
 )
 
@@ -246,9 +251,10 @@ type CredentialRequest struct {
 	API        string      `json:"api,omitempty"`
 }
 
-// CredentialResponse answers a credential check that opened a trial: the
-// namespace it opened, by which the writer counts the caller's fair
-// share (the credential itself is never a share's key).
+// CredentialResponse answers a credential check (MethodCredentialCheck,
+// MethodReadCheck) that opened a trial: the namespace it opened, by which
+// a shared surface counts the caller's fair share (the credential itself
+// is never a share's key).
 type CredentialResponse struct {
 	Namespace string `json:"namespace"`
 }
@@ -325,6 +331,10 @@ type ReadRequest struct {
 	After      int64  `json:"after,omitempty"`   // only ids greater than this
 	WaitMillis int64  `json:"wait_ms,omitempty"` // list/latest: hold until a match arrives
 	ID         int64  `json:"id,omitempty"`      // get
+	// Newest, on a list, asks for the newest page (counted back from the
+	// newest message) instead of the oldest: the agent's HTML list, which
+	// shows the newest mail first however much there is.
+	Newest bool `json:"newest,omitempty"`
 	// Door, from an inbox, is the door the agent read by: DoorInbox (the
 	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
 	// trail records the read under it. DoorInboxFrame is the HTML pages'

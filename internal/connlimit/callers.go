@@ -1,0 +1,62 @@
+package connlimit
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+)
+
+// Callers remembers, for CallerTTL since it was last presented, the
+// namespace each credential the plane accepted opened, keyed by the credential's SHA-256 (never kept as
+// given): a shared surface decides who is calling before it reads a
+// request's body, and its hot path (one client making many requests)
+// asks the plane once, not once per request, and a trial's busy client is
+// known the moment its headers are read, never left waiting for a check
+// with its connection as closable as a stranger's. The memory decides only
+// whose share a request takes and whether its body is read: the plane
+// still authorizes every call. The zero value is ready.
+type Callers struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]knownCaller
+}
+
+const (
+	// CallerTTL is how long an accepted credential is remembered after
+	// it was last presented.
+	CallerTTL = 5 * time.Second
+	// callerCacheMax bounds the credentials remembered; a full cache is
+	// emptied (each trial's client asks again once).
+	callerCacheMax = 4096
+)
+
+type knownCaller struct {
+	ns    string
+	until time.Time
+}
+
+// Get is the namespace cred opened, if it is remembered at now; it is
+// then remembered for CallerTTL from now.
+func (c *Callers) Get(cred string, now time.Time) (string, bool) {
+	k := sha256.Sum256([]byte(cred))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kc, ok := c.m[k]
+	if !ok || now.After(kc.until) {
+		delete(c.m, k)
+		return "", false
+	}
+	kc.until = now.Add(CallerTTL)
+	c.m[k] = kc
+	return kc.ns, true
+}
+
+// Put remembers from now that cred opened namespace ns.
+func (c *Callers) Put(cred, ns string, now time.Time) {
+	k := sha256.Sum256([]byte(cred))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= callerCacheMax {
+		c.m = make(map[[sha256.Size]byte]knownCaller)
+	}
+	c.m[k] = knownCaller{ns: ns, until: now.Add(CallerTTL)}
+}
