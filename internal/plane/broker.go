@@ -320,6 +320,9 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	}
 	ns := t.ns
 	wait := boundedWait(req.WaitMillis)
+	if wait > 0 {
+		markWaits(ctx)
+	}
 	if req.Recipient != "" && wait <= 0 {
 		some, known, err := b.ledger.Learned(ctx, ns.Name, req.Recipient)
 		if err != nil {
