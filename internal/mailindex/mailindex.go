@@ -34,16 +34,17 @@ type Index struct {
 	Label       string `json:"label,omitempty"`
 	Text        string `json:"text"`
 	HTML        string `json:"html,omitempty"`
+	// HTMLText is the HTML part's text as a person reads it
+	// (mailmsg.HTMLText), when it is not Text.
+	HTMLText string `json:"html_text,omitempty"`
 	// Attachments are the non-body parts' metadata (attachments, then
 	// inline parts); Inline the inline images' bytes, which the agent's
 	// inbox shows where the HTML names them.
 	Attachments []rpc.Attachment  `json:"attachments"`
 	Inline      []rpc.InlineImage `json:"inline,omitempty"`
 	Headers     []rpc.Header      `json:"headers"`
-	// Codes, Links and ActionLink are otp.Extract's.
-	Codes      []string `json:"codes"`
-	Links      []string `json:"links"`
-	ActionLink string   `json:"action_link,omitempty"`
+	// Found is otp.Extract's.
+	Found rpc.Found `json:"found"`
 	// LinkURLs are the links the inbox shows, in the order its pings
 	// number them (render.LinkURLs).
 	LinkURLs []string `json:"link_urls"`
@@ -69,13 +70,18 @@ func Of(raw []byte) Index {
 	for _, f := range mailmsg.Headers(raw) {
 		x.Headers = append(x.Headers, rpc.Header{Name: f.Name, Value: f.Value})
 	}
-	found := otp.Extract(p.Subject, p.Text, p.HTML)
-	x.Codes, x.Links, x.ActionLink = found.Codes, found.Links, found.ActionLink
-	if x.Codes == nil {
-		x.Codes = []string{}
+	if p.HTML != "" {
+		if h := mailmsg.HTMLText(p.HTML); h != p.Text {
+			x.HTMLText = h
+		}
 	}
-	if x.Links == nil {
-		x.Links = []string{}
+	found := otp.Extract(p.Subject, p.Text, p.HTML)
+	x.Found = rpc.Found{OTP: found.OTP, Codes: found.Codes, Links: found.Links, ActionLink: found.ActionLink}
+	if x.Found.Codes == nil {
+		x.Found.Codes = []string{}
+	}
+	if x.Found.Links == nil {
+		x.Found.Links = []string{}
 	}
 	x.LinkURLs = render.LinkURLs(rpc.Message{Text: p.Text, HTML: p.HTML})
 	if x.LinkURLs == nil {
@@ -85,20 +91,21 @@ func Of(raw []byte) Index {
 }
 
 // An index is stored as a uvarint length, its small fields as JSON, then
-// the bytes of its text, its HTML and its inline images, each as long as
+// the bytes of its text, its HTML, its HTML's text and its inline images, each as long as
 // the JSON says: decoding the large parts is a copy, not a JSON string
 // scan (which cost more than parsing the MIME).
 type stored struct {
 	Index
-	TextLen   int   `json:"text_len"`
-	HTMLLen   int   `json:"html_len"`
-	InlineLen []int `json:"inline_len,omitempty"`
+	TextLen     int   `json:"text_len"`
+	HTMLLen     int   `json:"html_len"`
+	HTMLTextLen int   `json:"html_text_len"`
+	InlineLen   []int `json:"inline_len,omitempty"`
 }
 
 // Encode is the index as stored.
 func (x Index) Encode() []byte {
-	s := stored{Index: x, TextLen: len(x.Text), HTMLLen: len(x.HTML)}
-	s.Text, s.HTML = "", ""
+	s := stored{Index: x, TextLen: len(x.Text), HTMLLen: len(x.HTML), HTMLTextLen: len(x.HTMLText)}
+	s.Text, s.HTML, s.HTMLText = "", "", ""
 	s.Inline = make([]rpc.InlineImage, len(x.Inline))
 	for i, im := range x.Inline {
 		s.Inline[i] = rpc.InlineImage{ContentID: im.ContentID, ContentType: im.ContentType}
@@ -113,10 +120,11 @@ func (x Index) Encode() []byte {
 	if err := enc.Encode(s); err != nil {
 		panic(err) // strings, byte slices and ints always encode
 	}
-	out := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+meta.Len()+len(x.Text)+len(x.HTML)), uint64(meta.Len()))
+	out := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+meta.Len()+len(x.Text)+len(x.HTML)+len(x.HTMLText)), uint64(meta.Len()))
 	out = append(out, meta.Bytes()...)
 	out = append(out, x.Text...)
 	out = append(out, x.HTML...)
+	out = append(out, x.HTMLText...)
 	for _, im := range x.Inline {
 		out = append(out, im.Data...)
 	}
@@ -155,10 +163,11 @@ func Decode(b []byte) (Index, error) {
 	x := s.Index
 	text, ok1 := take(s.TextLen)
 	html, ok2 := take(s.HTMLLen)
-	if !ok1 || !ok2 || len(s.InlineLen) != len(x.Inline) {
+	htmlText, ok3 := take(s.HTMLTextLen)
+	if !ok1 || !ok2 || !ok3 || len(s.InlineLen) != len(x.Inline) {
 		return Index{}, errCorrupt
 	}
-	x.Text, x.HTML = string(text), string(html)
+	x.Text, x.HTML, x.HTMLText = string(text), string(html), string(htmlText)
 	for i, l := range s.InlineLen {
 		data, ok := take(l)
 		if !ok {

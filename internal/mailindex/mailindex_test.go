@@ -63,7 +63,7 @@ func TestDecode(t *testing.T) {
 		}
 	}
 	x := Of(htmlOnly(1))
-	if x.Text == "" || len(x.LinkURLs) != 1 || len(x.Codes) == 0 || x.ActionLink == "" {
+	if x.Text == "" || len(x.LinkURLs) != 1 || len(x.Found.Codes) == 0 || x.Found.ActionLink == "" {
 		t.Fatalf("an HTML-only message's index: %+v", x)
 	}
 	x.V = Version + 1

@@ -466,6 +466,11 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 		m.FromName = x.FromName
 	}
 	v := views[t.role]
+	if v.agent {
+		m.HTMLText = x.HTMLText // its MCP tools show it
+	} else {
+		m.Found = &x.Found // the agent is given no codes
+	}
 	if !v.html {
 		m.HTML = "" // its HTML is not sent
 	}

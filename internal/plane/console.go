@@ -259,7 +259,7 @@ func consoleMessage(ns string, e ledger.Entry, x mailindex.Index) rpc.ConsoleMes
 	m := rpc.ConsoleMessage{Message: rpc.Message{ID: e.Seq, UUID: e.UUID, Namespace: ns, EnvelopeFrom: e.From, FromName: x.FromName,
 		Recipients: e.To, Subject: x.Subject, Text: x.Text, HTML: x.HTML, Size: e.Size, Received: e.Received,
 		Attachments: make([]rpc.Attachment, 0, len(x.Attachments)), Fault: e.Fault},
-		Headers: x.Headers, Codes: x.Codes, Links: x.Links, ActionLink: x.ActionLink}
+		Headers: x.Headers, Codes: x.Found.Codes, Links: x.Found.Links, ActionLink: x.Found.ActionLink}
 	for _, a := range x.Attachments {
 		a.Checksums = rpc.Checksums{} // the console shows names and sizes
 		m.Attachments = append(m.Attachments, a)

@@ -88,10 +88,12 @@ func TestReadsParseNothing(t *testing.T) {
 
 	if gm.Subject != "Your code is 482913" || gm.FromName != "Site Team" || !strings.Contains(gm.Text, "482913") ||
 		!strings.Contains(gm.HTML, "help.example") || len(gm.Attachments) != 2 || gm.Attachments[0].FileName != "invoice.pdf" ||
-		gm.Attachments[0].Checksums.SHA256 == "" || gm.Inline != nil {
+		gm.Attachments[0].Checksums.SHA256 == "" || gm.Inline != nil || gm.HTMLText != "" ||
+		gm.Found == nil || gm.Found.OTP != "482913" || gm.Found.ActionLink != "https://site.example/verify?t=abc" {
 		t.Fatalf("the gateway's read: %+v", gm)
 	}
-	if len(im.Inline) != 1 || im.Inline[0].ContentID != "logo@site" || len(im.Inline[0].Data) == 0 {
+	if len(im.Inline) != 1 || im.Inline[0].ContentID != "logo@site" || len(im.Inline[0].Data) == 0 ||
+		im.Found != nil || !strings.Contains(im.HTMLText, "Verify") {
 		t.Fatalf("the inbox's read: %+v", im)
 	}
 	if !slices.Contains(cm.Codes, "482913") || cm.ActionLink != "https://site.example/verify?t=abc" || len(cm.Links) != 2 ||

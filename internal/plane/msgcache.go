@@ -42,14 +42,14 @@ type cached struct {
 
 // weight is what a message is counted as against messageCacheBytes.
 func weight(m *mailindex.Index) int {
-	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.FromAddress) + len(m.FromName) + len(m.ActionLink)
+	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.HTMLText) + len(m.FromAddress) + len(m.FromName) + len(m.Found.ActionLink)
 	for _, im := range m.Inline {
 		n += len(im.Data)
 	}
 	for _, h := range m.Headers {
 		n += 64 + len(h.Name) + len(h.Value)
 	}
-	for _, l := range [][]string{m.Codes, m.Links, m.LinkURLs} {
+	for _, l := range [][]string{m.Found.Codes, m.Found.Links, m.LinkURLs} {
 		for _, s := range l {
 			n += 16 + len(s)
 		}
