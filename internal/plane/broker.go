@@ -362,15 +362,15 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 }
 
 // markUnread readies the agent's list: each message says whether the
-// agent opened it (the ledger's record of its opens), without the HTML
-// and inline images that only its message page shows.
+// agent opened it (the ledger's record of its opens), without the HTML,
+// its text and inline images that only its message page shows.
 func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message) error {
 	opened, err := b.ledger.Opened(ctx, t.ns.Name)
 	if err != nil {
 		return b.storeErr("opened", err)
 	}
 	for i := range msgs {
-		msgs[i].HTML, msgs[i].Inline, msgs[i].Opened = "", nil, opened[msgs[i].ID]
+		msgs[i].HTML, msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened = "", "", nil, opened[msgs[i].ID]
 	}
 	return nil
 }
@@ -439,9 +439,11 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 }
 
 // encodedBound bounds the JSON size of a message of size stored bytes: its
-// text and HTML parts together decode to at most size bytes, and each byte
-// escapes to at most six (\u00XX); the rest is metadata.
-func encodedBound(size int) int { return 6*size + 4096 }
+// text and HTML parts together decode to at most size bytes, what the
+// index found in them (links and codes, or the agent's HTML text) is at
+// most as long again, and each byte escapes to at most six (\u00XX); the
+// rest is metadata.
+func encodedBound(size int) int { return 12*size + 4096 }
 
 // load reads one message through t's view: its entry and its index
 // (index), no parse.
