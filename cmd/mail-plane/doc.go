@@ -39,6 +39,17 @@
 // gateway stays shared. mail-plane sidecar runs one such trial behind the
 // reference's ports, as its drop-in.
 //
+// Candidate bytes. The plane parses a candidate's message once, when it
+// accepts it (a send, or the evaluator's plant): it scrubs the header
+// (internal/mailmsg, within limits.HeaderLines and limits.HeaderBytes),
+// then indexes the message (internal/mailindex: MIME parts, the HTML's
+// text, header fields, attachments, codes and links), each step linear in
+// the message, which limits.MessageBytes bounds. The index is stored with
+// the message in the send's transaction, and every read, the console's
+// and a click's serve it: no read parses a candidate's bytes, except a
+// message stored by a build older than the index, which is parsed on its
+// read as before.
+//
 // The operator's commands (trial, grant, env, evidence) are clients of a
 // running plane's socket; wait reads the gateway and redact reads files.
 // The local CA's key (mail-plane ca) stays in the plane's data directory,

@@ -33,7 +33,6 @@ import (
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/limits"
-	"github.com/websitebench/mailplane/internal/otp"
 	"github.com/websitebench/mailplane/internal/render"
 	"github.com/websitebench/mailplane/pkg/mailclient"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -315,40 +314,33 @@ func (g *Gateway) planeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // wire is the evaluator's view of a message: the reference's keys plus the
 // codes and links found in it, the sender's display name, the HTML part
-// and when it arrived.
-//
-// Codes and links are found here, when the evaluator reads, not when the
-// plane stores the message: the plane is the process that holds every
-// trial's secrets and it stays out of parsing untrusted HTML; ingest (what
-// candidates wait on) pays nothing for it; the store keeps mail exactly as
-// sent, with no derived columns in SQLite, Mailpit or PostgreSQL; and a
-// better extractor applies to mail already stored. A read pays for it
-// instead: extraction is linear in the message (BenchmarkExtract100KiBHTML
-// in internal/otp), and only the evaluator's reads run it, never the
-// agent's inbox.
+// and when it arrived. The plane found the codes and links when it
+// accepted the message (package mailindex), so a read parses nothing.
 func wire(m rpc.Message) mailclient.Message {
-	found := otp.Extract(m.Subject, m.Text, m.HTML)
 	out := mailclient.Message{
 		Attachments:  make([]mailclient.Attachment, 0, len(m.Attachments)),
-		Codes:        found.Codes,
+		Codes:        []string{},
 		EnvelopeFrom: m.EnvelopeFrom,
 		Fault:        m.Fault,
 		FromName:     m.FromName,
 		HTML:         m.HTML,
 		ID:           m.ID,
 		Label:        m.Label,
-		Links:        found.Links,
+		Links:        []string{},
 		Namespace:    m.Namespace,
 		ReceivedAt:   m.Received.UTC(),
 		Recipients:   m.Recipients,
 		Subject:      m.Subject,
 		Text:         m.Text,
 	}
-	if c := found.OTP; c != "" {
-		out.OTP = &c
-	}
-	if l := found.ActionLink; l != "" {
-		out.ActionLink = &l
+	if f := m.Found; f != nil {
+		out.Codes, out.Links = f.Codes, f.Links
+		if c := f.OTP; c != "" {
+			out.OTP = &c
+		}
+		if l := f.ActionLink; l != "" {
+			out.ActionLink = &l
+		}
 	}
 	if out.Recipients == nil {
 		out.Recipients = []string{}

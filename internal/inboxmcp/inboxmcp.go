@@ -197,12 +197,7 @@ func (t tools) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadInput) (
 	}
 	out := Message{
 		ID: m.ID, From: mailmsg.ShowSender(m.FromName, m.EnvelopeFrom), To: nonNil(m.Recipients), Subject: m.Subject,
-		Date: stamp(m.Received), Text: m.Text, Links: render.Links(m.Text),
-	}
-	if m.HTML != "" {
-		if h := mailmsg.HTMLText(m.HTML); h != m.Text {
-			out.HTMLText = h
-		}
+		Date: stamp(m.Received), Text: m.Text, Links: render.Links(m.Text), HTMLText: m.HTMLText,
 	}
 	return nil, out, nil
 }

@@ -54,6 +54,7 @@ type Ledger interface {
 	Entry(ctx context.Context, ns string, seq int64) (Entry, error)
 	Entries(ctx context.Context, ns string, after int64) ([]Entry, error)
 	Body(ctx context.Context, ns, ref string) ([]byte, error)
+	Index(ctx context.Context, ns, ref string) ([]byte, error)
 	Learned(ctx context.Context, ns, addr string) (some, known bool, err error)
 	Purges(ctx context.Context) ([]Namespace, error)
 	Purged(ctx context.Context, tag string) error
@@ -230,6 +231,10 @@ type Offer struct {
 	// durably, under Ref, and Body is not stored.
 	Body []byte
 	Ref  string
+	// Index is the message's index (package mailindex), stored under its
+	// ref in the same transaction, whoever keeps the body; nil stores
+	// none.
+	Index []byte
 	// Event, when set, is the accepted event to record with the message
 	// in the same savepoint (its message id, email id and size are set
 	// here): a send is answered only once its event is durable, and a send

@@ -17,6 +17,7 @@ import (
 // small tags made it superlinear. Each pass here reads each byte a fixed
 // number of times, and finds every closing mark with a forward-only search.
 func HTMLText(h string) string {
+	parses.Add(1)
 	s := dropHidden(h)
 	s = replaceLinks(s)
 	s = breakBlocks(s)

@@ -10,11 +10,11 @@ import (
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/mailindex"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/plant"
 	"github.com/websitebench/mailplane/internal/redact"
-	"github.com/websitebench/mailplane/internal/render"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -54,6 +54,7 @@ func (b *Broker) Plant(ctx context.Context, req *rpc.PlantRequest) (rpc.PlantRes
 	}
 	offer := &ledger.Offer{
 		Namespace: ns.Name, UUID: ident.UUID(), From: m.From, To: m.To, Size: len(stored), Exempt: true,
+		Index: mailindex.Of(stored).Encode(),
 		Event: &evidence.Event{Door: evidence.DoorPlane, Action: evidence.ActionPlant, Outcome: evidence.Accepted,
 			From: address(m.From), To: addresses(m.To), Label: m.Label},
 	}
@@ -87,9 +88,9 @@ type clicked struct {
 }
 
 // Click checks that link req.Link of message req.ID (its index in
-// render.LinkURLs) is one the inbox shows in the mailbox t is bound to,
-// and answers the link's host (read from the stored message, never from
-// the ping) for the trail.
+// render.LinkURLs, kept in the message's index) is one the inbox shows in
+// the mailbox t is bound to, and answers the link's host (read from the
+// stored message, never from the ping) for the trail.
 func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (clicked, error) {
 	if req.ID < 1 || req.Link < 0 {
 		return clicked{}, rpc.Errorf(rpc.CodeBadRequest, "id and link must be positive")
@@ -101,11 +102,16 @@ func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (cl
 	if err != nil {
 		return clicked{}, b.storeErr("entry", err)
 	}
-	m, err := b.load(ctx, t, e)
-	if err != nil {
-		return clicked{}, err
+	x, err := b.index(ctx, t.ns, e)
+	if errors.Is(err, errGone) {
+		if cerr := b.stillOpen(ctx, t); cerr != nil {
+			return clicked{}, cerr
+		}
 	}
-	links := render.LinkURLs(m) // the text's links, then the HTML's others
+	if err != nil {
+		return clicked{}, b.storeErr("get", err)
+	}
+	links := x.LinkURLs // the text's links, then the HTML's others
 	if req.Link >= len(links) {
 		return clicked{}, rpc.Errorf(rpc.CodeNotFound, "no such link")
 	}
@@ -113,7 +119,7 @@ func (b *Broker) Click(ctx context.Context, t target, req *rpc.ClickRequest) (cl
 	if u, err := url.Parse(links[req.Link]); err == nil {
 		host = strings.ToLower(u.Hostname())
 	}
-	return clicked{host: host, label: m.Planted}, b.stillOpen(ctx, t)
+	return clicked{host: host, label: x.Label}, b.stillOpen(ctx, t)
 }
 
 func clickEvent(t target, req *rpc.ClickRequest, c clicked, err error) *evidence.Event {

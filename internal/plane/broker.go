@@ -15,6 +15,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/limits"
+	"github.com/websitebench/mailplane/internal/mailindex"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -190,7 +191,7 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 	if err != nil {
 		return rpc.SendResponse{}, b.storeErr("scrub", err)
 	}
-	offer.Size = len(stored)
+	offer.Size, offer.Index = len(stored), mailindex.Of(stored).Encode()
 	env := msgstore.Envelope{From: req.From, To: req.To}
 	sns := msgstore.Namespace{Name: ns.Name, Tag: ns.Tag}
 	if e, replayed, decided, err := b.bodies.stage(ctx, b, offer, sns, env, stored); decided {
@@ -325,6 +326,9 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	}
 	ns := t.ns
 	wait := boundedWait(req.WaitMillis)
+	if wait > 0 {
+		markWaits(ctx)
+	}
 	if req.Recipient != "" && wait <= 0 {
 		some, known, err := b.ledger.Learned(ctx, ns.Name, req.Recipient)
 		if err != nil {
@@ -364,15 +368,15 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 }
 
 // markUnread readies the agent's list: each message says whether the
-// agent opened it (the ledger's record of its opens), without the HTML
-// and inline images that only its message page shows.
+// agent opened it (the ledger's record of its opens), without the HTML,
+// its text and inline images that only its message page shows.
 func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message) error {
 	opened, err := b.ledger.Opened(ctx, t.ns.Name)
 	if err != nil {
 		return b.storeErr("opened", err)
 	}
 	for i := range msgs {
-		msgs[i].HTML, msgs[i].Inline, msgs[i].Opened = "", nil, opened[msgs[i].ID]
+		msgs[i].HTML, msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened = "", "", nil, opened[msgs[i].ID]
 	}
 	return nil
 }
@@ -450,48 +454,40 @@ func (b *Broker) collect(ctx context.Context, t target, req *rpc.ReadRequest, la
 }
 
 // encodedBound bounds the JSON size of a message of size stored bytes: its
-// text and HTML parts together decode to at most size bytes, and each byte
-// escapes to at most six (\u00XX); the rest is metadata.
-func encodedBound(size int) int { return 6*size + 4096 }
+// text and HTML parts together decode to at most size bytes, what the
+// index found in them (links and codes, or the agent's HTML text) is at
+// most as long again, and each byte escapes to at most six (\u00XX); the
+// rest is metadata.
+func encodedBound(size int) int { return 12*size + 4096 }
 
-// load reads one indexed message from the store and parses it.
+// load reads one message through t's view: its entry and its index
+// (index), no parse.
 func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Message, error) {
 	ns := t.ns
-	key := messageKey{namespace: ns.Name, seq: e.Seq, uuid: e.UUID, ref: e.Ref}
-	m, ok := b.messages.get(key)
-	if !ok {
-		raw, err := b.bodies.get(ctx, b, ns, e)
-		if errors.Is(err, errGone) {
-			// Purged under this read: its trial was closed, not an outage.
-			if cerr := b.stillOpen(ctx, t); cerr != nil {
-				return rpc.Message{}, cerr
-			}
+	x, err := b.index(ctx, ns, e)
+	if errors.Is(err, errGone) {
+		// Purged under this read: its trial was closed, not an outage.
+		if cerr := b.stillOpen(ctx, t); cerr != nil {
+			return rpc.Message{}, cerr
 		}
-		if err != nil {
-			return rpc.Message{}, b.storeErr("get", err)
-		}
-		p := mailmsg.Parse(raw)
-		m = rpc.Message{
-			ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
-			Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
-			Attachments: []rpc.Attachment{}, Fault: e.Fault,
-		}
-		if mailmsg.SameAddress(p.FromAddress, e.From) {
-			m.FromName = p.FromName
-		}
-		m.Label = p.Label
-		for _, a := range p.Attachments {
-			m.Attachments = append(m.Attachments, rpc.Attachment{
-				Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},
-				ContentID: a.ContentID, ContentType: a.ContentType, FileName: a.FileName, PartID: a.PartID, Size: a.Size,
-			})
-			if a.Data != nil {
-				m.Inline = append(m.Inline, rpc.InlineImage{ContentID: a.ContentID, ContentType: a.ContentType, Data: a.Data})
-			}
-		}
-		b.messages.put(key, m)
+	}
+	if err != nil {
+		return rpc.Message{}, b.storeErr("get", err)
+	}
+	m := rpc.Message{
+		ID: e.Seq, UUID: e.UUID, Namespace: ns.Name, EnvelopeFrom: e.From, Recipients: e.To,
+		Subject: x.Subject, Text: x.Text, HTML: x.HTML, Size: e.Size, Received: e.Received,
+		Attachments: x.Attachments, Inline: x.Inline, Fault: e.Fault, Label: x.Label,
+	}
+	if mailmsg.SameAddress(x.FromAddress, e.From) {
+		m.FromName = x.FromName
 	}
 	v := views[t.role]
+	if v.agent {
+		m.HTMLText = x.HTMLText // its MCP tools show it
+	} else {
+		m.Found = &x.Found // the agent is given no codes
+	}
 	if !v.html {
 		m.HTML = "" // its HTML is not sent
 	}

@@ -12,8 +12,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/limits"
-	"github.com/websitebench/mailplane/internal/mailmsg"
-	"github.com/websitebench/mailplane/internal/otp"
+	"github.com/websitebench/mailplane/internal/mailindex"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -244,37 +243,26 @@ func (b *Broker) consoleMessages(ctx context.Context, name string, id int64) ([]
 	}
 	out := make([]rpc.ConsoleMessage, 0, len(entries))
 	for _, e := range entries {
-		raw, err := b.bodies.get(ctx, b, ns, e)
+		x, err := b.index(ctx, ns, e)
 		if errors.Is(err, errGone) {
 			continue // purged under this read: its trial was closed
 		}
 		if err != nil {
 			return nil, b.storeErr("get", err)
 		}
-		out = append(out, consoleMessage(ns.Name, e, raw))
+		out = append(out, consoleMessage(ns.Name, e, x))
 	}
 	return out, nil
 }
 
-func consoleMessage(ns string, e ledger.Entry, raw []byte) rpc.ConsoleMessage {
-	p := mailmsg.Parse(raw)
-	m := rpc.ConsoleMessage{Message: rpc.Message{ID: e.Seq, UUID: e.UUID, Namespace: ns, EnvelopeFrom: e.From, FromName: p.FromName,
-		Recipients: e.To, Subject: p.Subject, Text: p.Text, HTML: p.HTML, Size: e.Size, Received: e.Received,
-		Attachments: []rpc.Attachment{}, Fault: e.Fault}, Headers: []rpc.Header{}}
-	for _, a := range p.Attachments {
-		m.Attachments = append(m.Attachments, rpc.Attachment{ContentID: a.ContentID, ContentType: a.ContentType,
-			FileName: a.FileName, PartID: a.PartID, Size: a.Size})
-	}
-	for _, f := range mailmsg.Headers(raw) {
-		m.Headers = append(m.Headers, rpc.Header{Name: f.Name, Value: f.Value})
-	}
-	found := otp.Extract(p.Subject, p.Text, p.HTML)
-	m.Codes, m.Links, m.ActionLink = found.Codes, found.Links, found.ActionLink
-	if m.Codes == nil {
-		m.Codes = []string{}
-	}
-	if m.Links == nil {
-		m.Links = []string{}
+func consoleMessage(ns string, e ledger.Entry, x mailindex.Index) rpc.ConsoleMessage {
+	m := rpc.ConsoleMessage{Message: rpc.Message{ID: e.Seq, UUID: e.UUID, Namespace: ns, EnvelopeFrom: e.From, FromName: x.FromName,
+		Recipients: e.To, Subject: x.Subject, Text: x.Text, HTML: x.HTML, Size: e.Size, Received: e.Received,
+		Attachments: make([]rpc.Attachment, 0, len(x.Attachments)), Fault: e.Fault},
+		Headers: x.Headers, Codes: x.Found.Codes, Links: x.Found.Links, ActionLink: x.Found.ActionLink}
+	for _, a := range x.Attachments {
+		a.Checksums = rpc.Checksums{} // the console shows names and sizes
+		m.Attachments = append(m.Attachments, a)
 	}
 	return m
 }

@@ -123,19 +123,28 @@ func meteredRefusal(h handler) handler {
 
 // meteredRead counts a read row's calls by the door of its caller's role
 // and times those that did not wait (a wait's time is its caller's, not
-// the plane's; its wake-up is timed by waitFor).
+// the plane's; its wake-up is timed by waitFor). The read itself says
+// whether it waits (markWaits), so the request is decoded once.
 func meteredRead(h handler) handler {
 	return func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
 		start := time.Now()
-		resp, err := h(b, ctx, c, f, body)
+		var waits bool
+		resp, err := h(b, context.WithValue(ctx, waitsKey{}, &waits), c, f, body)
 		b.metrics.reads.WithLabelValues(views[c.role].door, outcomeOf(err)).Inc()
-		var req struct {
-			WaitMillis int64 `json:"wait_ms"`
-		}
-		if json.Unmarshal(body, &req); req.WaitMillis == 0 {
+		if !waits {
 			b.metrics.latency.WithLabelValues("read").Observe(time.Since(start).Seconds())
 		}
 		return resp, err
+	}
+}
+
+// waitsKey is the context key of a metered read's flag that it waits.
+type waitsKey struct{}
+
+// markWaits marks the metered read of ctx, if it is one, as one that waits.
+func markWaits(ctx context.Context) {
+	if w, ok := ctx.Value(waitsKey{}).(*bool); ok {
+		*w = true
 	}
 }
 

@@ -4,18 +4,18 @@ import (
 	"container/list"
 	"sync"
 
-	"github.com/websitebench/mailplane/pkg/rpc"
+	"github.com/websitebench/mailplane/internal/mailindex"
 )
 
-// messageCacheBytes bounds the parsed messages the plane keeps. A list of
+// messageCacheBytes bounds the message indexes the plane keeps. A list of
 // 32 messages of 100 KiB fits several times over; an idle plane holds
 // nothing.
 const messageCacheBytes = 16 << 20
 
-// messageCache keeps messages as reads answer them (parsed, HTML
-// included), least recently used first out, so that reading the same mail
+// messageCache keeps messages' indexes (package mailindex) as reads load
+// them, least recently used first out, so that reading the same mail
 // again (an evaluator's list while it waits, the inbox's reloads) costs
-// neither the store's round trip nor the parse. A stored message never
+// neither the ledger's round trip nor decoding the index. A stored message never
 // changes, and a key names one message for ever: its namespace, its
 // sequence number, its UUID (random, never reused) and its place in the
 // store. The cache holds only what a read already loaded, and a read
@@ -36,34 +36,39 @@ type messageKey struct {
 
 type cached struct {
 	key  messageKey
-	msg  rpc.Message
+	msg  mailindex.Index
 	size int
 }
 
 // weight is what a message is counted as against messageCacheBytes.
-func weight(m *rpc.Message) int {
-	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.EnvelopeFrom) + len(m.FromName)
-	for _, r := range m.Recipients {
-		n += len(r)
-	}
+func weight(m *mailindex.Index) int {
+	n := 512 + len(m.Subject) + len(m.Text) + len(m.HTML) + len(m.HTMLText) + len(m.FromAddress) + len(m.FromName) + len(m.Found.ActionLink)
 	for _, im := range m.Inline {
 		n += len(im.Data)
+	}
+	for _, h := range m.Headers {
+		n += 64 + len(h.Name) + len(h.Value)
+	}
+	for _, l := range [][]string{m.Found.Codes, m.Found.Links, m.LinkURLs} {
+		for _, s := range l {
+			n += 16 + len(s)
+		}
 	}
 	return n + 256*len(m.Attachments)
 }
 
-func (c *messageCache) get(k messageKey) (rpc.Message, bool) {
+func (c *messageCache) get(k messageKey) (mailindex.Index, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.m[k]
 	if !ok {
-		return rpc.Message{}, false
+		return mailindex.Index{}, false
 	}
 	c.order.MoveToFront(el)
 	return el.Value.(*cached).msg, true
 }
 
-func (c *messageCache) put(k messageKey, m rpc.Message) {
+func (c *messageCache) put(k messageKey, m mailindex.Index) {
 	size := weight(&m)
 	if size > messageCacheBytes/8 {
 		return // one message may not push out most of the others

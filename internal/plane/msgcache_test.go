@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/websitebench/mailplane/pkg/rpc"
+	"github.com/websitebench/mailplane/internal/mailindex"
 )
 
 // The message cache keeps within its bound, evicts the least recently
@@ -19,7 +19,7 @@ func TestMessageCache(t *testing.T) {
 		return messageKey{namespace: "ns", seq: int64(i), uuid: fmt.Sprint("u", i), ref: fmt.Sprint(i)}
 	}
 	for i := range 10_000 {
-		c.put(key(i), rpc.Message{ID: int64(i), Text: text})
+		c.put(key(i), mailindex.Index{Subject: fmt.Sprint(i), Text: text})
 		if i == 0 {
 			continue
 		}
@@ -33,8 +33,8 @@ func TestMessageCache(t *testing.T) {
 	if _, ok := c.get(key(1)); ok {
 		t.Fatal("an old message outlived 10,000 newer ones")
 	}
-	if m, ok := c.get(key(9_999)); !ok || m.ID != 9_999 {
-		t.Fatalf("the newest message: %v %v", m.ID, ok)
+	if m, ok := c.get(key(9_999)); !ok || m.Subject != "9999" {
+		t.Fatalf("the newest message: %v %v", m.Subject, ok)
 	}
 	k := key(9_999)
 	for _, other := range []messageKey{
@@ -47,7 +47,7 @@ func TestMessageCache(t *testing.T) {
 			t.Fatalf("%+v answered for %+v", other, k)
 		}
 	}
-	c.put(key(-1), rpc.Message{Text: strings.Repeat("x", messageCacheBytes)})
+	c.put(key(-1), mailindex.Index{Text: strings.Repeat("x", messageCacheBytes)})
 	if _, ok := c.get(key(-1)); ok {
 		t.Fatal("a message larger than an eighth of the cache was kept")
 	}
@@ -62,11 +62,11 @@ func TestMessageCacheConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				k := messageKey{namespace: fmt.Sprint("ns", w%2), seq: int64(i % 300)}
-				if m, ok := c.get(k); ok && m.Namespace != k.namespace {
-					t.Errorf("%+v answered %q", k, m.Namespace)
+				if m, ok := c.get(k); ok && m.Subject != k.namespace {
+					t.Errorf("%+v answered %q", k, m.Subject)
 					return
 				}
-				c.put(k, rpc.Message{Namespace: k.namespace, Text: strings.Repeat("y", 40_000)})
+				c.put(k, mailindex.Index{Subject: k.namespace, Text: strings.Repeat("y", 40_000)})
 			}
 		}()
 	}

@@ -381,6 +381,21 @@ type Message struct {
 	// travels.
 	Label   string `json:"label,omitempty"`
 	Planted string `json:"-"`
+	// Found is what the plane's extractor found in the message when it
+	// accepted it; the evaluator's reads are given it, the agent's not.
+	Found *Found `json:"found,omitempty"`
+	// HTMLText, on the agent's reads, is the text of the HTML part as a
+	// person reads it, when it is not Text (the MCP tools show it).
+	HTMLText string `json:"html_text,omitempty"`
+}
+
+// Found is the codes and links found in a message (package otp's Extract,
+// run when the plane accepted it).
+type Found struct {
+	OTP        string   `json:"otp,omitempty"`
+	Codes      []string `json:"codes"`
+	Links      []string `json:"links"`
+	ActionLink string   `json:"action_link,omitempty"`
 }
 
 // InlineImage is one inline image part: its Content-ID (without <>), its

@@ -13,26 +13,41 @@ import (
 // a message and the policy that accepted it commit together, and a closed
 // trial's bodies go in the transaction that closes it (CloseTrial). A
 // body's ref is its seq, in decimal.
+//
+// A message's index (package mailindex, Offer.Index) lives in the table
+// parsed under its ref, for a body the ledger keeps and for one an
+// external store keeps alike, written with the message and deleted with
+// its trial.
 const (
 	// An upsert: a seq whose earlier write a savepoint undid, or a hold
 	// reused, takes the new bytes.
 	qPutBody = `INSERT INTO bodies (namespace, seq, raw) VALUES (?, ?, ?) ON CONFLICT (namespace, seq) DO UPDATE SET raw = excluded.raw`
 	qBody    = `SELECT raw FROM bodies WHERE namespace = ? AND seq = ?`
+	// An upsert for the same reasons; a duplicate's copies in an external
+	// store share one ref, and so one index.
+	qPutIndex = `INSERT INTO parsed (namespace, ref, data) VALUES (?, ?, ?) ON CONFLICT (namespace, ref) DO UPDATE SET data = excluded.data`
+	qIndex    = `SELECT data FROM parsed WHERE namespace = ? AND ref = ?`
 )
 
 // putBody stores o's body as message seq inside tx, unless an external
-// store holds it, and returns its ref.
+// store holds it, and its index if it has one, and returns its ref.
 func putBody(ctx context.Context, tx txq, o *Offer, seq int64) (string, error) {
-	if o.Ref != "" {
-		return o.Ref, nil
+	ref := o.Ref
+	if ref == "" {
+		if o.Body == nil {
+			return "", errNoBody
+		}
+		if _, err := tx.exec(ctx, qPutBody, o.Namespace, seq, o.Body); err != nil {
+			return "", err
+		}
+		ref = strconv.FormatInt(seq, 10)
 	}
-	if o.Body == nil {
-		return "", errNoBody
+	if o.Index != nil {
+		if _, err := tx.exec(ctx, qPutIndex, o.Namespace, ref, o.Index); err != nil {
+			return "", err
+		}
 	}
-	if _, err := tx.exec(ctx, qPutBody, o.Namespace, seq, o.Body); err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(seq, 10), nil
+	return ref, nil
 }
 
 // Body returns the body the ledger keeps under ref for namespace ns, or
@@ -46,6 +61,15 @@ func (l *DB) Body(ctx context.Context, ns, ref string) ([]byte, error) {
 	var raw []byte
 	err = l.rs.queryRow(ctx, qBody, ns, seq).Scan(&raw)
 	return raw, notFound(err)
+}
+
+// Index returns the index stored under ref for namespace ns, or
+// ErrNotFound: a message stored before indexes were (which its reader
+// indexes as it reads it), or one of a closed trial.
+func (l *DB) Index(ctx context.Context, ns, ref string) ([]byte, error) {
+	var data []byte
+	err := l.rs.queryRow(ctx, qIndex, ns, ref).Scan(&data)
+	return data, notFound(err)
 }
 
 // errNoBody is an offer with neither a body nor a ref: a bug of the

@@ -79,3 +79,63 @@ func testBodies(t *testing.T) {
 		}
 	}
 }
+
+// testIndexes: a message's index is stored under its ref in the accept's
+// transaction, for a body the ledger keeps and for one an external store
+// keeps alike; it is read from its own namespace only, survives a
+// reopened ledger, and goes with its trial. A message accepted without
+// one (as older planes stored them) has none.
+func testIndexes(t *testing.T) {
+	ctx := context.Background()
+	where := target(t)
+	l := openAt(t, where)
+	tr, _ := trial(t, l, "a")
+	trial(t, l, "b")
+	inLedger := offer("a", 4, "", "", 0, 0)
+	inLedger.Ref, inLedger.Body, inLedger.Index = "", []byte("body"), []byte("index of the ledger's body")
+	external := offer("a", 4, "", "", 0, 0)
+	external.Ref, external.Index = "mailpit-id", []byte("index of Mailpit's body")
+	older := offer("a", 4, "", "", 0, 0)
+	older.Ref, older.Body = "", []byte("body")
+	want := map[string][]byte{}
+	for _, o := range []*Offer{inLedger, external, older} {
+		e, _, err := l.Accept(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[e.Ref] = o.Index
+	}
+	check := func(l *DB) {
+		t.Helper()
+		for ref, index := range want {
+			got, err := l.Index(ctx, "a", ref)
+			if index == nil {
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("ref %s, accepted with no index: %q, %v", ref, got, err)
+				}
+				continue
+			}
+			if err != nil || !bytes.Equal(got, index) {
+				t.Fatalf("ref %s: %q, %v; want %q", ref, got, err, index)
+			}
+			if got, err := l.Index(ctx, "b", ref); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("a's ref %s read as b's: %q, %v", ref, got, err)
+			}
+		}
+	}
+	check(l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openAt(t, where)
+	defer l.Close()
+	check(l)
+	if _, _, err := l.CloseTrial(ctx, tr.ID, "close", false); err != nil {
+		t.Fatal(err)
+	}
+	for ref := range want {
+		if got, err := l.Index(ctx, "a", ref); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("ref %s after its trial closed: %q, %v", ref, got, err)
+		}
+	}
+}

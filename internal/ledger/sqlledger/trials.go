@@ -187,6 +187,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 				`DELETE FROM delayed WHERE namespace = ?`,
 				`DELETE FROM opened WHERE namespace = ?`,
 				`DELETE FROM bodies WHERE namespace = ?`,
+				`DELETE FROM parsed WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err

@@ -1,0 +1,122 @@
+package mailindex
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/websitebench/mailplane/internal/complexity"
+	"github.com/websitebench/mailplane/internal/mailmsg"
+)
+
+// htmlOnly is a message whose only part is HTML of n links and inline
+// tags: the reader's text is derived from it (mailmsg.HTMLText), and its
+// links and codes are found in both.
+func htmlOnly(n int) []byte {
+	var b strings.Builder
+	b.WriteString("Subject: Your code\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>")
+	for i := range n {
+		b.WriteString(`<a href="https://site.example/v?t=`)
+		b.WriteByte(byte('a' + i%26))
+		b.WriteString(`">Verify</a> code <b>48291</b> <span>`)
+	}
+	b.WriteString("</p>\r\n")
+	return []byte(b.String())
+}
+
+// manyParts is a multipart message of n parts, alternately text and
+// inline images.
+func manyParts(n int) []byte {
+	var b strings.Builder
+	b.WriteString("Content-Type: multipart/related; boundary=b\r\n\r\n")
+	for i := range n {
+		if i%2 == 0 {
+			b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nopen https://a.example/x\r\n")
+		} else {
+			b.WriteString("--b\r\nContent-Type: image/png\r\nContent-ID: <i@x>\r\nContent-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n")
+		}
+	}
+	b.WriteString("--b--\r\n")
+	return []byte(b.String())
+}
+
+// Indexing runs in time linear in the message, whatever its shape.
+func TestOfLinear(t *testing.T) {
+	for name, shape := range map[string]func(int) []byte{"html only": htmlOnly, "many parts": manyParts} {
+		t.Run(name, func(t *testing.T) {
+			complexity.Linear(t, "index/"+name, func(n int) func() {
+				raw := shape(n)
+				return func() { Of(raw) }
+			}, 500)
+		})
+	}
+}
+
+// An index read back is the index stored; one of another version is not
+// read.
+func TestDecode(t *testing.T) {
+	for _, raw := range [][]byte{htmlOnly(3), manyParts(4), []byte("no header at all")} {
+		x := Of(raw)
+		got, err := Decode(x.Encode())
+		if err != nil || !reflect.DeepEqual(got, x) {
+			t.Fatalf("decoded %+v, %v; stored %+v", got, err, x)
+		}
+	}
+	x := Of(htmlOnly(1))
+	if x.Text == "" || len(x.LinkURLs) != 1 || len(x.Found.Codes) == 0 || x.Found.ActionLink == "" {
+		t.Fatalf("an HTML-only message's index: %+v", x)
+	}
+	x.V = Version + 1
+	if _, err := Decode(x.Encode()); err != ErrStale {
+		t.Fatalf("an index of version %d: %v", x.V, err)
+	}
+	if _, err := Decode([]byte(`{"v":`)); err == nil {
+		t.Fatal("a truncated index decoded")
+	}
+}
+
+// Of never fails on a sender's bytes, and what it makes reads back.
+func FuzzOf(f *testing.F) {
+	f.Add(htmlOnly(2))
+	f.Add(manyParts(3))
+	f.Add([]byte("Subject: =?utf-8?q?x?=\r\n\r\n\xff"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		x := Of(raw)
+		got, err := Decode(x.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.LinkURLs) != len(x.LinkURLs) || len(got.Attachments) != len(x.Attachments) {
+			t.Fatalf("read back %+v, made %+v", got, x)
+		}
+	})
+}
+
+// BenchmarkRead compares what a read of a stored message cost before the
+// index (mailmsg.Parse, and for the console otp.Extract too: Of) with
+// what it costs now (Decode).
+func BenchmarkRead(b *testing.B) {
+	for name, raw := range map[string][]byte{"parts-1KiB": manyParts(8), "html-100KiB": htmlOnly(1500)} {
+		stored := Of(raw).Encode()
+		b.Run(name+"/parse", func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				mailmsg.Parse(raw)
+			}
+		})
+		b.Run(name+"/index", func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				Of(raw)
+			}
+		})
+		b.Run(name+"/decode", func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, err := Decode(stored); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
