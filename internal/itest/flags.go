@@ -9,13 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// FlagRoundTrip checks a process's typed configuration against its flags:
-// flags alone (no environment) read as defaults; the command line args
-// builds for defaults and for all is read back as the same configuration;
-// and args(all) writes every one of flags, so a new flag cannot be left
-// out of the configuration. all should set every field to a value other
-// than its default.
-func FlagRoundTrip[C any](t *testing.T, flags []cli.Flag, read func(*cli.Context) C, args func(C) []string, defaults, all C) {
+// ParseFlags reads argv with flags as a process would, without the
+// environment those flags fall back on, and returns what read makes of it.
+func ParseFlags[C any](t *testing.T, flags []cli.Flag, read func(*cli.Context) C, argv []string) C {
 	t.Helper()
 	for _, f := range flags {
 		if ef, ok := f.(cli.DocGenerationFlag); ok {
@@ -26,15 +22,26 @@ func FlagRoundTrip[C any](t *testing.T, flags []cli.Flag, read func(*cli.Context
 		}
 	}
 	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	var got C
+	app := &cli.App{Name: "parse", Flags: flags, DisableSliceFlagSeparator: true,
+		Action: func(c *cli.Context) error { got = read(c); return nil }}
+	if err := app.Run(append([]string{"parse"}, argv...)); err != nil {
+		t.Fatalf("flags %q: %v", argv, err)
+	}
+	return got
+}
+
+// FlagRoundTrip checks a process's typed configuration against its flags:
+// flags alone (no environment) read as defaults; the command line args
+// builds for defaults and for all is read back as the same configuration;
+// and args(all) writes every one of flags, so a new flag cannot be left
+// out of the configuration. all should set every field to a value other
+// than its default.
+func FlagRoundTrip[C any](t *testing.T, flags []cli.Flag, read func(*cli.Context) C, args func(C) []string, defaults, all C) {
+	t.Helper()
 	parse := func(argv []string) C {
 		t.Helper()
-		var got C
-		app := &cli.App{Name: "roundtrip", Flags: flags, DisableSliceFlagSeparator: true,
-			Action: func(c *cli.Context) error { got = read(c); return nil }}
-		if err := app.Run(append([]string{"roundtrip"}, argv...)); err != nil {
-			t.Fatalf("flags %q: %v", argv, err)
-		}
-		return got
+		return ParseFlags(t, flags, read, argv)
 	}
 	if got := parse(nil); !reflect.DeepEqual(got, defaults) {
 		t.Fatalf("no flags read as\n%+v\nthe defaults are\n%+v", got, defaults)

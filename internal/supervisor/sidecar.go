@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -184,22 +183,10 @@ func sidecar(c *cli.Context) error {
 	return st.wait(ctx)
 }
 
-// startSidecarSurfaces starts the trial's writer (SMTP selects the
-// namespace), the gateway and, unless authoring, the inbox.
+// startSidecarSurfaces starts the sidecar's services (sidecarServices).
 func (st *stack) startSidecarSurfaces(ctx context.Context, deadline time.Time, lns *sidecarListeners, e sidecarEnv) (writer, gateway *surface, err error) {
-	trial := st.trialDir()
-	writer = &surface{name: "mail-writer", lns: []net.Listener{lns.writerHTTP, lns.smtp}, args: st.surfaceArgs(filepath.Join(trial, "writer.grant"),
-		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "select", "--smtp-advertise-host", e.advertise)}
-	gateway = &surface{name: "mail-gateway", lns: []net.Listener{lns.gatewayHTTP}, args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")}
-	surfaces := []*surface{writer, gateway}
-	if !e.authoring() {
-		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{lns.inbox}, args: st.surfaceArgs(filepath.Join(trial, "inbox.grant"),
-			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3",
-			// The reference's contract: GET / hands out the mailbox, to any
-			// host name the agent uses.
-			"--root-redirect", "--allow-host", "*")})
-	}
-	return writer, gateway, st.startSurfaces(ctx, deadline, surfaces...)
+	writer, gateway, all := st.sidecarServices(lns, e)
+	return writer, gateway, st.startSurfaces(ctx, deadline, all...)
 }
 
 // announce prints what the reference prints once it is up: the capture's
