@@ -66,23 +66,25 @@ func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls 
 }
 
 // sidecarServices are the sidecar's children besides the plane: the
-// trial's writer (SMTP selects the namespace), the gateway and, unless
-// authoring, the inbox, which answers GET / with the mailbox, to any host
-// name the agent uses (the reference's contract).
-func (st *stack) sidecarServices(lns *sidecarListeners, e sidecarEnv) (writer, gateway *surface, all []*surface) {
+// trial's writer (SMTP selects the namespace), the gateway, the API
+// router in front of both (mail-plane route: it holds no grant) and,
+// unless authoring, the inbox, which answers GET / with the mailbox, to
+// any host name the agent uses (the reference's contract).
+func (st *stack) sidecarServices(lns *sidecarListeners, e sidecarEnv) []*surface {
 	trial := st.trialDir()
 	w := writerproc.Defaults()
 	w.Surface = st.surfaceConfig(filepath.Join(trial, "writer.grant"))
 	w.HTTPListen, w.SMTPListen, w.SMTPMode, w.SMTPAdvertiseHost = fd(0), fd(1), string(smtpd.Select), e.advertise
-	writer = &surface{name: "mail-writer", lns: []net.Listener{lns.writerHTTP, lns.smtp}, cfg: w}
-	gateway = &surface{name: "mail-gateway", lns: []net.Listener{lns.gatewayHTTP},
+	writer := &surface{name: "mail-writer", lns: []net.Listener{lns.writerHTTP, lns.smtp}, cfg: w}
+	gateway := &surface{name: "mail-gateway", lns: []net.Listener{lns.gatewayHTTP},
 		cfg: gatewayproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleGateway)), Listen: fd(0)}}
-	all = []*surface{writer, gateway}
+	route := RouteConfig{Listen: fd(0), Writer: "http://" + lns.writerHTTP.Addr().String(), Gateway: "http://" + lns.gatewayHTTP.Addr().String()}
+	all := []*surface{writer, gateway, {name: "mail-plane route", bin: "mail-plane", lns: []net.Listener{lns.api}, cfg: routeCommand{log: st.logs, route: route}}}
 	if !e.authoring() {
 		in := inboxproc.Config{Surface: st.surfaceConfig(filepath.Join(trial, "inbox.grant")), Listen: fd(0),
 			TokenFile: filepath.Join(trial, "inbox.token"), RootRedirect: true}
 		in.Surface.AllowHosts = []string{"*"}
 		all = append(all, &surface{name: "mail-inbox", lns: []net.Listener{lns.inbox}, cfg: in})
 	}
-	return writer, gateway, all
+	return all
 }

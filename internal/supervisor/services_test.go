@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 // listens only on sockets it is handed: an fd:N it names is one of its
 // sockets, and the writer's port control is the file after its listeners.
 func TestServicesTable(t *testing.T) {
+	var st *stack // the stack the rows are built for, below
 	reads := map[string]func([]string) any{
 		"mail-writer": func(a []string) any { return itest.ParseFlags(t, writerproc.Flags(), writerproc.FromContext, a) },
 		"mail-inbox":  func(a []string) any { return itest.ParseFlags(t, inboxproc.Flags(), inboxproc.FromContext, a) },
@@ -33,6 +35,15 @@ func TestServicesTable(t *testing.T) {
 		},
 		"mail-console": func(a []string) any {
 			return itest.ParseFlags(t, consoleproc.Flags(), consoleproc.FromContext, a)
+		},
+		"mail-plane route": func(a []string) any {
+			// mail-plane's logging flags, then the subcommand.
+			at := slices.Index(a, "route")
+			if at < 0 || !reflect.DeepEqual(a[:at], st.logs.Args()) {
+				t.Errorf("mail-plane route's command line %q", a)
+				return nil
+			}
+			return routeCommand{log: st.logs, route: itest.ParseFlags(t, routeFlags(), routeFromContext, a[at+1:])}
 		},
 	}
 	listener := func() net.Listener {
@@ -44,7 +55,7 @@ func TestServicesTable(t *testing.T) {
 		return ln
 	}
 	data := t.TempDir()
-	st := &stack{data: data, socket: data + "/run/plane.sock", logs: cliapp.Log{Level: "debug", Format: "console"}, log: zerolog.Nop()}
+	st = &stack{data: data, socket: data + "/run/plane.sock", logs: cliapp.Log{Level: "debug", Format: "console"}, log: zerolog.Nop()}
 	var shared [4]net.Listener
 	for i := range shared {
 		shared[i] = listener()
@@ -57,8 +68,8 @@ func TestServicesTable(t *testing.T) {
 	defer end.Close()
 	up := st.sharedServices(shared, listener(), wtls, end, func(w *writerproc.Config) { w.SMTPPlainPorts = true })
 	lns := sidecarListeners{api: listener(), smtp: listener(), inbox: listener(), writerHTTP: listener(), gatewayHTTP: listener()}
-	_, _, sidecar := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileSidecar, advertise: "smtp.test"})
-	_, _, authoring := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileAuthoring, advertise: "smtp.test"})
+	sidecar := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileSidecar, advertise: "smtp.test"})
+	authoring := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileAuthoring, advertise: "smtp.test"})
 
 	for _, table := range []struct {
 		name string
@@ -66,8 +77,8 @@ func TestServicesTable(t *testing.T) {
 		want []string
 	}{
 		{"up", up, []string{"mail-writer", "mail-inbox", "mail-gateway", "mail-console"}},
-		{"sidecar", sidecar, []string{"mail-writer", "mail-gateway", "mail-inbox"}},
-		{"authoring", authoring, []string{"mail-writer", "mail-gateway"}},
+		{"sidecar", sidecar, []string{"mail-writer", "mail-gateway", "mail-plane route", "mail-inbox"}},
+		{"authoring", authoring, []string{"mail-writer", "mail-gateway", "mail-plane route"}},
 	} {
 		grants := map[string]string{}
 		var names []string
@@ -80,6 +91,14 @@ func TestServicesTable(t *testing.T) {
 			args := row.cfg.Args()
 			if got := read(args); !reflect.DeepEqual(got, row.cfg) {
 				t.Errorf("%s: %s's command line %q reads back as\n%+v\nwant\n%+v", table.name, row.name, args, got, row.cfg)
+			}
+			if r, ok := row.cfg.(routeCommand); ok {
+				// It serves the candidate's HTTP: no grant, no plane.
+				if flagValue(args, "grant-file") != "" || flagValue(args, "plane-socket") != "" ||
+					r.route.Writer != "http://"+lns.writerHTTP.Addr().String() || r.route.Gateway != "http://"+lns.gatewayHTTP.Addr().String() {
+					t.Errorf("%s: the API router's command line %q", table.name, args)
+				}
+				continue
 			}
 			grant := flagValue(args, "grant-file")
 			if other, taken := grants[grant]; grant == "" || taken {
@@ -114,4 +133,11 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestRouteConfigRoundTrip: the API router child reads exactly the
+// configuration its command line was made from.
+func TestRouteConfigRoundTrip(t *testing.T) {
+	all := RouteConfig{Listen: "fd:3", Writer: "http://127.0.0.1:1", Gateway: "http://127.0.0.1:2"}
+	itest.FlagRoundTrip(t, routeFlags(), routeFromContext, RouteConfig.Args, RouteConfig{}, all)
 }

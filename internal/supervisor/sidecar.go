@@ -15,7 +15,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/websitebench/mailplane/internal/apiroute"
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/logging"
@@ -168,25 +167,14 @@ func sidecar(c *cli.Context) error {
 	if err := credfiles.WriteIdentity(st.trialDir(), id); err != nil {
 		return err
 	}
-	writer, gateway, err := st.startSidecarSurfaces(ctx, deadline, &lns, e)
-	if err != nil {
+	if err := st.startSurfaces(ctx, deadline, st.sidecarServices(&lns, e)...); err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	routing, stopRouting := context.WithCancel(ctx)
-	go func() { served <- apiroute.Serve(routing, lns.api, writer.url, gateway.url, log) }()
-	defer func() { stopRouting(); <-served }()
 	if err := announce(e, id, &lns); err != nil {
 		return err
 	}
 	log.Info().Str("namespace", id.Namespace).Msg("sidecar is up")
 	return st.wait(ctx)
-}
-
-// startSidecarSurfaces starts the sidecar's services (sidecarServices).
-func (st *stack) startSidecarSurfaces(ctx context.Context, deadline time.Time, lns *sidecarListeners, e sidecarEnv) (writer, gateway *surface, err error) {
-	writer, gateway, all := st.sidecarServices(lns, e)
-	return writer, gateway, st.startSurfaces(ctx, deadline, all...)
 }
 
 // announce prints what the reference prints once it is up: the capture's

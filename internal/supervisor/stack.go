@@ -1,11 +1,13 @@
 // Package supervisor runs a whole mailplane on one machine: mail-plane up
 // (the plane and one writer, inbox and gateway shared by every trial) and
-// mail-plane sidecar (the reference's drop-in: one trial, its ports and
-// its API router). It binds the TCP ports and hands each listening socket
-// to the child that serves it; the children hold only their own secrets.
+// mail-plane sidecar (the reference's drop-in: one trial, its ports, and
+// its API router as a child, mail-plane route, that holds no grant). It
+// binds the TCP ports and hands each listening socket to the child that
+// serves it; the children hold only their own secrets.
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +46,8 @@ type stack struct {
 // surface is one child process of a stack: a line of the table of
 // services (services.go).
 type surface struct {
-	name  string         // its binary
+	name  string // its binary, unless bin is set
+	bin   string
 	cfg   config         // its command line is cfg.Args(), nothing else
 	lns   []net.Listener // passed as fd 3, 4, ...
 	files []*os.File     // passed after lns
@@ -170,7 +173,7 @@ func binary(name string) (string, error) {
 // start starts a child and counts it among the stack's; when it exits, it
 // is sent on exited.
 func (st *stack) start(s *surface) error {
-	path, err := binary(s.name)
+	path, err := binary(cmp.Or(s.bin, s.name))
 	if err != nil {
 		return err
 	}
