@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/console"
+	"github.com/websitebench/mailplane/internal/consoleproc"
 )
 
-func main() { os.Exit(cliapp.Run(console.App(), os.Args)) }
+func main() { os.Exit(cliapp.Run(consoleproc.App(), os.Args)) }

@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/gateway"
+	"github.com/websitebench/mailplane/internal/gatewayproc"
 )
 
-func main() { os.Exit(cliapp.Run(gateway.App(), os.Args)) }
+func main() { os.Exit(cliapp.Run(gatewayproc.App(), os.Args)) }

@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
-	"github.com/websitebench/mailplane/internal/inbox"
+	"github.com/websitebench/mailplane/internal/inboxproc"
 )
 
-func main() { os.Exit(cliapp.Run(inbox.App(), os.Args)) }
+func main() { os.Exit(cliapp.Run(inboxproc.App(), os.Args)) }

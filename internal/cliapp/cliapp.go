@@ -83,15 +83,82 @@ var PlaneFlags = []cli.Flag{
 	&cli.StringFlag{Name: "grant-file", Usage: "file holding this surface's grant (under systemd: $CREDENTIALS_DIRECTORY/grant)", EnvVars: []string{"MAILPLANE_GRANT_FILE"}},
 }
 
-// SurfaceFlags are the flags of an HTTP surface: PlaneFlags and the host
-// names it answers to.
-var SurfaceFlags = append(append([]cli.Flag{}, PlaneFlags...),
+// SurfaceFlags are the flags every surface shares (Surface): logging,
+// PlaneFlags and the host names it answers to.
+var SurfaceFlags = append(append(append([]cli.Flag{}, logging.Flags...), PlaneFlags...),
 	&cli.StringSliceFlag{Name: "allow-host", Usage: "a DNS name this surface answers to besides localhost and IP literals (repeatable; * for any)", EnvVars: []string{"MAILPLANE_ALLOW_HOSTS"}},
 )
 
-// AllowedHosts is the --allow-host list.
-func AllowedHosts(c *cli.Context) httpserve.Hosts {
-	return httpserve.Hosts(c.StringSlice("allow-host"))
+// Log is what logging.Flags say, which every binary takes.
+type Log struct{ Level, Format string }
+
+// LogFromContext reads logging.Flags.
+func LogFromContext(c *cli.Context) Log {
+	return Log{Level: c.String("log-level"), Format: c.String("log-format")}
+}
+
+// Args are logging.Flags for l; an empty string is left out.
+func (l Log) Args() []string {
+	a := Args{}
+	a.Str("log-level", l.Level)
+	a.Str("log-format", l.Format)
+	return a
+}
+
+// Surface is what SurfaceFlags say: the part of every surface's
+// configuration (writer, inbox, gateway, console) that is the same.
+type Surface struct {
+	Log                    Log
+	PlaneSocket, GrantFile string
+	AllowHosts             []string
+}
+
+// DefaultSurface is SurfaceFlags without flags or environment.
+func DefaultSurface() Surface {
+	return Surface{Log: Log{Level: "info", Format: "json"}, PlaneSocket: DefaultSocket}
+}
+
+// SurfaceFromContext reads SurfaceFlags.
+func SurfaceFromContext(c *cli.Context) Surface {
+	return Surface{Log: LogFromContext(c), PlaneSocket: c.String("plane-socket"), GrantFile: c.String("grant-file"),
+		AllowHosts: c.StringSlice("allow-host")}
+}
+
+// Args are SurfaceFlags for s; an empty string is left out.
+func (s Surface) Args() []string {
+	a := Args(s.Log.Args())
+	a.Str("plane-socket", s.PlaneSocket)
+	a.Str("grant-file", s.GrantFile)
+	for _, h := range s.AllowHosts {
+		a.Str("allow-host", h)
+	}
+	return a
+}
+
+// Logger is the logger s asks for, writing to stderr.
+func (s Surface) Logger(component string) (zerolog.Logger, error) {
+	return logging.New(os.Stderr, s.Log.Level, s.Log.Format, component)
+}
+
+// Hosts are the host names s answers to.
+func (s Surface) Hosts() httpserve.Hosts { return httpserve.Hosts(s.AllowHosts) }
+
+// Args is a command line being built from a typed configuration.
+type Args []string
+
+// Str adds --name v, unless v is empty (the flag's default is empty, or
+// it has none worth repeating).
+func (a *Args) Str(name, v string) {
+	if v != "" {
+		*a = append(*a, "--"+name, v)
+	}
+}
+
+// Bool adds --name when v is set.
+func (a *Args) Bool(name string, v bool) {
+	if v {
+		*a = append(*a, "--"+name)
+	}
 }
 
 // Where the plane listens and keeps its data unless told otherwise.
@@ -108,21 +175,20 @@ func PrintJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// PlaneClient builds the plane client PlaneFlags describe. The grant file
-// is read once, at start; its content never reaches a log.
-func PlaneClient(c *cli.Context) (*rpc.Client, error) {
-	grant, err := SecretFlag(c, "grant-file", "grant")
+// PlaneClient builds the plane client s describes. The grant file is
+// read once, at start; its content never reaches a log.
+func (s Surface) PlaneClient() (*rpc.Client, error) {
+	grant, err := ReadSecret(s.GrantFile, "grant-file", "grant")
 	if err != nil {
 		return nil, err
 	}
-	return rpc.NewClient(c.String("plane-socket"), grant), nil
+	return rpc.NewClient(s.PlaneSocket, grant), nil
 }
 
-// SecretFlag reads the secret in the file that flag names or, under
-// systemd, in $CREDENTIALS_DIRECTORY/credential. Errors name the file,
-// never its content.
-func SecretFlag(c *cli.Context, flag, credential string) (string, error) {
-	path := c.String(flag)
+// ReadSecret reads the secret in the file at path (flag's value) or, when
+// path is empty and under systemd, in $CREDENTIALS_DIRECTORY/credential.
+// Errors name the file, never its content.
+func ReadSecret(path, flag, credential string) (string, error) {
 	if path == "" {
 		if dir := os.Getenv("CREDENTIALS_DIRECTORY"); dir != "" {
 			path = dir + "/" + credential
@@ -139,28 +205,33 @@ func SecretFlag(c *cli.Context, flag, credential string) (string, error) {
 }
 
 // RunSurface is the life of a surface with one HTTP listener (the inbox,
-// the gateway): its logger, its plane client, its --listen socket, the
-// host names it answers to, and serve until SIGINT or SIGTERM.
-func RunSurface(c *cli.Context, name string, serve func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error) error {
-	log, err := logging.FromFlags(c, name)
+// the gateway, the console): its logger, its plane client, its listen
+// socket, the host names it answers to, and serve until SIGINT or SIGTERM.
+func RunSurface(s Surface, listenAt, name string, serve func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error) error {
+	log, err := s.Logger(name)
 	if err != nil {
 		return UsageError{err}
 	}
-	if c.NArg() > 0 {
-		return Usagef("unexpected arguments: %v", c.Args().Slice())
-	}
-	plane, err := PlaneClient(c)
+	plane, err := s.PlaneClient()
 	if err != nil {
 		return err
 	}
 	defer plane.Close()
-	ln, err := listen.Listen(c.String("listen"))
+	ln, err := listen.Listen(listenAt)
 	if err != nil {
 		return Usagef("--listen: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err = serve(ctx, ln, plane, log, AllowedHosts(c))
+	err = serve(ctx, ln, plane, log, s.Hosts())
 	log.Info().Msg(name + " stopped")
 	return err
+}
+
+// NoArgs refuses positional arguments: every surface takes flags only.
+func NoArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return Usagef("unexpected arguments: %v", c.Args().Slice())
+	}
+	return nil
 }

@@ -47,8 +47,8 @@ func startSocketPlane(t *testing.T) *socketPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	socket := filepath.Join(t.TempDir(), "run", "plane.sock")
-	ln, err := Listen(socket, 0o600)
+	socket := filepath.Join(t.TempDir(), "plane.sock")
+	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ func Run(cfg Config, log zerolog.Logger) error {
 			return err
 		}
 	}
-	ln, err := plane.Listen(cfg.Socket, os.FileMode(mode))
+	ln, err := listenSocket(cfg.Socket, os.FileMode(mode))
 	if err != nil {
 		return cliapp.Usagef("%v", err)
 	}

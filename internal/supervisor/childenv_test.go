@@ -17,7 +17,7 @@ func TestChildEnvDSN(t *testing.T) {
 	if !has("mail-plane") {
 		t.Error("the plane's environment lacks the DSN")
 	}
-	for _, s := range []string{"mail-writer", "mail-inbox", "mail-gateway", "mail-console"} {
+	for _, s := range []string{"mail-writer", "mail-inbox", "mail-gateway", "mail-console", "mail-plane route"} {
 		if has(s) {
 			t.Errorf("%s's environment holds the DSN", s)
 		}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/websitebench/mailplane/internal/apiroute"
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/credfiles"
 	"github.com/websitebench/mailplane/internal/logging"
@@ -169,37 +167,14 @@ func sidecar(c *cli.Context) error {
 	if err := credfiles.WriteIdentity(st.trialDir(), id); err != nil {
 		return err
 	}
-	writer, gateway, err := st.startSidecarSurfaces(ctx, deadline, &lns, e)
-	if err != nil {
+	if err := st.startSurfaces(ctx, deadline, st.sidecarServices(&lns, e)...); err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	routing, stopRouting := context.WithCancel(ctx)
-	go func() { served <- apiroute.Serve(routing, lns.api, writer.url, gateway.url, log) }()
-	defer func() { stopRouting(); <-served }()
 	if err := announce(e, id, &lns); err != nil {
 		return err
 	}
 	log.Info().Str("namespace", id.Namespace).Msg("sidecar is up")
 	return st.wait(ctx)
-}
-
-// startSidecarSurfaces starts the trial's writer (SMTP selects the
-// namespace), the gateway and, unless authoring, the inbox.
-func (st *stack) startSidecarSurfaces(ctx context.Context, deadline time.Time, lns *sidecarListeners, e sidecarEnv) (writer, gateway *surface, err error) {
-	trial := st.trialDir()
-	writer = &surface{name: "mail-writer", lns: []net.Listener{lns.writerHTTP, lns.smtp}, args: st.surfaceArgs(filepath.Join(trial, "writer.grant"),
-		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "select", "--smtp-advertise-host", e.advertise)}
-	gateway = &surface{name: "mail-gateway", lns: []net.Listener{lns.gatewayHTTP}, args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")}
-	surfaces := []*surface{writer, gateway}
-	if !e.authoring() {
-		surfaces = append(surfaces, &surface{name: "mail-inbox", lns: []net.Listener{lns.inbox}, args: st.surfaceArgs(filepath.Join(trial, "inbox.grant"),
-			"--token-file", filepath.Join(trial, "inbox.token"), "--listen", "fd:3",
-			// The reference's contract: GET / hands out the mailbox, to any
-			// host name the agent uses.
-			"--root-redirect", "--allow-host", "*")})
-	}
-	return writer, gateway, st.startSurfaces(ctx, deadline, surfaces...)
 }
 
 // announce prints what the reference prints once it is up: the capture's

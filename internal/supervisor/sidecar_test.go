@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/itest"
 )
 
@@ -151,13 +152,17 @@ func TestSidecar(t *testing.T) {
 		t.Fatalf("inbox: %d %s", a.code, a.body)
 	}
 
-	// Four processes behind the drop-in, each holding only its own secrets.
+	// Five processes behind the drop-in, each holding only its own secrets.
 	children := map[string]int{}
 	for _, pid := range childPIDs(t, sc.Cmd.Process.Pid) {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		children[filepath.Base(exe)] = pid
+		name := filepath.Base(exe)
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmdline), "\x00route\x00") {
+			name += " route"
+		}
+		children[name] = pid
 	}
-	for _, name := range []string{"mail-plane", "mail-writer", "mail-gateway", "mail-inbox"} {
+	for _, name := range []string{"mail-plane", "mail-plane route", "mail-writer", "mail-gateway", "mail-inbox"} {
 		if children[name] == 0 {
 			t.Fatalf("no %s among the children: %v", name, children)
 		}
@@ -169,6 +174,15 @@ func TestSidecar(t *testing.T) {
 	}
 	if where := holds(t, children["mail-inbox"], sidecarToken); where != "" {
 		t.Errorf("mail-inbox holds the bootstrap token in %s", where)
+	}
+	// The API port, the candidate's untrusted HTTP, is served by the
+	// router alone, which holds no grant; the sidecar, which holds the
+	// admin grant, does not have it open.
+	if !listensOn(t, children["mail-plane route"], apiPort) || listensOn(t, sc.Cmd.Process.Pid, apiPort) {
+		t.Errorf("the API port %d is not the router's alone", apiPort)
+	}
+	if where := holds(t, children["mail-plane route"], ident.GrantPrefix); where != "" {
+		t.Errorf("the API router holds a grant in %s", where)
 	}
 
 	// A POST with no framing (its body to EOF, then a half-close) is an
@@ -206,6 +220,33 @@ func childPIDs(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// listensOn reports whether process pid has the TCP socket listening on
+// port open.
+func listensOn(t *testing.T, pid, port int) bool {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(table)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// local address, state 0A (LISTEN), inode
+			if len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) && f[3] == "0A" {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		t.Fatalf("nothing listens on port %d", port)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[target] {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports where process pid keeps secret: its environment, its

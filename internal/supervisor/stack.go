@@ -1,11 +1,13 @@
 // Package supervisor runs a whole mailplane on one machine: mail-plane up
 // (the plane and one writer, inbox and gateway shared by every trial) and
-// mail-plane sidecar (the reference's drop-in: one trial, its ports and
-// its API router). It binds the TCP ports and hands each listening socket
-// to the child that serves it; the children hold only their own secrets.
+// mail-plane sidecar (the reference's drop-in: one trial, its ports, and
+// its API router as a child, mail-plane route, that holds no grant). It
+// binds the TCP ports and hands each listening socket to the child that
+// serves it; the children hold only their own secrets.
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +34,7 @@ import (
 // secrets, by flag.
 type stack struct {
 	data, socket string
-	logArgs      []string
+	logs         cliapp.Log // every child's logging flags, as this process's
 	log          zerolog.Logger
 	children     []*surface
 	exited       chan *surface // each child, when it exits
@@ -41,10 +43,12 @@ type stack struct {
 	removeData   bool
 }
 
-// surface is one child process of a stack.
+// surface is one child process of a stack: a line of the table of
+// services (services.go).
 type surface struct {
-	name  string
-	args  []string
+	name  string // its binary, unless bin is set
+	bin   string
+	cfg   config         // its command line is cfg.Args(), nothing else
 	lns   []net.Listener // passed as fd 3, 4, ...
 	files []*os.File     // passed after lns
 	url   string         // health check base
@@ -56,7 +60,7 @@ type surface struct {
 // temporary directory (removed by close) when data is empty.
 func newStack(c *cli.Context, data string, log zerolog.Logger) (*stack, error) {
 	s := &stack{log: log, exited: make(chan *surface, 8), stopBound: stopTimeout,
-		logArgs: []string{"--log-level", c.String("log-level"), "--log-format", c.String("log-format")}}
+		logs: cliapp.LogFromContext(c)}
 	var err error
 	if data == "" {
 		if data, err = os.MkdirTemp("", "mailplane-"); err != nil {
@@ -101,8 +105,7 @@ func (s *stack) planeConfig() serve.Config {
 // its flags come from) and waits until it answers; it returns a client
 // with the plane's admin grant.
 func (s *stack) startPlane(ctx context.Context, deadline time.Time, cfg serve.Config) (*rpc.Client, error) {
-	args := append(append([]string{}, s.logArgs...), "serve")
-	p := &surface{name: "mail-plane", args: append(args, cfg.Args()...)}
+	p := &surface{name: "mail-plane", cfg: planeCommand{log: s.logs, serve: cfg}}
 	if err := s.start(p); err != nil {
 		return nil, err
 	}
@@ -110,11 +113,10 @@ func (s *stack) startPlane(ctx context.Context, deadline time.Time, cfg serve.Co
 	return waitPlane(ctx, s.exited, s.socket, s.grantFile(rpc.RoleAdmin), deadline)
 }
 
-// surfaceArgs are a surface's flags: logging, the plane's socket, its
-// grant file, and more.
-func (s *stack) surfaceArgs(grantFile string, more ...string) []string {
-	args := append(append([]string{}, s.logArgs...), "--plane-socket", s.socket, "--grant-file", grantFile)
-	return append(args, more...)
+// surfaceConfig is what every surface of the stack shares: logging, the
+// plane's socket, and the grant in grantFile.
+func (s *stack) surfaceConfig(grantFile string) cliapp.Surface {
+	return cliapp.Surface{Log: s.logs, PlaneSocket: s.socket, GrantFile: grantFile}
 }
 
 // startSurfaces starts each surface on its listeners (fd 3, 4, ...),
@@ -171,7 +173,7 @@ func binary(name string) (string, error) {
 // start starts a child and counts it among the stack's; when it exits, it
 // is sent on exited.
 func (st *stack) start(s *surface) error {
-	path, err := binary(s.name)
+	path, err := binary(cmp.Or(s.bin, s.name))
 	if err != nil {
 		return err
 	}
@@ -180,7 +182,7 @@ func (st *stack) start(s *surface) error {
 
 // run starts the program at path as child s.
 func (st *stack) run(s *surface, path string) error {
-	s.cmd = exec.Command(path, s.args...)
+	s.cmd = exec.Command(path, s.cfg.Args()...)
 	s.cmd.Stdout = os.Stderr // children's output is log, never the bundle
 	s.cmd.Stderr = os.Stderr
 	s.cmd.Env = childEnv(s.name)

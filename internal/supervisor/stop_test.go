@@ -35,9 +35,9 @@ func ignoresTERM(pid int) bool {
 func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	var log itest.SyncBuffer
 	st := &stack{log: zerolog.New(&log), exited: make(chan *surface, 8), stopBound: 2 * time.Second}
-	stubborn := &surface{name: "stubborn-surface", args: []string{"-c", `trap "" TERM; while :; do sleep 0.05; done`}}
-	polite := &surface{name: "polite-surface", args: []string{"-c", `exec sleep 60`}}
-	plane := &surface{name: "polite-plane", args: []string{"-c", `exec sleep 60`}}
+	stubborn := &surface{name: "stubborn-surface", cfg: shell(`trap "" TERM; while :; do sleep 0.05; done`)}
+	polite := &surface{name: "polite-surface", cfg: shell(`exec sleep 60`)}
+	plane := &surface{name: "polite-plane", cfg: shell(`exec sleep 60`)}
 	for _, s := range []*surface{plane, stubborn, polite} {
 		if err := st.run(s, "/bin/sh"); err != nil {
 			t.Fatal(err)
@@ -71,3 +71,8 @@ func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 			plane.cmd.ProcessState, stubborn.cmd.ProcessState)
 	}
 }
+
+// shell is the command line of /bin/sh running a script.
+type shell string
+
+func (s shell) Args() []string { return []string{"-c", string(s)} }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/tlsca"
+	"github.com/websitebench/mailplane/internal/writerproc"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -29,9 +30,9 @@ func upTLSFlags() []cli.Flag {
 // CA, its implicit-TLS SMTP and HTTPS listeners (fd 5 and 6, after the
 // HTTP and SMTP ones), and the CA certificate for candidates.
 type writerTLS struct {
-	lns    []net.Listener
-	args   []string
-	caFile string // a world-readable copy of the CA certificate
+	lns       []net.Listener
+	cert, key string
+	caFile    string // a world-readable copy of the CA certificate
 }
 
 func (w *writerTLS) smtpTLSPort() int { return w.lns[0].Addr().(*net.TCPAddr).Port }
@@ -71,7 +72,7 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*wri
 	if err := ca.WriteLeaf(names, cert, key); err != nil {
 		return nil, fmt.Errorf("writer certificate: %w", err)
 	}
-	w := &writerTLS{caFile: filepath.Join(s.data, "ca.pem")}
+	w := &writerTLS{caFile: filepath.Join(s.data, "ca.pem"), cert: cert, key: key}
 	if err := os.WriteFile(w.caFile, ca.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
@@ -89,6 +90,11 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*wri
 		}
 		w.lns = append(w.lns, ln)
 	}
-	w.args = []string{"--tls-cert", cert, "--tls-key", key, "--smtp-tls-listen", "fd:5", "--https-listen", "fd:6"}
 	return w, nil
+}
+
+// configure gives the writer w's certificate and its two listeners, at
+// the listen addresses smtpTLS and https.
+func (w *writerTLS) configure(cfg *writerproc.Config, smtpTLS, https string) {
+	cfg.TLSCert, cfg.TLSKey, cfg.SMTPTLSListen, cfg.HTTPSListen = w.cert, w.key, smtpTLS, https
 }

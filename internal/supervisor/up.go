@@ -28,6 +28,7 @@ import (
 	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/internal/wbenv"
+	"github.com/websitebench/mailplane/internal/writerproc"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -71,16 +72,15 @@ func UpCommand() *cli.Command {
 	}
 }
 
-// authArgs are the writer's flags for up's --auth-failure-delay and
-// --smtp-plain-ports, the opt-out of AUTH on trial ports for a machine
-// with one tenant.
-func authArgs(c *cli.Context, log zerolog.Logger) []string {
-	args := []string{"--auth-failure-delay", c.Duration("auth-failure-delay").String()}
-	if !c.Bool("smtp-plain-ports") {
-		return args
+// writerAuth sets the writer's AUTH settings as up's
+// --auth-failure-delay and --smtp-plain-ports say (the latter the opt-out
+// of AUTH on trial ports for a machine with one tenant).
+func writerAuth(c *cli.Context, log zerolog.Logger) func(*writerproc.Config) {
+	delay, plain := c.Duration("auth-failure-delay"), c.Bool("smtp-plain-ports")
+	if plain {
+		log.Warn().Msg("--smtp-plain-ports: trial SMTP ports take mail without AUTH; any local process can write into any trial")
 	}
-	log.Warn().Msg("--smtp-plain-ports: trial SMTP ports take mail without AUTH; any local process can write into any trial")
-	return append(args, "--smtp-plain-ports")
+	return func(w *writerproc.Config) { w.AuthFailureDelay, w.SMTPPlainPorts = delay, plain }
 }
 
 // upState is what up keeps in its data directory between starts: the
@@ -145,7 +145,7 @@ func up(c *cli.Context) error {
 		return err
 	}
 	defer admin.Close()
-	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, authArgs(c, log))
+	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log))
 	if err != nil {
 		return err
 	}
@@ -248,23 +248,12 @@ func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
 
 // startShared starts the shared writer, inbox and gateway on their
 // listeners; it returns up's end of the writer's port control.
-func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth []string) (*net.UnixConn, error) {
+func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config)) (*net.UnixConn, error) {
 	ctl, writerEnd, err := fdpass.Pair()
 	if err != nil {
 		return nil, err
 	}
-	writerArgs := st.surfaceArgs(st.grantFile(rpc.RoleWriter),
-		"--http-listen", "fd:3", "--smtp-listen", "fd:4", "--smtp-mode", "fixed", "--port-control", "7",
-		// Fair shares (limits): one connection cap for all its doors,
-		// sized to the process, and short waits for a credential.
-		"--max-connections", "0", "--idle-timeout", limits.SharedIdle.String())
-	surfaces := []*surface{
-		// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
-		{name: "mail-writer", lns: append(lns[0:2:2], wtls.lns...), files: []*os.File{writerEnd}, args: append(writerArgs, append(wtls.args, auth...)...)},
-		{name: "mail-inbox", lns: lns[2:3], args: st.surfaceArgs(st.grantFile(rpc.RoleInbox), "--listen", "fd:3")},
-		{name: "mail-gateway", lns: lns[3:4], args: st.surfaceArgs(st.grantFile(rpc.RoleGateway), "--listen", "fd:3")},
-		{name: "mail-console", lns: []net.Listener{console}, args: st.surfaceArgs(st.grantFile(rpc.RoleConsole), "--listen", "fd:3")},
-	}
+	surfaces := st.sharedServices(lns, console, wtls, writerEnd, auth)
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		ctl.Close()
 		return nil, err

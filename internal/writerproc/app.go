@@ -20,9 +20,7 @@ import (
 	"github.com/websitebench/mailplane/internal/fdpass"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/listen"
-	"github.com/websitebench/mailplane/internal/logging"
 	"github.com/websitebench/mailplane/internal/smtpd"
-	"github.com/websitebench/mailplane/internal/wbenv"
 	"github.com/websitebench/mailplane/internal/writer"
 )
 
@@ -32,31 +30,19 @@ const shutdownGrace = 5 * time.Second
 
 // App returns mail-writer's command line.
 func App() *cli.App {
-	flags := append(append([]cli.Flag{}, logging.Flags...), cliapp.SurfaceFlags...)
-	flags = append(flags,
-		&cli.StringFlag{Name: "http-listen", Usage: "POST /emails, /internal/bootstrap and /healthz: host:port, fd:N or systemd:NAME"},
-		&cli.StringFlag{Name: "smtp-listen", Usage: "SMTP: host:port, fd:N or systemd:NAME"},
-		&cli.StringFlag{Name: "smtp-mode", Value: string(smtpd.Fixed), Usage: "fixed (every message to this trial) or select (by X-WebsiteBench-Namespace/-Capability headers)"},
-		&cli.IntFlag{Name: "port-control", Usage: "inherited file descriptor on which a supervisor hands this writer per-trial SMTP listeners (mail-plane up); the writer never binds them itself"},
-		&cli.BoolFlag{Name: "smtp-plain-ports", Usage: "per-trial SMTP ports (--port-control) take plain SMTP without AUTH, as on a machine with one tenant: any local process can then write into any trial"},
-		&cli.StringFlag{Name: "smtp-advertise-host", Usage: "smtp_host in /internal/bootstrap (default: the SMTP listener's host, 127.0.0.1 if it listens on all)", EnvVars: []string{wbenv.MailboxSMTPAdvertiseHost}},
-		&cli.Int64Flag{Name: "max-message-bytes", Value: limits.MessageBytes, Usage: "largest POST /emails body and SMTP message (the plane's own limit still applies)"},
-		&cli.IntFlag{Name: "max-recipients", Value: limits.Recipients, Usage: "recipients per message (to+cc+bcc; RCPT TO per transaction)"},
-		&cli.IntFlag{Name: "smtp-max-commands", Value: smtpd.DefaultMaxCommands, Usage: "commands per SMTP connection, then 421 and close"},
-		&cli.IntFlag{Name: "max-connections", Value: connlimit.DefaultMaxConns, Usage: "open connections per listener; more are closed at once (0: one cap for all listeners, sized to the process's descriptors and memory, the quietest idle connection closed to make room: mail-plane up's shared writer)"},
-		&cli.DurationFlag{Name: "auth-failure-delay", Value: limits.AuthFailureMaxDelay, Usage: "the longest a refused SMTP AUTH waits as failures on a listener mount (0: no wait; the session still ends at its third failure)"},
-		&cli.DurationFlag{Name: "idle-timeout", Value: connlimit.DefaultIdle, Usage: "how long a connection may wait for its client"},
-		&cli.DurationFlag{Name: "connection-lifetime", Value: connlimit.DefaultLifetime, Usage: "how long a connection may live at all"},
-	)
-	flags = append(flags, tlsFlags...)
 	return &cli.App{
 		Name:  "mail-writer",
 		Usage: "the candidate's write-only mail door: Resend-style POST /emails, SMTP and bootstrap",
 		Description: "Serves POST /emails, GET /internal/bootstrap and GET /healthz on --http-listen and SMTP on\n" +
 			"--smtp-listen. Every message is offered to mail-plane with this writer's grant and the credential its\n" +
 			"client presented; the plane decides. The writer reads no mail and holds no other secret.",
-		Flags:           flags,
-		Action:          run,
+		Flags: Flags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cliapp.Usagef("unexpected argument %q", c.Args().First())
+			}
+			return Run(FromContext(c))
+		},
 		HideHelpCommand: true,
 	}
 }
@@ -81,22 +67,23 @@ type options struct {
 
 // readOptions reads and checks the command line; every error is a usage
 // error.
-func readOptions(c *cli.Context) (options, error) {
-	o := options{mode: smtpd.Mode(c.String("smtp-mode"))}
+func readOptions(cfg Config) (options, error) {
+	o := options{mode: smtpd.Mode(cfg.SMTPMode)}
 	if o.mode != smtpd.Fixed && o.mode != smtpd.Select {
 		return o, cliapp.Usagef("--smtp-mode %q: want fixed or select", o.mode)
 	}
-	for _, name := range []string{"http-listen", "smtp-listen"} {
-		if c.String(name) == "" {
-			return o, cliapp.Usagef("--%s is required", name)
-		}
+	if cfg.HTTPListen == "" {
+		return o, cliapp.Usagef("--http-listen is required")
 	}
-	o.maxBytes, o.maxRcpt, o.maxCmds = c.Int64("max-message-bytes"), c.Int("max-recipients"), c.Int("smtp-max-commands")
-	o.maxConns, o.idle, o.lifetime = c.Int("max-connections"), c.Duration("idle-timeout"), c.Duration("connection-lifetime")
+	if cfg.SMTPListen == "" {
+		return o, cliapp.Usagef("--smtp-listen is required")
+	}
+	o.maxBytes, o.maxRcpt, o.maxCmds = cfg.MaxMessageBytes, cfg.MaxRecipients, cfg.SMTPMaxCommands
+	o.maxConns, o.idle, o.lifetime = cfg.MaxConnections, cfg.IdleTimeout, cfg.ConnectionLifetime
 	if o.maxBytes <= 0 || o.maxRcpt <= 0 || o.maxCmds <= 0 || o.maxConns < 0 || o.idle <= 0 || o.lifetime <= 0 {
 		return o, cliapp.Usagef("limits must be positive")
 	}
-	o.authDelay = c.Duration("auth-failure-delay")
+	o.authDelay = cfg.AuthFailureDelay
 	if o.authDelay < 0 {
 		return o, cliapp.Usagef("--auth-failure-delay must not be negative")
 	}
@@ -107,12 +94,12 @@ func readOptions(c *cli.Context) (options, error) {
 }
 
 // readTLS reads the TLS settings (tls.go) into o.
-func readTLS(c *cli.Context, o *options) error {
+func readTLS(cfg Config, o *options) error {
 	var err error
-	if o.tls, err = tlsConfig(c); err != nil {
+	if o.tls, err = tlsConfig(cfg); err != nil {
 		return cliapp.UsageError{Err: err}
 	}
-	if o.authNets, err = plainAuthNets(c.String("smtp-plain-auth-nets")); err != nil {
+	if o.authNets, err = plainAuthNets(cfg.SMTPPlainAuthNets); err != nil {
 		return cliapp.UsageError{Err: err}
 	}
 	return nil
@@ -127,13 +114,13 @@ type mainListeners struct {
 }
 
 // openMain opens --http-listen and --smtp-listen.
-func openMain(c *cli.Context) (mainListeners, error) {
+func openMain(cfg Config) (mainListeners, error) {
 	var l mainListeners
 	var err error
-	if l.http, err = listen.Listen(c.String("http-listen")); err != nil {
+	if l.http, err = listen.Listen(cfg.HTTPListen); err != nil {
 		return l, cliapp.Usagef("--http-listen: %v", err)
 	}
-	if l.smtp, err = listen.Listen(c.String("smtp-listen")); err != nil {
+	if l.smtp, err = listen.Listen(cfg.SMTPListen); err != nil {
 		l.http.Close()
 		return l, cliapp.Usagef("--smtp-listen: %v", err)
 	}
@@ -141,7 +128,7 @@ func openMain(c *cli.Context) (mainListeners, error) {
 	if addr == nil {
 		return l, cliapp.Usagef("--smtp-listen: not a TCP socket")
 	}
-	l.host, l.port = c.String("smtp-advertise-host"), addr.Port
+	l.host, l.port = cfg.SMTPAdvertiseHost, addr.Port
 	if l.host == "" {
 		l.host = advertiseHost(addr.IP)
 	}
@@ -161,46 +148,44 @@ type planeClient interface {
 	Reporter
 }
 
-func run(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return cliapp.Usagef("unexpected argument %q", c.Args().First())
-	}
-	log, err := logging.FromFlags(c, "mail-writer")
+// Run is the writer's life as cfg says, until SIGINT or SIGTERM.
+func Run(cfg Config) error {
+	log, err := cfg.Surface.Logger("mail-writer")
 	if err != nil {
 		return cliapp.UsageError{Err: err}
 	}
-	o, err := readOptions(c)
+	o, err := readOptions(cfg)
 	if err != nil {
 		return err
 	}
-	if err := readTLS(c, &o); err != nil {
+	if err := readTLS(cfg, &o); err != nil {
 		return err
 	}
-	if fd := c.Int("port-control"); fd > 0 {
+	if fd := cfg.PortControl; fd > 0 {
 		if o.portControl, err = fdpass.Conn(fd); err != nil {
 			return cliapp.Usagef("--port-control: %v", err)
 		}
 	}
-	plane, err := cliapp.PlaneClient(c)
+	plane, err := cfg.Surface.PlaneClient()
 	if err != nil {
 		return err
 	}
 	defer plane.Close()
-	lns, err := openMain(c)
+	lns, err := openMain(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, c, o, lns, plane, log)
+	return serve(ctx, cfg, o, lns, plane, log)
 }
 
 // serve serves the mail APIs and SMTP on lns, the TLS listeners and the
 // per-trial ports, until ctx ends or a listener stops.
-func serve(ctx context.Context, c *cli.Context, o options, lns mainListeners, plane planeClient, log zerolog.Logger) error {
+func serve(ctx context.Context, cfg Config, o options, lns mainListeners, plane planeClient, log zerolog.Logger) error {
 	lim, httpLim := listenerLimits(o.maxConns, o.idle, o.lifetime, log)
 	h := writer.NewHandler(writer.Config{MaxBodyBytes: o.maxBytes, MaxRecipients: o.maxRcpt, SMTPHost: lns.host, SMTPPort: lns.port, Idle: o.idle}, plane, log)
-	api := cliapp.AllowedHosts(c).Check(h)
+	api := cfg.Surface.Hosts().Check(h)
 	hs := writer.NewHTTPServer(writer.AtDoor(api, "http", "", 0), o.idle, o.lifetime, log)
 	smtpCfg := smtpd.Config{Mode: o.mode, MaxMessageBytes: o.maxBytes, MaxRecipients: o.maxRcpt, MaxCommands: o.maxCmds, TLS: o.tls, PlainAuthNets: o.authNets,
 		AuthFailureDelay: o.authDelay, Shares: connlimit.NewShares(limits.TrialSends)}
@@ -213,7 +198,7 @@ func serve(ctx context.Context, c *cli.Context, o options, lns mainListeners, pl
 	errc := make(chan error, 4) // HTTP, SMTP, implicit TLS, HTTPS
 	sheds := newShedReports(plane, log)
 	go sheds.run(ctx)
-	tlsDoors, err := startTLSDoors(c, lim, o.tls, shared, api, plane, errc, log)
+	tlsDoors, err := startTLSDoors(cfg, lim, o.tls, shared, api, plane, errc, log)
 	if err != nil {
 		lns.close()
 		return err
@@ -232,7 +217,7 @@ func serve(ctx context.Context, c *cli.Context, o options, lns mainListeners, pl
 		// cap per listener, not the shared writer's pool.
 		doorLim := connlimit.Limits{MaxConns: connlimit.DefaultMaxConns, Idle: o.idle, Lifetime: o.lifetime}
 		doors := newDoorServers(smtpCfg, plane, api, doorLim, sheds, log)
-		startPortControl(o.portControl, trialServers(smtpCfg, c.Bool("smtp-plain-ports"), plane, log), lim, sheds, doors, log)
+		startPortControl(o.portControl, trialServers(smtpCfg, cfg.SMTPPlainPorts, plane, log), lim, sheds, doors, log)
 	}
 	log.Info().Str("http", lns.http.Addr().String()).Str("smtp", lns.smtp.Addr().String()).Str("smtp_mode", string(o.mode)).
 		Str("smtp_advertise", net.JoinHostPort(lns.host, fmt.Sprint(lns.port))).Msg("writer listening")

@@ -28,17 +28,21 @@ var tlsFlags = []cli.Flag{
 	&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
 	&cli.StringFlag{Name: "smtp-tls-listen", Usage: "SMTP with implicit TLS (the port 465 convention): host:port, fd:N or systemd:NAME; needs --tls-cert"},
 	&cli.StringFlag{Name: "https-listen", Usage: "the HTTP door over TLS: host:port, fd:N or systemd:NAME; needs --tls-cert"},
-	&cli.StringFlag{Name: "smtp-plain-auth-nets", Value: "127.0.0.0/8,::1/128", Usage: "local addresses (CIDR, comma-separated) at which SMTP AUTH is offered without TLS; none: only after STARTTLS or on --smtp-tls-listen"},
+	&cli.StringFlag{Name: "smtp-plain-auth-nets", Value: defaultPlainAuthNets, Usage: "local addresses (CIDR, comma-separated) at which SMTP AUTH is offered without TLS; none: only after STARTTLS or on --smtp-tls-listen"},
 }
 
+// defaultPlainAuthNets are the loopback addresses.
+const defaultPlainAuthNets = "127.0.0.0/8,::1/128"
+
 // tlsConfig loads --tls-cert and --tls-key; nil when neither is set.
-func tlsConfig(c *cli.Context) (*tls.Config, error) {
-	certFile, keyFile := c.String("tls-cert"), c.String("tls-key")
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	certFile, keyFile := cfg.TLSCert, cfg.TLSKey
 	if certFile == "" && keyFile == "" {
-		for _, f := range []string{"smtp-tls-listen", "https-listen"} {
-			if c.String(f) != "" {
-				return nil, fmt.Errorf("--%s needs --tls-cert and --tls-key", f)
-			}
+		if cfg.SMTPTLSListen != "" {
+			return nil, fmt.Errorf("--smtp-tls-listen needs --tls-cert and --tls-key")
+		}
+		if cfg.HTTPSListen != "" {
+			return nil, fmt.Errorf("--https-listen needs --tls-cert and --tls-key")
 		}
 		return nil, nil
 	}
@@ -78,9 +82,9 @@ type tlsDoors struct {
 
 // startTLSDoors opens --smtp-tls-listen and --https-listen, if set, and
 // serves them; a listener that stops reports on errc.
-func startTLSDoors(c *cli.Context, limits connlimit.Limits, tlsCfg *tls.Config, smtpCfg smtpd.Config, h http.Handler, plane smtpd.Sender, errc chan<- error, log zerolog.Logger) (*tlsDoors, error) {
+func startTLSDoors(cfg Config, limits connlimit.Limits, tlsCfg *tls.Config, smtpCfg smtpd.Config, h http.Handler, plane smtpd.Sender, errc chan<- error, log zerolog.Logger) (*tlsDoors, error) {
 	d := &tlsDoors{}
-	if addr := c.String("smtp-tls-listen"); addr != "" {
+	if addr := cfg.SMTPTLSListen; addr != "" {
 		ln, err := listen.Listen(addr)
 		if err != nil {
 			return nil, cliapp.Usagef("--smtp-tls-listen: %v", err)
@@ -91,7 +95,7 @@ func startTLSDoors(c *cli.Context, limits connlimit.Limits, tlsCfg *tls.Config, 
 		go func() { errc <- d.smtp.Serve(connlimit.Listen(ln, limits)) }()
 		log.Info().Str("smtp_tls", ln.Addr().String()).Msg("writer listening")
 	}
-	if addr := c.String("https-listen"); addr != "" {
+	if addr := cfg.HTTPSListen; addr != "" {
 		ln, err := listen.Listen(addr)
 		if err != nil {
 			d.shutdown()
