@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"testing"
 
@@ -120,8 +121,8 @@ func client(t testing.TB, socket, grant string) *rpc.Client {
 // path.
 func serveBroker(t testing.TB, b *Broker) string {
 	t.Helper()
-	socket := filepath.Join(t.TempDir(), "run", "plane.sock")
-	ln, err := Listen(socket, 0o600)
+	socket := filepath.Join(t.TempDir(), "plane.sock")
+	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
