@@ -106,9 +106,9 @@ type Config struct {
 	// on the listener mount (authfail.go): 0 is limits.AuthFailureMaxDelay,
 	// negative is no wait (the lockout after MaxAuthFailures stays).
 	AuthFailureDelay time.Duration
-	// Shares bound the messages each trial has in flight to the plane
-	// (limits.TrialSends), shared by every listener of a writer; nil: a
-	// listener's own.
+	// Shares bound the messages each trial has being received or in
+	// flight to the plane (limits.TrialSends), shared by every listener
+	// of a writer; nil: a listener's own.
 	Shares *connlimit.Shares
 	// Door is the key of the trial's doors inside its network namespace
 	// that this listener is one of (rpc.NetnsDoor): its plain messages
@@ -311,8 +311,19 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data reads the whole message, offers it to the plane, and answers with
 // the verdict. A body that ended early (connection lost inside DATA) is
 // never offered.
+//
+// The trial's share (limits.TrialSends) is taken before the body is read
+// and held until the plane has answered: a trial's sessions can make the
+// writer hold at most that many bodies at once. go-smtp has sent 354
+// before Data is called, so one more DATA is refused at its end: go-smtp
+// reads its body and drops it, holding none of it.
 func (s *session) Data(r io.Reader) error {
-	raw, err := io.ReadAll(r)
+	release, ok := s.srv.cfg.Shares.Take(s.shareKey())
+	if !ok {
+		return errTrialBusy
+	}
+	defer release()
+	raw, err := readBody(r, s.srv.cfg.MaxMessageBytes)
 	switch {
 	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine):
 		return errTooLarge
@@ -336,11 +347,6 @@ func (s *session) Data(r io.Reader) error {
 	if fail := idempotency(req); fail != nil {
 		return fail
 	}
-	release, ok := s.srv.cfg.Shares.Take(shareKey(req))
-	if !ok {
-		return errTrialBusy
-	}
-	defer release()
 	// A send in flight is never closed to make room under a
 	// connlimit.Pool; a session waiting for its client may be.
 	connlimit.MarkBusy(s.conn.Conn, true)
@@ -360,20 +366,49 @@ func (s *session) Data(r io.Reader) error {
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: "OK: queued as " + resp.ID}
 }
 
-// shareKey names the trial a send is for, as far as the writer can tell
-// before the plane decides: the door it came in by (a netns door's key:
-// port numbers repeat across namespaces; else its port), and the
-// credential it presents (AUTH's, checked at AUTH), if any.
-func shareKey(req *rpc.SendRequest) string {
-	door := "port:" + strconv.Itoa(req.Port)
-	if req.Door != "" {
-		door = "door:" + req.Door
+// shareKey names the trial a message is for, as far as the writer can
+// tell before its body is read: the AUTH password the plane accepted
+// (it opens one trial, on whichever listener), or else the door it came
+// in by (a netns door's key: port numbers repeat across namespaces; else
+// its port, which on a shared writer is one trial's). A selecting
+// listener's messages name their namespace only in their body: its door
+// is the drop-in sidecar's, one trial's.
+func (s *session) shareKey() string {
+	switch {
+	case s.password != "":
+		return "credential:" + s.password
+	case s.srv.cfg.Door != "":
+		return "door:" + s.srv.cfg.Door
 	}
-	if req.Credential != "" {
-		return door + "\x00credential:" + req.Namespace + "\x00" + req.Credential
-	}
-	return door
+	return "port:" + strconv.Itoa(s.port)
 }
+
+// readBody reads a DATA body into a buffer that grows as the body
+// arrives, never past max bytes (go-smtp refuses a body of max bytes or
+// more with smtp.ErrDataTooLarge): a body that stops short costs only
+// what it sent.
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	buf := make([]byte, 0, min(bodyChunk, max))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= max {
+				return nil, smtp.ErrDataTooLarge
+			}
+			buf = append(make([]byte, 0, min(2*int64(cap(buf)), max)), buf...)
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// bodyChunk is a DATA body's first buffer.
+const bodyChunk = 4 << 10
 
 // errorLog sends go-smtp's internal error lines (a client that vanished,
 // a connection past its lifetime) to the debug log.
