@@ -84,6 +84,9 @@ type Handler struct {
 	// preauth bounds the bodies read before their caller is known (an
 	// SES request's).
 	preauth *connlimit.Preauth
+	// bodyBytes bound the body bytes each trial (its namespace) has this
+	// process hold at once (caller.go).
+	bodyBytes *connlimit.Shares
 }
 
 // NewHandler returns the API over plane.
@@ -98,7 +101,10 @@ func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 		cfg.Idle = connlimit.DefaultIdle
 	}
 	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now, shares: connlimit.NewShares(limits.TrialRequests),
-		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests)}
+		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests),
+		// A trial with nothing held may always send the largest batch,
+		// whatever --max-message-bytes says.
+		bodyBytes: connlimit.NewShares(max(limits.TrialBodyBytes, cfg.MaxBodyBytes*batchBodyFactor))}
 }
 
 // route is one endpoint of the mail APIs: the method it answers and what
@@ -264,7 +270,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMissingKey)
 		return
 	}
-	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
+	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}, h.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, h.callerAnswer(err))
 		return

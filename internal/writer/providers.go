@@ -76,7 +76,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 	if hasCred {
 		// The credential is in the headers: the caller is known before
 		// its body is read.
-		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred, API: api.Name()})
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred, API: api.Name()}, limit)
 		if err != nil {
 			api.Refuse(w, h.providerAnswer(err))
 			return
@@ -108,7 +108,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 		}
 		who.proof = &rpc.SigV4Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
 		// The signature names the caller before anything else is judged.
-		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, SigV4: who.proof, API: api.Name()})
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, SigV4: who.proof, API: api.Name()}, limit)
 		unknown()
 		if err != nil {
 			api.Refuse(w, h.providerAnswer(err))
