@@ -323,9 +323,10 @@ func (s *session) Data(r io.Reader) error {
 		return errTrialBusy
 	}
 	defer release()
-	raw, err := readBody(r, s.srv.cfg.MaxMessageBytes)
+	// Grown as the body arrives: a body that stops short costs what it sent.
+	raw, err := connlimit.ReadBody(r, s.srv.cfg.MaxMessageBytes)
 	switch {
-	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine):
+	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine) || errors.Is(err, connlimit.ErrBodyTooLarge):
 		return errTooLarge
 	case err != nil:
 		return errIncomplete
@@ -382,33 +383,6 @@ func (s *session) shareKey() string {
 	}
 	return "port:" + strconv.Itoa(s.port)
 }
-
-// readBody reads a DATA body into a buffer that grows as the body
-// arrives, never past max bytes (go-smtp refuses a body of max bytes or
-// more with smtp.ErrDataTooLarge): a body that stops short costs only
-// what it sent.
-func readBody(r io.Reader, max int64) ([]byte, error) {
-	buf := make([]byte, 0, min(bodyChunk, max))
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= max {
-				return nil, smtp.ErrDataTooLarge
-			}
-			buf = append(make([]byte, 0, min(2*int64(cap(buf)), max)), buf...)
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// bodyChunk is a DATA body's first buffer.
-const bodyChunk = 4 << 10
 
 // errorLog sends go-smtp's internal error lines (a client that vanished,
 // a connection past its lifetime) to the debug log.

@@ -26,7 +26,6 @@ package writer
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -340,15 +339,26 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(w, r, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		if errors.As(err, &tooBig) || errors.Is(err, connlimit.ErrBodyTooLarge) {
 			return nil, errTooLarge
 		}
 		return nil, errIncomplete
 	}
 	return body, nil
+}
+
+// readAll reads r's body of at most limit bytes (and its Content-Length,
+// which admit counted) into a buffer grown as it arrives: a body that
+// stops short costs what it sent, not what it declared.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	size := limit
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, limit)
+	}
+	return connlimit.ReadBody(http.MaxBytesReader(w, r.Body, limit), size)
 }
 
 // idempotencyKey is check 12: the request's Idempotency-Key, if valid.

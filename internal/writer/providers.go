@@ -3,13 +3,13 @@ package writer
 import (
 	"cmp"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/faults"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/sendapi"
@@ -181,10 +181,10 @@ func (h *Handler) readProviderBody(w http.ResponseWriter, r *http.Request, limit
 	if r.ContentLength > limit {
 		return nil, sendapi.Fail(sendapi.TooLarge)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(w, r, limit)
 	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
+	case errors.As(err, &tooBig) || errors.Is(err, connlimit.ErrBodyTooLarge):
 		return nil, sendapi.Fail(sendapi.TooLarge)
 	case err != nil:
 		return nil, sendapi.Bad("", "The body ended before Content-Length bytes arrived.")
