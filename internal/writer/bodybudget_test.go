@@ -2,6 +2,7 @@ package writer_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,18 +26,28 @@ func TestTrialBodyBytes(t *testing.T) {
 	_, a, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", []string{"--quota-messages", "0", "--quota-bytes", "0"})
 	addr := strings.TrimPrefix(w.URL, "http://")
 	const declared = 4 * limits.MessageBytes // a batch's largest body
-	var held []net.Conn
-	for range limits.TrialBodyBytes / declared {
+	hold := func() net.Conn {
 		c := writertest.Dial(t, addr)
 		c.SetDeadline(time.Now().Add(itest.Bound))
 		fmt.Fprintf(c, "POST /emails/batch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n[", a.MailAPIToken, declared)
-		held = append(held, c)
+		return c
 	}
-	// The held requests take their bytes once the plane has named their
-	// trial: until then a small one may still be served.
+	held := make([]net.Conn, limits.TrialBodyBytes/declared)
+	for i := range held {
+		held[i] = hold()
+	}
+	// A held request takes its bytes once the plane has named its trial:
+	// until then a small one may still be served, and a small one in
+	// flight may make the last held one 429 (it is held again).
 	small := bodyOf(valid())
 	deadline := time.Now().Add(itest.Bound)
 	for {
+		for i, c := range held {
+			if answered(c) {
+				c.Close()
+				held[i] = hold()
+			}
+		}
 		ans := postJSON(t, w.URL, a.MailAPIToken, small, nil)
 		if ans.status == http.StatusTooManyRequests {
 			if ans.code() != "trial_busy" {
@@ -69,4 +80,14 @@ func TestTrialBodyBytes(t *testing.T) {
 	for _, c := range held[1:] {
 		c.Close()
 	}
+}
+
+// answered reports whether the server has answered (or closed) c.
+func answered(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	defer c.SetReadDeadline(time.Now().Add(itest.Bound))
+	var b [1]byte
+	n, err := c.Read(b[:])
+	var ne net.Error
+	return n > 0 || err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }

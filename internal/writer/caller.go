@@ -89,11 +89,7 @@ func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest, limit int64)
 	if !ok {
 		return nil, errShareTaken
 	}
-	size := limit
-	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, limit)
-	}
-	releaseBytes, ok := h.bodyBytes.TakeN(ns, size)
+	releaseBytes, ok := h.bodyBytes.TakeN(ns, declared(r, limit))
 	if !ok {
 		releaseShare()
 		return nil, errShareTaken

@@ -354,11 +354,16 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 // which admit counted) into a buffer grown as it arrives: a body that
 // stops short costs what it sent, not what it declared.
 func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	size := limit
+	return connlimit.ReadBody(http.MaxBytesReader(w, r.Body, limit), declared(r, limit))
+}
+
+// declared is the most of r's body that is read under limit: its
+// Content-Length, or limit for a chunked body.
+func declared(r *http.Request, limit int64) int64 {
 	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, limit)
+		return min(r.ContentLength, limit)
 	}
-	return connlimit.ReadBody(http.MaxBytesReader(w, r.Body, limit), size)
+	return limit
 }
 
 // idempotencyKey is check 12: the request's Idempotency-Key, if valid.

@@ -148,11 +148,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 // within limits.PreauthBodyTimeout. Over the budget it is 429 at once,
 // and nothing is read.
 func (h *Handler) readUnknownBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), *sendapi.Error) {
-	size := limit // chunked: at most this much is read
-	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, limit)
-	}
-	release, ok := h.preauth.Take(r.Context(), size)
+	release, ok := h.preauth.Take(r.Context(), declared(r, limit))
 	if !ok {
 		return nil, func() {}, sendapi.Fail(sendapi.Busy)
 	}
