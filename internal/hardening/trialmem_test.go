@@ -36,8 +36,10 @@ const trialMemRSSBound = 64 << 20
 // others are answered 452 4.3.2; no more than TrialBodyBytes/4 MiB of
 // A's requests are held, the others are answered 429; trial B's POST
 // /emails and SMTP on its own port each answer within 2 s throughout.
+//
+// Not parallel: its 570 MiB of traffic would slow the other tests' trial
+// B past their bound.
 func TestFairSharesMemory(t *testing.T) {
-	t.Parallel()
 	u := newUpSys(t, "--quota-messages", "0", "--quota-bytes", "0")
 	a, b := openTrial(t, u.sys), openTrial(t, u.sys)
 	writer := upChild(t, u, "mail-writer")
