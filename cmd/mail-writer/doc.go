@@ -32,7 +32,8 @@
 // reach it. All its listeners share one connection cap sized to the
 // process (--max-connections 0) with short waits for a client
 // (--idle-timeout 5s), and each trial has its share of requests and SMTP
-// messages in flight (internal/limits). The trade: a compromised shared
+// messages in flight, and of the body bytes the writer holds, taken
+// before a body is read (internal/limits). The trade: a compromised shared
 // writer could write into any trial, by a port a trial owns or a
 // credential it has seen; it can still never read.
 //

@@ -159,6 +159,45 @@ func TestShares(t *testing.T) {
 	}
 }
 
+// TestSharesN: a share of bytes takes bodies of any size up to what is
+// left of it, never one larger than the share; a release gives back what
+// its take counted, once; other keys are not affected.
+func TestSharesN(t *testing.T) {
+	s := NewShares(10)
+	r6, ok := s.TakeN("a", 6)
+	if !ok {
+		t.Fatal("6 of 10 refused")
+	}
+	if _, ok := s.TakeN("a", 5); ok {
+		t.Fatal("5 more taken with 4 left")
+	}
+	r4, ok := s.TakeN("a", 4)
+	if !ok {
+		t.Fatal("the 4 left refused")
+	}
+	if _, ok := s.TakeN("b", 10); !ok {
+		t.Fatal("b refused while a has its share")
+	}
+	if _, ok := s.TakeN("c", 11); ok {
+		t.Fatal("more than the whole share taken")
+	}
+	if _, ok := s.TakeN("c", -1); ok {
+		t.Fatal("a negative size taken")
+	}
+	r6()
+	r6()
+	if _, ok := s.TakeN("a", 7); ok {
+		t.Fatal("a second release of one take gave back its bytes again")
+	}
+	if _, ok := s.TakeN("a", 6); !ok {
+		t.Fatal("released bytes not taken again")
+	}
+	r4()
+	if _, ok := s.TakeN("a", 5); ok {
+		t.Fatal("took 5 with 6 of 10 held")
+	}
+}
+
 // TestProcessCap: the cap fits the descriptors (two per connection) and
 // is never below the reference's.
 func TestProcessCap(t *testing.T) {

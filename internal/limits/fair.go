@@ -16,9 +16,19 @@ const (
 	TrialRequests = 32
 
 	// TrialSends bounds the SMTP messages one trial (its AUTH password,
-	// or its own port) has in flight to the plane at once. One more is
-	// answered 452 and may be retried.
+	// or its own port or door) has being received or in flight to the
+	// plane at once, in one writer process: the share is taken when DATA
+	// starts, before a byte of the body is held. One more DATA is answered
+	// 452 (its body read and dropped) and may be retried.
 	TrialSends = 8
+
+	// TrialBodyBytes bounds the HTTP request bodies one trial (the
+	// namespace its credential opens) has one writer process hold at
+	// once, counted from each request's Content-Length (a chunked body:
+	// its route's maximum) before it is read, until it is answered: room
+	// for a few of the largest batches (4 × MessageBytes), far below a
+	// machine's memory. One more is answered 429 at once.
+	TrialBodyBytes = 16 << 20
 
 	// HeaderTimeout bounds how long an HTTP request's header may take to
 	// arrive (net/http's ReadHeaderTimeout: on a new connection from the

@@ -13,6 +13,7 @@ func TestOrder(t *testing.T) {
 		{"URLBytes ≤ LinkifyBytes", URLBytes, LinkifyBytes},
 		{"LinkifyBytes ≤ MessageBytes", LinkifyBytes, MessageBytes},
 		{"MessageBytes ≤ PreauthBytes (one unauthenticated message fits)", MessageBytes, PreauthBytes},
+		{"4×MessageBytes ≤ TrialBodyBytes (a trial's largest batch fits)", 4 * MessageBytes, TrialBodyBytes},
 		{"MessageBytes ≤ FrameImageBytes (every inline image shows once)", MessageBytes, FrameImageBytes},
 		{"HeaderLines ≤ HeaderBytes/2 (a line is at least \"\\r\\n\")", HeaderLines, HeaderBytes / 2},
 	} {

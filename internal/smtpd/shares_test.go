@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +161,85 @@ func TestDoorShares(t *testing.T) {
 		t.Fatalf("door b on the same port while door a is at its share: %d %q, want 250", code, text)
 	}
 	close(plane.release)
+}
+
+// countingPlane counts the sends that reach it and accepts them.
+type countingPlane struct{ sends atomic.Int64 }
+
+func (p *countingPlane) Send(context.Context, *rpc.SendRequest) (rpc.SendResponse, error) {
+	p.sends.Add(1)
+	return rpc.SendResponse{ID: "id", Seq: 1}, nil
+}
+
+func (*countingPlane) CheckCredential(context.Context, *rpc.CredentialRequest) error { return nil }
+
+// TestTrialReceiving: a trial's share is taken when DATA starts, before
+// its body is read: with limits.TrialSends bodies of the trial still
+// arriving, one more DATA is answered 452 4.3.2 at its end and never
+// reaches the plane, while another trial is served; once the bodies end,
+// they are delivered, and the trial may send again.
+func TestTrialReceiving(t *testing.T) {
+	shares := connlimit.NewShares(limits.TrialSends)
+	var plane countingPlane
+	a := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	addrA, addrB := serveOn(t, a), serveOn(t, b)
+	start := func(addr string) *client {
+		c := greet(t, addr)
+		for _, line := range []string{"EHLO client.example", "MAIL FROM:<" + sender + ">", "RCPT TO:<u@example.com>"} {
+			if code, text := c.cmd(line); code != 250 {
+				t.Fatalf("%s: %d %q", line, code, text)
+			}
+		}
+		if code, text := c.cmd("DATA"); code != 354 {
+			t.Fatalf("DATA: %d %q", code, text)
+		}
+		c.send("Subject: s\r\n\r\n" + strings.Repeat(strings.Repeat("x", 78)+"\r\n", 800) + "end")
+		return c
+	}
+	receiving := make([]*client, 0, limits.TrialSends)
+	for range limits.TrialSends {
+		receiving = append(receiving, start(addrA))
+	}
+	// The share is taken by the session's goroutine after 354: wait until
+	// all of them hold it, seen as one more DATA refused.
+	deadline := time.Now().Add(itest.Bound)
+	for {
+		c := start(addrA)
+		c.send(".")
+		code, text := c.reply()
+		c.c.Close()
+		if code == 452 && strings.Contains(text, "4.3.2") {
+			break
+		}
+		if code != 250 || time.Now().After(deadline) {
+			t.Fatalf("one more DATA while %d bodies arrive: %d %q, want 452 4.3.2", limits.TrialSends, code, text)
+		}
+		// Delivered: one of the bodies had not yet taken its share.
+	}
+	before := plane.sends.Load()
+	c := start(addrA)
+	c.send(".")
+	if code, text := c.reply(); code != 452 || !strings.Contains(text, "4.3.2") {
+		t.Fatalf("one more DATA over the trial's share: %d %q, want 452 4.3.2", code, text)
+	}
+	if plane.sends.Load() != before {
+		t.Fatal("a DATA over the share reached the plane")
+	}
+	other := start(addrB)
+	other.send(".")
+	if code, text := other.reply(); code != 250 {
+		t.Fatalf("another trial while the first has its share arriving: %d %q", code, text)
+	}
+	for _, c := range receiving {
+		c.send(".")
+		if code, text := c.reply(); code != 250 {
+			t.Fatalf("a body that arrived in its share: %d %q", code, text)
+		}
+	}
+	again := start(addrA)
+	again.send(".")
+	if code, text := again.reply(); code != 250 {
+		t.Fatalf("the trial after its bodies were delivered: %d %q", code, text)
+	}
 }

@@ -106,9 +106,9 @@ type Config struct {
 	// on the listener mount (authfail.go): 0 is limits.AuthFailureMaxDelay,
 	// negative is no wait (the lockout after MaxAuthFailures stays).
 	AuthFailureDelay time.Duration
-	// Shares bound the messages each trial has in flight to the plane
-	// (limits.TrialSends), shared by every listener of a writer; nil: a
-	// listener's own.
+	// Shares bound the messages each trial has being received or in
+	// flight to the plane (limits.TrialSends), shared by every listener
+	// of a writer; nil: a listener's own.
 	Shares *connlimit.Shares
 	// Door is the key of the trial's doors inside its network namespace
 	// that this listener is one of (rpc.NetnsDoor): its plain messages
@@ -311,10 +311,22 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data reads the whole message, offers it to the plane, and answers with
 // the verdict. A body that ended early (connection lost inside DATA) is
 // never offered.
+//
+// The trial's share (limits.TrialSends) is taken before the body is read
+// and held until the plane has answered: a trial's sessions can make the
+// writer hold at most that many bodies at once. go-smtp has sent 354
+// before Data is called, so one more DATA is refused at its end: go-smtp
+// reads its body and drops it, holding none of it.
 func (s *session) Data(r io.Reader) error {
-	raw, err := io.ReadAll(r)
+	release, ok := s.srv.cfg.Shares.Take(s.shareKey())
+	if !ok {
+		return errTrialBusy
+	}
+	defer release()
+	// Grown as the body arrives: a body that stops short costs what it sent.
+	raw, err := connlimit.ReadBody(r, s.srv.cfg.MaxMessageBytes)
 	switch {
-	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine):
+	case errors.Is(err, smtp.ErrDataTooLarge) || errors.Is(err, smtp.ErrTooLongLine) || errors.Is(err, connlimit.ErrBodyTooLarge):
 		return errTooLarge
 	case err != nil:
 		return errIncomplete
@@ -336,11 +348,6 @@ func (s *session) Data(r io.Reader) error {
 	if fail := idempotency(req); fail != nil {
 		return fail
 	}
-	release, ok := s.srv.cfg.Shares.Take(shareKey(req))
-	if !ok {
-		return errTrialBusy
-	}
-	defer release()
 	// A send in flight is never closed to make room under a
 	// connlimit.Pool; a session waiting for its client may be.
 	connlimit.MarkBusy(s.conn.Conn, true)
@@ -360,19 +367,21 @@ func (s *session) Data(r io.Reader) error {
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: "OK: queued as " + resp.ID}
 }
 
-// shareKey names the trial a send is for, as far as the writer can tell
-// before the plane decides: the door it came in by (a netns door's key:
-// port numbers repeat across namespaces; else its port), and the
-// credential it presents (AUTH's, checked at AUTH), if any.
-func shareKey(req *rpc.SendRequest) string {
-	door := "port:" + strconv.Itoa(req.Port)
-	if req.Door != "" {
-		door = "door:" + req.Door
+// shareKey names the trial a message is for, as far as the writer can
+// tell before its body is read: the AUTH password the plane accepted
+// (it opens one trial, on whichever listener), or else the door it came
+// in by (a netns door's key: port numbers repeat across namespaces; else
+// its port, which on a shared writer is one trial's). A selecting
+// listener's messages name their namespace only in their body: its door
+// is the drop-in sidecar's, one trial's.
+func (s *session) shareKey() string {
+	switch {
+	case s.password != "":
+		return "credential:" + s.password
+	case s.srv.cfg.Door != "":
+		return "door:" + s.srv.cfg.Door
 	}
-	if req.Credential != "" {
-		return door + "\x00credential:" + req.Namespace + "\x00" + req.Credential
-	}
-	return door
+	return "port:" + strconv.Itoa(s.port)
 }
 
 // errorLog sends go-smtp's internal error lines (a client that vanished,

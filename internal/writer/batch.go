@@ -85,7 +85,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMissingKey)
 		return
 	}
-	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
+	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}, h.cfg.MaxBodyBytes*batchBodyFactor)
 	if err != nil {
 		writeError(w, h.callerAnswer(err))
 		return

@@ -34,18 +34,26 @@ var errShareTaken = errors.New("writer: the trial's share is in flight")
 // admit decides who is calling: the namespace req's credential opens (a
 // SigV4 proof is asked every time: it is bound to one request). The
 // request is then busy under the pool, and holds its fair share of its
-// door until release.
-func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest) (release func(), err error) {
+// door, and its body's bytes of its trial's budget (limits.TrialBodyBytes:
+// its Content-Length, or limit, the route's maximum, for a chunked body),
+// until release: before its body is read, so that one trial's requests
+// can make the process hold at most that much of their bodies at once.
+func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest, limit int64) (release func(), err error) {
 	ns, err := h.resolve(r, req)
 	if err != nil {
 		return nil, err
 	}
 	connlimit.Known(r.Context())
-	release, ok := h.shares.Take(doorKey(r) + "\x00" + ns)
+	releaseShare, ok := h.shares.Take(doorKey(r) + "\x00" + ns)
 	if !ok {
 		return nil, errShareTaken
 	}
-	return release, nil
+	releaseBytes, ok := h.bodyBytes.TakeN(ns, declared(r, limit))
+	if !ok {
+		releaseShare()
+		return nil, errShareTaken
+	}
+	return func() { releaseBytes(); releaseShare() }, nil
 }
 
 // resolve is the namespace req opens: remembered, or the plane's answer.

@@ -26,7 +26,6 @@ package writer
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -84,6 +83,9 @@ type Handler struct {
 	// preauth bounds the bodies read before their caller is known (an
 	// SES request's).
 	preauth *connlimit.Preauth
+	// bodyBytes bound the body bytes each trial (its namespace) has this
+	// process hold at once (caller.go).
+	bodyBytes *connlimit.Shares
 }
 
 // NewHandler returns the API over plane.
@@ -98,7 +100,10 @@ func NewHandler(cfg Config, plane Plane, log zerolog.Logger) *Handler {
 		cfg.Idle = connlimit.DefaultIdle
 	}
 	return &Handler{cfg: cfg, plane: plane, log: log, now: time.Now, shares: connlimit.NewShares(limits.TrialRequests),
-		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests)}
+		preauth: connlimit.NewPreauth(limits.PreauthBytes, limits.PreauthRequests),
+		// A trial with nothing held may always send the largest batch,
+		// whatever --max-message-bytes says.
+		bodyBytes: connlimit.NewShares(max(limits.TrialBodyBytes, cfg.MaxBodyBytes*batchBodyFactor))}
 }
 
 // route is one endpoint of the mail APIs: the method it answers and what
@@ -264,7 +269,7 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMissingKey)
 		return
 	}
-	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred})
+	done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred}, h.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, h.callerAnswer(err))
 		return
@@ -334,15 +339,31 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, limit int64) 
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(w, r, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		if errors.As(err, &tooBig) || errors.Is(err, connlimit.ErrBodyTooLarge) {
 			return nil, errTooLarge
 		}
 		return nil, errIncomplete
 	}
 	return body, nil
+}
+
+// readAll reads r's body of at most limit bytes (and its Content-Length,
+// which admit counted) into a buffer grown as it arrives: a body that
+// stops short costs what it sent, not what it declared.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	return connlimit.ReadBody(http.MaxBytesReader(w, r.Body, limit), declared(r, limit))
+}
+
+// declared is the most of r's body that is read under limit: its
+// Content-Length, or limit for a chunked body.
+func declared(r *http.Request, limit int64) int64 {
+	if r.ContentLength >= 0 {
+		return min(r.ContentLength, limit)
+	}
+	return limit
 }
 
 // idempotencyKey is check 12: the request's Idempotency-Key, if valid.

@@ -3,13 +3,13 @@ package writer
 import (
 	"cmp"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/faults"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/sendapi"
@@ -76,7 +76,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 	if hasCred {
 		// The credential is in the headers: the caller is known before
 		// its body is read.
-		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred, API: api.Name()})
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: cred, API: api.Name()}, limit)
 		if err != nil {
 			api.Refuse(w, h.providerAnswer(err))
 			return
@@ -108,7 +108,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 		}
 		who.proof = &rpc.SigV4Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
 		// The signature names the caller before anything else is judged.
-		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, SigV4: who.proof, API: api.Name()})
+		done, err := h.admit(r, rpc.CredentialRequest{Via: rpc.ViaHTTP, SigV4: who.proof, API: api.Name()}, limit)
 		unknown()
 		if err != nil {
 			api.Refuse(w, h.providerAnswer(err))
@@ -148,11 +148,7 @@ func (h *Handler) provider(w http.ResponseWriter, r *http.Request, api sendapi.A
 // within limits.PreauthBodyTimeout. Over the budget it is 429 at once,
 // and nothing is read.
 func (h *Handler) readUnknownBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), *sendapi.Error) {
-	size := limit // chunked: at most this much is read
-	if r.ContentLength >= 0 {
-		size = min(r.ContentLength, limit)
-	}
-	release, ok := h.preauth.Take(r.Context(), size)
+	release, ok := h.preauth.Take(r.Context(), declared(r, limit))
 	if !ok {
 		return nil, func() {}, sendapi.Fail(sendapi.Busy)
 	}
@@ -181,10 +177,10 @@ func (h *Handler) readProviderBody(w http.ResponseWriter, r *http.Request, limit
 	if r.ContentLength > limit {
 		return nil, sendapi.Fail(sendapi.TooLarge)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(w, r, limit)
 	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
+	case errors.As(err, &tooBig) || errors.Is(err, connlimit.ErrBodyTooLarge):
 		return nil, sendapi.Fail(sendapi.TooLarge)
 	case err != nil:
 		return nil, sendapi.Bad("", "The body ended before Content-Length bytes arrived.")
