@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/internal/logging"
@@ -182,7 +183,9 @@ func (s Surface) PlaneClient() (*rpc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rpc.NewClient(s.PlaneSocket, grant), nil
+	// No more plane connections than the process's connection cap, whose
+	// descriptors count one plane connection per connection.
+	return rpc.NewClientConns(s.PlaneSocket, grant, connlimit.ProcessCap()), nil
 }
 
 // ReadSecret reads the secret in the file at path (flag's value) or, when

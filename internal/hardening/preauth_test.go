@@ -195,14 +195,21 @@ func TestPreauthMemory(t *testing.T) {
 // declared and trickled a byte a second): the writer's POST /emails, the
 // inbox's MCP calls, the gateway's reads (a GET with a Content-Length).
 // Trial B's POST /emails, SMTP on its own port, inbox page, MCP call and
-// gateway read each answer within 2 s throughout. One door at a time:
+// gateway read each answer within 2 s throughout (one whose connection
+// was closed to make room before its request was read is sent again,
+// once, as a client does: probe.retryUnread). One door at a time:
 // every stranger's credential costs its door a call to the plane, which
 // at 600 descriptors of its own cannot also hold three full doors' calls
 // at once (a deployment gives the plane room for every surface's).
 func TestPreauthSlowBodies(t *testing.T) {
-	// Its 2 s bound is for the stack, not for the race detector's
-	// bookkeeping of this process's connections: make unit runs it
-	// without -race, with TestFairShares, apart from the other tests.
+	// A timed test on a flood that this process makes on the same cores:
+	// on a 2-core host one run in five saw a latency spike or a request
+	// closed twice before it was read. make test must answer the same on
+	// every clone, so it runs in make hardening-long (and by hand), never
+	// under the race detector, whose bookkeeping it would time.
+	if !long() {
+		t.Skip("a timed flood: MAILPLANE_HARDENING=long (make hardening-long) runs it")
+	}
 	complexity.SkipUnderRace(t)
 	t.Parallel()
 	prlimit, err := exec.LookPath("prlimit")
@@ -287,7 +294,7 @@ func TestPreauthSlowBodies(t *testing.T) {
 		var bwg sync.WaitGroup
 		bStop := make(chan struct{})
 		for _, op := range ops {
-			p := &probe{}
+			p := &probe{retryUnread: true}
 			probes[op.name] = p
 			bwg.Add(1)
 			go p.run(&bwg, bStop, op.do)
@@ -343,11 +350,20 @@ func slowBody(addr, head string, stop <-chan struct{}, sent *atomic.Int64) {
 // probe is one of trial B's operations, repeated until stop: how many,
 // the slowest, and the first failures.
 type probe struct {
-	n      atomic.Int64
-	worst  atomic.Int64
-	failed atomic.Int64
-	mu     sync.Mutex
-	errs   []string
+	// retryUnread sends an operation again, once, when its first try got
+	// no answer at all (its connection closed before any reply: status
+	// or SMTP code 0), as a client does with a request the server never
+	// read: under a storm of strangers that fill the pool, a new
+	// connection may be closed to make room before its first bytes are
+	// read (README, "What one trial can take from another"). Counted in
+	// retried; the time is both tries'.
+	retryUnread bool
+	n           atomic.Int64
+	worst       atomic.Int64
+	failed      atomic.Int64
+	retried     atomic.Int64
+	mu          sync.Mutex
+	errs        []string
 }
 
 func (p *probe) run(wg *sync.WaitGroup, stop <-chan struct{}, do func(i int) string) {
@@ -360,6 +376,10 @@ func (p *probe) run(wg *sync.WaitGroup, stop <-chan struct{}, do func(i int) str
 		}
 		start := time.Now()
 		e := do(i)
+		if p.retryUnread && strings.HasPrefix(e, "0 ") {
+			p.retried.Add(1)
+			e = do(i)
+		}
 		d := time.Since(start)
 		p.n.Add(1)
 		if int64(d) > p.worst.Load() {
@@ -384,7 +404,7 @@ func (p *probe) run(wg *sync.WaitGroup, stop <-chan struct{}, do func(i int) str
 func (p *probe) check(t *testing.T, what string) {
 	t.Helper()
 	worst := time.Duration(p.worst.Load())
-	figure(t, "preauth %s: n=%d worst=%v failed=%d", what, p.n.Load(), worst.Round(time.Millisecond), p.failed.Load())
+	figure(t, "preauth %s: n=%d worst=%v failed=%d retried_unread=%d", what, p.n.Load(), worst.Round(time.Millisecond), p.failed.Load(), p.retried.Load())
 	if p.n.Load() == 0 {
 		t.Errorf("%s: not one request made", what)
 	}

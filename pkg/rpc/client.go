@@ -27,7 +27,13 @@ type Client struct {
 }
 
 // NewClient returns a client for the plane at socket that presents grant.
-func NewClient(socket, grant string) *Client {
+func NewClient(socket, grant string) *Client { return NewClientConns(socket, grant, 0) }
+
+// NewClientConns is NewClient holding at most maxConns connections to the
+// plane at once (0: no bound); a call over it waits for one. A surface
+// passes its own connection cap: it sized that cap by its descriptors,
+// one per connection and one per plane connection.
+func NewClientConns(socket, grant string, maxConns int) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -35,6 +41,7 @@ func NewClient(socket, grant string) *Client {
 		},
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
+		MaxConnsPerHost:     maxConns,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
