@@ -225,6 +225,20 @@ func (p *Pool) busyConns() int {
 	return n
 }
 
+// strangersReading is how many of the pool's connections are reading a
+// body whose caller is unknown.
+func (p *Pool) strangersReading() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for c := range p.conns {
+		if c.stranger.Load() == strangerReading {
+			n++
+		}
+	}
+	return n
+}
+
 // TestUnknownCallerEvictable: a connection whose request body is still
 // arriving, from a caller the handler has not accepted, makes room like
 // an idle one; once the handler knows the caller (Known), it is kept.
@@ -303,8 +317,8 @@ func TestStrangerFirst(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	stranger := dial(t, addr)
 	fmt.Fprintf(stranger, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nx")
-	waitFor(t, "both in the pool", func() bool { return p.Open() == 2 })
-	time.Sleep(50 * time.Millisecond)
+	// The stranger's request is in the handler, its connection ranked.
+	waitFor(t, "both in the pool, the stranger's reading", func() bool { return p.Open() == 2 && p.strangersReading() == 1 })
 	if status := rawGet(dial(t, addr)); status != 200 {
 		t.Fatalf("a new connection over the full pool: %d", status)
 	}
