@@ -161,13 +161,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // plus a plane call), so that the lifetime bound does not cut a request of
 // a well-behaved client.
 func (h *Handler) closeIfOld(w http.ResponseWriter, r *http.Request) {
-	c, ok := r.Context().Value(connKey{}).(*connlimit.Conn)
-	if ok && c.Remaining() < h.cfg.Idle+planeTimeout {
+	if connlimit.Remaining(r.Context()) < h.cfg.Idle+planeTimeout {
 		w.Header().Set("Connection", "close")
 	}
 }
-
-type connKey struct{}
 
 // planeContext bounds a plane call made for r. It is not cancelled when
 // the client goes away: a client that half-closes after its request (as

@@ -3,7 +3,6 @@ package writer
 import (
 	"context"
 	"log"
-	"net"
 	"net/http"
 	"time"
 
@@ -30,9 +29,10 @@ func NewHTTPServer(h http.Handler, idle, lifetime time.Duration, zl zerolog.Logg
 		ErrorLog:          log.New(debugWriter{zl}, "http: ", 0),
 		ConnState:         connlimit.HTTPConnState(),
 		Protocols:         httpserve.HTTP1(),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return ConnContext(ctx, c)
-		},
+		// The listener's own connection: its remaining lifetime decides
+		// whether an answer asks the client to close (closeIfOld). The
+		// HTTPS door passes the connection beneath TLS.
+		ConnContext: connlimit.HTTPConnContext,
 	}
 }
 
@@ -43,14 +43,6 @@ type debugWriter struct{ log zerolog.Logger }
 func (d debugWriter) Write(p []byte) (int, error) {
 	d.log.Debug().Msg(string(p))
 	return len(p), nil
-}
-
-// ConnContext is the http.Server.ConnContext of a listener that serves
-// h: it hands the handler the listener's own connection c (under TLS, the
-// connection beneath it), whose remaining lifetime decides whether a
-// response asks the client to close.
-func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(connlimit.HTTPConnContext(ctx, c), connKey{}, c)
 }
 
 // door is the listener a request came in by, the key of its fair share:

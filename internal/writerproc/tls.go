@@ -106,7 +106,7 @@ func startTLSDoors(cfg Config, limits connlimit.Limits, tlsCfg *tls.Config, smtp
 		d.http.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			// The handler reads the connection's remaining lifetime from
 			// the listener's own connection, under TLS.
-			return writer.ConnContext(ctx, innerConn(c))
+			return connlimit.HTTPConnContext(ctx, innerConn(c))
 		}
 		go func() {
 			httpLimits := limits
