@@ -3,9 +3,11 @@ package smtpd_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -310,20 +312,45 @@ func TestCommandLimit(t *testing.T) {
 	}
 }
 
+// anyClosed reports whether the writer has said goodbye on (or closed)
+// any of cs.
+func anyClosed(cs []*client) bool {
+	closed := false
+	for _, c := range cs {
+		c.c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.r.Peek(1); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed = true
+		}
+	}
+	return closed
+}
+
 // TestConnectionLimits: a 17th connection gets no greeting; an idle one is
 // closed after --idle-timeout, a busy one after --connection-lifetime.
 func TestConnectionLimits(t *testing.T) {
 	_, _, w := writertest.Setup(t, rpc.ProfileCandidate, "fixed", nil, "--idle-timeout", "1s", "--connection-lifetime", "3s")
-	var held []*client
-	for range 16 {
-		held = append(held, greet(t, w.SMTPAddr))
-	}
-	extra := dial(t, w.SMTPAddr)
-	if code, text := extra.reply(); code != 0 {
-		t.Fatalf("17th connection greeted: %d %q", code, text)
-	}
-	for _, c := range held {
-		c.c.Close()
+	// A held connection reaches the idle bound (1 s) if the writer stalls
+	// that long before it accepts the 17th, which is then greeted within
+	// the cap: that round shows nothing and is tried again.
+	for round := 1; ; round++ {
+		var held []*client
+		for range 16 {
+			held = append(held, greet(t, w.SMTPAddr))
+		}
+		extra := dial(t, w.SMTPAddr)
+		code, text := extra.reply()
+		heldClosed := anyClosed(held)
+		extra.c.Close()
+		for _, c := range held {
+			c.c.Close()
+		}
+		if code != 0 {
+			if heldClosed && round < 3 {
+				continue
+			}
+			t.Fatalf("17th connection greeted: %d %q", code, text)
+		}
+		break
 	}
 	// The writer frees their slots as it sees them close: until then a
 	// new connection gets no greeting.
