@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/fdpass"
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -42,13 +44,7 @@ func (r *reports) all() []rpc.ReportRequest {
 // eventually waits, within a generous bound, for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	itest.Eventually(t, what, 30*time.Second, cond)
 }
 
 // listener is a bound TCP listener to hand over, and its port.
@@ -64,7 +60,7 @@ func listener(t *testing.T) (*net.TCPListener, int) {
 // session opens an SMTP session on port and reads its greeting.
 func session(t *testing.T, port int) *textproto.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(port)))
+	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +73,9 @@ func session(t *testing.T, port int) *textproto.Conn {
 	return c
 }
 
-func itoa(n int) string { return (&net.TCPAddr{Port: n}).String()[1:] }
-
 // refused reports whether nothing listens on port any more.
 func refused(port int) bool {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", itoa(port)), 5*time.Second)
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
 	if err == nil {
 		c.Close()
 		return false
@@ -147,7 +141,7 @@ func TestPortControl(t *testing.T) {
 
 	// The first session holds the port's one connection: the next is shed,
 	// and reported once, for this port.
-	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(authPort)))
+	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(authPort)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +206,7 @@ func TestDoors(t *testing.T) {
 	if code, msg, err := c.ReadResponse(250); err != nil {
 		t.Fatalf("MAIL on a door's SMTP: %d %s; want 250 without AUTH", code, msg)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://127.0.0.1:" + itoa(httpPort) + "/nothing-here")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/nothing-here")
 	if err != nil {
 		t.Fatalf("the door's HTTP: %v", err)
 	}
