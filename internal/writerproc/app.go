@@ -38,8 +38,8 @@ func App() *cli.App {
 			"client presented; the plane decides. The writer reads no mail and holds no other secret.",
 		Flags: Flags(),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return cliapp.Usagef("unexpected argument %q", c.Args().First())
+			if err := cliapp.NoArgs(c); err != nil {
+				return err
 			}
 			return Run(FromContext(c))
 		},
