@@ -164,8 +164,12 @@ func (c *Conn) touch() { c.last.Store(time.Now().UnixNano()) }
 type connKey struct{}
 
 // HTTPConnContext is an http.Server.ConnContext that keeps each
-// connection in its requests' contexts, for Remaining.
+// connection in its requests' contexts, for Remaining: the listener's own
+// *Conn, also beneath TLS.
 func HTTPConnContext(ctx context.Context, c net.Conn) context.Context {
+	if lc := under(c); lc != nil {
+		c = lc
+	}
 	return context.WithValue(ctx, connKey{}, c)
 }
 

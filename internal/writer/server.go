@@ -29,9 +29,9 @@ func NewHTTPServer(h http.Handler, idle, lifetime time.Duration, zl zerolog.Logg
 		ErrorLog:          log.New(debugWriter{zl}, "http: ", 0),
 		ConnState:         connlimit.HTTPConnState(),
 		Protocols:         httpserve.HTTP1(),
-		// The listener's own connection: its remaining lifetime decides
-		// whether an answer asks the client to close (closeIfOld). The
-		// HTTPS door passes the connection beneath TLS.
+		// The listener's own connection, also beneath TLS: its remaining
+		// lifetime decides whether an answer asks the client to close
+		// (closeIfOld).
 		ConnContext: connlimit.HTTPConnContext,
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -103,11 +102,6 @@ func startTLSDoors(cfg Config, limits connlimit.Limits, tlsCfg *tls.Config, smtp
 		}
 		d.http = writer.NewHTTPServer(writer.AtDoor(h, "https", "", 0), limits.Idle, limits.Lifetime, log)
 		d.http.TLSConfig = tlsCfg.Clone()
-		d.http.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-			// The handler reads the connection's remaining lifetime from
-			// the listener's own connection, under TLS.
-			return connlimit.HTTPConnContext(ctx, innerConn(c))
-		}
 		go func() {
 			httpLimits := limits
 			httpLimits.Idle = 0 // net/http's own
@@ -136,11 +130,4 @@ func (d *tlsDoors) shutdown() {
 			d.http.Close()
 		}
 	}
-}
-
-func innerConn(c net.Conn) net.Conn {
-	if t, ok := c.(*tls.Conn); ok {
-		return t.NetConn()
-	}
-	return c
 }
