@@ -87,7 +87,7 @@ func TestAgentDoorsOnUp(t *testing.T) {
 	go func() {
 		woken <- toolCallNoFatal(sess, "wait_for_message", map[string]any{"after_id": 3, "timeout_seconds": 25})
 	}()
-	time.Sleep(300 * time.Millisecond) // let the wait reach the plane; it is woken either way
+	s.WaitParked(t, "mail", 1) // the wait is held at the plane before the sends
 	smtpSend(t, b, "Subject: B's second\r\n\r\nnot for A\r\n")
 	smtpSend(t, a, "Subject: A's second\r\n\r\nfor A\r\n")
 	select {
