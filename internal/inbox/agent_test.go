@@ -288,29 +288,17 @@ func toolCallNoFatal(s *mcp.ClientSession, name string, args any) map[string]any
 // answer.
 func rawRPC(t *testing.T, url, body string) map[string]any {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, bytes.NewBufferString(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	ans, _ := mcpPost(t, url, body)
 	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
+	if err := json.Unmarshal([]byte(ans.body), &out); err != nil {
+		t.Fatalf("POST %s: %d %s", body, ans.status, ans.body)
 	}
 	return out
 }
 
-// mcpPost posts one JSON-RPC message to an MCP endpoint as rawRPC does,
-// and returns the answer as it came, and whether the inbox closed the
-// connection after it.
+// mcpPost posts one JSON-RPC message to an MCP endpoint, and returns the
+// answer as it came, and whether the inbox closed the connection after
+// it.
 func mcpPost(t *testing.T, url, body string) (answer, bool) {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, bytes.NewBufferString(body))
@@ -319,6 +307,7 @@ func mcpPost(t *testing.T, url, body string) (answer, bool) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
