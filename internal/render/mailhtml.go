@@ -104,7 +104,7 @@ func LinkURLs(m rpc.Message) []string {
 				u = linkURL(string(v))
 			}
 		}
-		if l := strings.ToLower(u); !seen[u] && (strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")) {
+		if !seen[u] && isHTTP(u) {
 			out = append(out, u)
 			seen[u] = true
 		}
@@ -277,12 +277,15 @@ func linkURL(v string) string {
 	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return ""
 	}
-	l := strings.ToLower(v)
-	if strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "mailto:") {
+	if isHTTP(v) || hasPrefixFold(v, "mailto:") {
 		return v
 	}
 	return ""
 }
+
+// isHTTP reports whether u is an http or https URL (schemes are ASCII
+// case-insensitive).
+func isHTTP(u string) bool { return hasPrefixFold(u, "https://") || hasPrefixFold(u, "http://") }
 
 // shown are the inline image types a frame shows (as data: URIs):
 // raster formats only.
