@@ -61,9 +61,9 @@ func (s *sessions) open(grant string) string {
 	var b [32]byte
 	rand.Read(b[:])
 	capability := base64.RawURLEncoding.EncodeToString(b[:])
-	sess := &session{grant: grant, expires: time.Now().Add(sessionTTL)}
-	rand.Read(sess.frameKey[:])
 	now := time.Now()
+	sess := &session{grant: grant, expires: now.Add(sessionTTL)}
+	rand.Read(sess.frameKey[:])
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, v := range s.m {

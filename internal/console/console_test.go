@@ -536,8 +536,8 @@ func TestLiveQuiet(t *testing.T) {
 	}
 	// Streams that the browser leaves while their plane call waits: the
 	// call starts half a second (minGap) after the stream's first answer,
-	// so each leaves a second after it, until the plane has logged three
-	// waits cut short (it logs a call as it ends).
+	// so each leaves once the plane counts it parked, until the plane has
+	// logged three waits cut short (it logs a call as it ends).
 	deadline := time.Now().Add(60 * time.Second)
 	for cut() < 3 {
 		if time.Now().After(deadline) {
@@ -554,7 +554,7 @@ func TestLiveQuiet(t *testing.T) {
 			t.Fatalf("the stream: %d %v", resp.StatusCode, err)
 		}
 		before := cut()
-		time.Sleep(time.Second)
+		s.plane.WaitParked(t, "trail", 1) // its plane call waits
 		cancel()
 		resp.Body.Close()
 		// Its cut call is logged soon; a stream left before its call

@@ -111,12 +111,14 @@ func (l line) sentence() string {
 			did += ": " + msgs
 		}
 	case "latest":
-		did, tried = "read the latest message"+l.recipient(), "read the latest message"+l.recipient()
+		did = "read the latest message" + l.recipient()
+		tried = did
 		if msgs != "" {
-			did = "read the latest message" + l.recipient() + ", " + msgs
+			did += ", " + msgs
 		}
 	case "get":
-		did, tried = "read "+orWord(msgs, "a message"), "read "+orWord(msgs, "a message")
+		did = "read " + orWord(msgs, "a message")
+		tried = did
 	case "open":
 		if l.Door == "plane" {
 			if l.Detail != "" {
@@ -131,15 +133,14 @@ func (l line) sentence() string {
 			did += " and got " + msgs
 		}
 	case "click":
-		link := "a link"
+		what := "a link of " + orWord(msgs, "a message")
 		if l.Link != nil {
-			link = "link " + strconv.Itoa(*l.Link+1)
+			what = "link " + strconv.Itoa(*l.Link+1) + " of " + orWord(msgs, "a message")
 		}
-		did = "clicked " + link + " of " + orWord(msgs, "a message")
+		did, tried = "clicked "+what, "click "+what
 		if l.Host != "" {
 			did += " (" + l.Host + ")"
 		}
-		tried = "click " + link + " of " + orWord(msgs, "a message")
 	case "connect":
 		did, tried = "connected over SMTP", "connect over SMTP"
 	case "plant":

@@ -133,7 +133,7 @@ func (c *Console) trials(w http.ResponseWriter, r *http.Request, v visit) {
 	var health rpc.HealthResponse
 	d := pageData{Title: "Trials", Base: v.base, visit: v, Trials: &list, Filter: f, Store: "unavailable",
 		Live: v.base + "/live?v=" + strconv.FormatUint(ver.Version, 10)}
-	if c.plane.Call(r.Context(), rpc.MethodHealth, &rpc.Empty{}, &health) == nil {
+	if c.call(r.Context(), rpc.MethodHealth, &rpc.Empty{}, &health) == nil {
 		d.Store = health.Store
 	}
 	d.From, d.To = f.Page*pageSize+1, f.Page*pageSize+len(list.Rows)

@@ -19,9 +19,9 @@ import (
 // connection) for up to rpc.MaxWait, so connections are many and long:
 // they share one cap sized to the process (connlimit.ProcessCap), under
 // which a connection not answering a request may be closed to make room;
-// each read capability has its share of requests in flight
-// (limits.TrialRequests); and a request's header must arrive within
-// limits.HeaderTimeout.
+// each trial (the namespace its checked capability opens) has its share
+// of requests in flight (limits.TrialRequests); and a request's header
+// must arrive within limits.HeaderTimeout.
 const (
 	readTimeout = 10 * time.Second
 	// writeTimeout lets a request wait rpc.MaxWait for mail and still

@@ -87,7 +87,7 @@ func TestAgentDoorsOnUp(t *testing.T) {
 	go func() {
 		woken <- toolCallNoFatal(sess, "wait_for_message", map[string]any{"after_id": 3, "timeout_seconds": 25})
 	}()
-	time.Sleep(300 * time.Millisecond) // let the wait reach the plane; it is woken either way
+	s.WaitParked(t, "mail", 1) // the wait is held at the plane before the sends
 	smtpSend(t, b, "Subject: B's second\r\n\r\nnot for A\r\n")
 	smtpSend(t, a, "Subject: A's second\r\n\r\nfor A\r\n")
 	select {
@@ -288,29 +288,17 @@ func toolCallNoFatal(s *mcp.ClientSession, name string, args any) map[string]any
 // answer.
 func rawRPC(t *testing.T, url, body string) map[string]any {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, bytes.NewBufferString(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	ans, _ := mcpPost(t, url, body)
 	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
+	if err := json.Unmarshal([]byte(ans.body), &out); err != nil {
+		t.Fatalf("POST %s: %d %s", body, ans.status, ans.body)
 	}
 	return out
 }
 
-// mcpPost posts one JSON-RPC message to an MCP endpoint as rawRPC does,
-// and returns the answer as it came, and whether the inbox closed the
-// connection after it.
+// mcpPost posts one JSON-RPC message to an MCP endpoint, and returns the
+// answer as it came, and whether the inbox closed the connection after
+// it.
 func mcpPost(t *testing.T, url, body string) (answer, bool) {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, bytes.NewBufferString(body))
@@ -319,6 +307,7 @@ func mcpPost(t *testing.T, url, body string) (answer, bool) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,9 @@
 // opened it, subjects, the text as sent and its links, and the readable
 // text of the HTML part (what a person reads of it, links as "words
 // (URL)"); never the HTML's markup, a code, an action link or any field
-// of the gateway's JSON. The server is stateless (a request holds no session), answers
-// JSON, and reads a request body of at most maxRequestBytes.
+// of the gateway's JSON. The server is stateless (a request holds no
+// session), answers JSON, and reads a request body of at most
+// maxRequestBytes.
 package inboxmcp
 
 import (
@@ -195,11 +196,10 @@ func (t tools) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadInput) (
 	if err != nil {
 		return nil, Message{}, t.fail(ctx, err, true)
 	}
-	out := Message{
+	return nil, Message{
 		ID: m.ID, From: mailmsg.ShowSender(m.FromName, m.EnvelopeFrom), To: nonNil(m.Recipients), Subject: m.Subject,
 		Date: stamp(m.Received), Text: m.Text, Links: render.Links(m.Text), HTMLText: m.HTMLText,
-	}
-	return nil, out, nil
+	}, nil
 }
 
 func (t tools) wait(ctx context.Context, _ *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, List, error) {

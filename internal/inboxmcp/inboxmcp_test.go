@@ -199,7 +199,7 @@ func TestTools(t *testing.T) {
 		got, _ := call(t, s, "wait_for_message", map[string]any{"after_id": 2, "timeout_seconds": 30})
 		woken <- got
 	}()
-	time.Sleep(200 * time.Millisecond) // let the wait start; it is woken either way
+	plane.WaitParked(t, "mail", 1) // the wait is held at the plane before the send
 	send(t, wa, "Subject: Third\r\n\r\nnew\r\n")
 	select {
 	case got := <-woken:

@@ -104,7 +104,7 @@ func LinkURLs(m rpc.Message) []string {
 				u = linkURL(string(v))
 			}
 		}
-		if l := strings.ToLower(u); !seen[u] && (strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")) {
+		if !seen[u] && isHTTP(u) {
 			out = append(out, u)
 			seen[u] = true
 		}
@@ -277,30 +277,36 @@ func linkURL(v string) string {
 	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return ""
 	}
-	l := strings.ToLower(v)
-	if strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "mailto:") {
+	if isHTTP(v) || hasPrefixFold(v, "mailto:") {
 		return v
 	}
 	return ""
 }
 
+// isHTTP reports whether u is an http or https URL (schemes are ASCII
+// case-insensitive).
+func isHTTP(u string) bool { return hasPrefixFold(u, "https://") || hasPrefixFold(u, "http://") }
+
 // shown are the inline image types a frame shows (as data: URIs):
 // raster formats only.
 var shown = set("image/png image/jpeg image/gif image/webp")
 
-// images are a message's inline images by Content-ID, as data: URIs, and
-// the bytes a frame may still spend on them (limits.FrameImageBytes).
+// images are a message's inline images of a shown type by Content-ID
+// (the first of each), and the bytes a frame may still spend on their
+// data: URIs (limits.FrameImageBytes). A URI is built when an img first
+// names it and fits the budget: an image no img names, or one too large
+// to show, is never encoded.
 type images struct {
+	parts  map[string]rpc.InlineImage
 	uris   map[string]string
 	budget int
 }
 
 func newImages(inline []rpc.InlineImage) *images {
-	im := &images{uris: map[string]string{}, budget: limits.FrameImageBytes}
+	im := &images{parts: map[string]rpc.InlineImage{}, uris: map[string]string{}, budget: limits.FrameImageBytes}
 	for _, p := range inline {
-		t := strings.ToLower(p.ContentType)
-		if _, dup := im.uris[p.ContentID]; !dup && shown[t] {
-			im.uris[p.ContentID] = "data:" + t + ";base64," + base64.StdEncoding.EncodeToString(p.Data)
+		if _, dup := im.parts[p.ContentID]; !dup && shown[strings.ToLower(p.ContentType)] {
+			im.parts[p.ContentID] = p
 		}
 	}
 	return im
@@ -314,11 +320,21 @@ func (im *images) url(v string) string {
 	if len(v) < 4 || !strings.EqualFold(v[:4], "cid:") {
 		return ""
 	}
-	u := im.uris[v[4:]]
-	if len(u) > im.budget {
+	p, ok := im.parts[v[4:]]
+	if !ok {
 		return ""
 	}
-	im.budget -= len(u)
+	prefix := "data:" + strings.ToLower(p.ContentType) + ";base64,"
+	n := len(prefix) + base64.StdEncoding.EncodedLen(len(p.Data))
+	if n > im.budget {
+		return ""
+	}
+	im.budget -= n
+	u, ok := im.uris[v[4:]]
+	if !ok {
+		u = prefix + base64.StdEncoding.EncodeToString(p.Data)
+		im.uris[v[4:]] = u
+	}
 	return u
 }
 
@@ -335,7 +351,7 @@ func cleanCSS(s string) string {
 		return ""
 	}
 	var b strings.Builder
-	kept := 0
+	from := 0 // s up to from is written
 	for i := 0; i < len(s); i++ {
 		for _, p := range cssBlocked {
 			if hasPrefixFold(s[i:], p) {
@@ -343,17 +359,17 @@ func cleanCSS(s string) string {
 				if p[0] == '@' {
 					at = 1 // "@blocked-import": an unknown at-rule, which the browser skips alone
 				}
-				b.WriteString(s[kept : i+at])
+				b.WriteString(s[from : i+at])
 				b.WriteString("blocked-")
-				kept = i + at
+				from = i + at
 				break
 			}
 		}
 	}
-	if kept == 0 && b.Len() == 0 {
+	if b.Len() == 0 {
 		return s
 	}
-	b.WriteString(s[kept:])
+	b.WriteString(s[from:])
 	return b.String()
 }
 

@@ -111,30 +111,7 @@ func Notice(title, sentence string) []byte {
 // Inbox lists msgs (oldest first, as given) under base, the path of the
 // inbox page; message links are base/messages/{id}.
 func Inbox(msgs []rpc.Message, base string) []byte {
-	var b strings.Builder
-	if len(msgs) == 0 {
-		b.WriteString("<p class=empty id=inbox-empty>No messages yet. Mail sent to this mailbox appears here.</p>")
-	}
-	for _, m := range msgs {
-		id := strconv.FormatInt(m.ID, 10)
-		b.WriteString(`<article class=msg><h2><a href="`)
-		b.WriteString(Escape(base))
-		b.WriteString("/messages/")
-		b.WriteString(id)
-		b.WriteString(`">`)
-		b.WriteString(Escape(m.Subject))
-		b.WriteString("</a></h2><p class=meta>From ")
-		b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
-		b.WriteString(" · To ")
-		b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
-		b.WriteString(" · Message ")
-		b.WriteString(id)
-		b.WriteString("</p></article>")
-	}
-	b.WriteString(`<p><a href="`)
-	b.WriteString(Escape(base))
-	b.WriteString(`" id=inbox-refresh>Refresh</a></p>`)
-	return Document(TitleInbox, b.String())
+	return Document(TitleInbox, list(msgs, base, false))
 }
 
 // AgentInbox is the agent's inbox page, as a mail client shows one:
@@ -142,41 +119,50 @@ func Inbox(msgs []rpc.Message, base string) []byte {
 // name and address, its received time, and "Unread" until the agent
 // opens it (rpc.Message.Opened).
 func AgentInbox(msgs []rpc.Message, base string) []byte {
+	return document(TitleInbox, agentCSS, list(msgs, base, true))
+}
+
+// list is an inbox page's body: msgs in their order, each with its id;
+// on the agent's page (agent) newest first, each with its unread mark
+// and received time.
+func list(msgs []rpc.Message, base string, agent bool) string {
 	var b strings.Builder
 	if len(msgs) == 0 {
 		b.WriteString("<p class=empty id=inbox-empty>No messages yet. Mail sent to this mailbox appears here.</p>")
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
+	for i := range msgs {
 		m := msgs[i]
-		id := strconv.FormatInt(m.ID, 10)
-		if m.Opened {
-			b.WriteString(`<article class="msg read" id=message-`)
-		} else {
-			b.WriteString(`<article class="msg unread" id=message-`)
+		if agent {
+			m = msgs[len(msgs)-1-i]
 		}
-		b.WriteString(id)
-		b.WriteString(`><h2>`)
-		if !m.Opened {
-			b.WriteString(`<span class=badge>Unread</span>`)
+		id := strconv.FormatInt(m.ID, 10)
+		switch {
+		case !agent:
+			b.WriteString(`<article class=msg><h2>`)
+		case m.Opened:
+			b.WriteString(`<article class="msg read" id=message-` + id + `><h2>`)
+		default:
+			b.WriteString(`<article class="msg unread" id=message-` + id + `><h2><span class=badge>Unread</span>`)
 		}
 		b.WriteString(`<a href="`)
-		b.WriteString(Escape(base))
-		b.WriteString("/messages/")
-		b.WriteString(id)
+		b.WriteString(Escape(messagePath(base, m.ID)))
 		b.WriteString(`">`)
 		b.WriteString(Escape(m.Subject))
-		b.WriteString("</a></h2><p class=meta>From ")
-		b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
-		b.WriteString(" · To ")
-		b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
-		b.WriteString(" · ")
-		b.WriteString(received(m))
+		b.WriteString("</a></h2><p class=meta>")
+		meta(&b, m)
+		if agent {
+			b.WriteString(" · ")
+			b.WriteString(received(m))
+		} else {
+			b.WriteString(" · Message ")
+			b.WriteString(id)
+		}
 		b.WriteString("</p></article>")
 	}
 	b.WriteString(`<p><a href="`)
 	b.WriteString(Escape(base))
 	b.WriteString(`" id=inbox-refresh>Refresh</a></p>`)
-	return document(TitleInbox, agentCSS, b.String())
+	return b.String()
 }
 
 // TimeLayout is how the agent's pages show a received time (in UTC).
@@ -216,18 +202,19 @@ func AgentMessage(m rpc.Message, base string, text bool) []byte {
 
 // FramePath is the route of message id's HTML frame (FrameDocument), and
 // TextPath that of its page showing the text, under base.
-func FramePath(base string, id int64) string {
-	return base + "/messages/" + strconv.FormatInt(id, 10) + "/html"
-}
+func FramePath(base string, id int64) string { return messagePath(base, id) + "/html" }
 
-func TextPath(base string, id int64) string {
-	return base + "/messages/" + strconv.FormatInt(id, 10) + "/text"
-}
+func TextPath(base string, id int64) string { return messagePath(base, id) + "/text" }
 
 // PingPath is the route a click on link i (from 0, in Links' order) of
 // message id is recorded at, under base, the inbox page's path.
 func PingPath(base string, id int64, i int) string {
-	return base + "/messages/" + strconv.FormatInt(id, 10) + "/ping/" + strconv.Itoa(i)
+	return messagePath(base, id) + "/ping/" + strconv.Itoa(i)
+}
+
+// messagePath is the route of message id's page under base.
+func messagePath(base string, id int64) string {
+	return base + "/messages/" + strconv.FormatInt(id, 10)
 }
 
 // message is the page of a message's text; agent is the agent's, with
@@ -237,7 +224,7 @@ func message(m rpc.Message, base string, agent bool) []byte {
 	header(&b, m, agent)
 	if agent && m.HTML != "" {
 		b.WriteString(`<p class=views id=message-views><a href="`)
-		b.WriteString(Escape(base + "/messages/" + strconv.FormatInt(m.ID, 10)))
+		b.WriteString(Escape(messagePath(base, m.ID)))
 		b.WriteString(`" id=message-html-link>HTML</a> · Text</p>`)
 	}
 	b.WriteString("<pre id=message-body>")
@@ -259,15 +246,21 @@ func message(m rpc.Message, base string, agent bool) []byte {
 func header(b *strings.Builder, m rpc.Message, agent bool) {
 	b.WriteString("<article class=msg><h2>")
 	b.WriteString(Escape(m.Subject))
-	b.WriteString("</h2><p class=meta>From ")
-	b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
-	b.WriteString(" · To ")
-	b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
+	b.WriteString("</h2><p class=meta>")
+	meta(b, m)
 	if agent {
 		b.WriteString(" · ")
 		b.WriteString(received(m))
 	}
 	b.WriteString("</p>")
+}
+
+// meta names a message's sender and recipients, as every page shows them.
+func meta(b *strings.Builder, m rpc.Message) {
+	b.WriteString("From ")
+	b.WriteString(Escape(mailmsg.ShowSender(m.FromName, m.EnvelopeFrom)))
+	b.WriteString(" · To ")
+	b.WriteString(Escape(strings.Join(m.Recipients, ", ")))
 }
 
 func back(b *strings.Builder, base string) {
