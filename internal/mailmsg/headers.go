@@ -17,10 +17,16 @@ func Headers(raw []byte) []Field {
 	var out []Field
 	for _, f := range headerFields(header) {
 		if name := strings.TrimSpace(f.name); name != "" {
-			out = append(out, Field{Name: name, Value: decodeHeader(noBreaks(unfold(f.value)))})
+			out = append(out, fieldOf(name, unfold(f.value)))
 		}
 	}
 	return out
+}
+
+// fieldOf is the field named name (trimmed, not empty) whose unfolded
+// value is v, as Headers returns it.
+func fieldOf(name, v string) Field {
+	return Field{Name: name, Value: decodeHeader(noBreaks(v))}
 }
 
 // noBreaks turns a bare CR or LF left in an unfolded value (a line break
