@@ -18,13 +18,13 @@ import (
 	"unicode/utf8"
 )
 
-// parses counts the calls of Parse, Headers and HTMLText, the parsers of
+// parses counts the calls of Parse and HTMLText, the parsers of
 // a stored message: package plane's tests read it to show that a read of
 // a stored message parses nothing (its index was made when the message
 // was accepted, package mailindex).
 var parses atomic.Int64
 
-// Parses returns how many times Parse, Headers and HTMLText have run in
+// Parses returns how many times Parse and HTMLText have run in
 // this process.
 func Parses() int64 { return parses.Load() }
 
@@ -76,7 +76,7 @@ func Parse(raw []byte) Parsed {
 		name, v := strings.TrimSpace(f.name), unfold(f.value)
 		h.Add(textproto.CanonicalMIMEHeaderKey(name), v)
 		if name != "" {
-			p.Headers = append(p.Headers, fieldOf(name, v))
+			p.Headers = append(p.Headers, Field{Name: name, Value: decodeHeader(noBreaks(v))})
 		}
 	}
 	p.Subject = decodeHeader(h.Get("Subject"))
