@@ -67,13 +67,11 @@ func Of(raw []byte) Index {
 			x.Inline = append(x.Inline, rpc.InlineImage{ContentID: a.ContentID, ContentType: a.ContentType, Data: a.Data})
 		}
 	}
-	for _, f := range mailmsg.Headers(raw) {
+	for _, f := range p.Headers {
 		x.Headers = append(x.Headers, rpc.Header{Name: f.Name, Value: f.Value})
 	}
-	if p.HTML != "" {
-		if h := mailmsg.HTMLText(p.HTML); h != p.Text {
-			x.HTMLText = h
-		}
+	if p.HTMLText != p.Text {
+		x.HTMLText = p.HTMLText
 	}
 	found := otp.Extract(p.Subject, p.Text, p.HTML)
 	x.Found = rpc.Found{OTP: found.OTP, Codes: found.Codes, Links: found.Links, ActionLink: found.ActionLink}

@@ -8,20 +8,10 @@ type Field struct {
 	Name, Value string
 }
 
-// Headers returns the top-level header's fields in their order. Like
-// Parse it never fails: a header block over the limits is read up to
-// them, and a line that is no field is left out.
-func Headers(raw []byte) []Field {
-	parses.Add(1)
-	header, _, _, _ := splitHeader(raw)
-	var out []Field
-	for _, f := range headerFields(header) {
-		if name := strings.TrimSpace(f.name); name != "" {
-			out = append(out, Field{Name: name, Value: decodeHeader(noBreaks(unfold(f.value)))})
-		}
-	}
-	return out
-}
+// Headers returns the top-level header's fields in their order (Parse's
+// Headers). Like Parse it never fails: a header block over the limits is
+// read up to them, and a line that is no field is left out.
+func Headers(raw []byte) []Field { return Parse(raw).Headers }
 
 // noBreaks turns a bare CR or LF left in an unfolded value (a line break
 // that is no fold) into a space: a field's value is one line.

@@ -18,13 +18,13 @@ import (
 	"unicode/utf8"
 )
 
-// parses counts the calls of Parse, Headers and HTMLText, the parsers of
+// parses counts the calls of Parse and HTMLText, the parsers of
 // a stored message: package plane's tests read it to show that a read of
 // a stored message parses nothing (its index was made when the message
 // was accepted, package mailindex).
 var parses atomic.Int64
 
-// Parses returns how many times Parse, Headers and HTMLText have run in
+// Parses returns how many times Parse and HTMLText have run in
 // this process.
 func Parses() int64 { return parses.Load() }
 
@@ -35,10 +35,15 @@ type Parsed struct {
 	// address and its cleaned display name (Sender).
 	FromName, FromAddress string
 	// Label is the evaluator's label of a planted message (LabelHeader).
-	Label       string
-	Text        string // the text/plain part as sent, or text derived from HTML
-	HTML        string
+	Label string
+	Text  string // the text/plain part as sent, or text derived from HTML
+	HTML  string
+	// HTMLText is the HTML part's text as a person reads it (HTMLText),
+	// made once: it is Text when the message has no text part.
+	HTMLText    string
 	Attachments []Attachment // attachments first, then inline parts
+	// Headers are the top-level header's fields, as Headers returns them.
+	Headers []Field
 }
 
 // Attachment describes one non-body part.
@@ -63,19 +68,27 @@ func Parse(raw []byte) Parsed {
 		body = nil
 	}
 	h := textproto.MIMEHeader{}
+	var p Parsed
 	for _, f := range headerFields(header) {
-		if f.name != "" {
-			h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f.name)), unfold(f.value))
+		if f.name == "" {
+			continue
+		}
+		name, v := strings.TrimSpace(f.name), unfold(f.value)
+		h.Add(textproto.CanonicalMIMEHeaderKey(name), v)
+		if name != "" {
+			p.Headers = append(p.Headers, Field{Name: name, Value: decodeHeader(noBreaks(v))})
 		}
 	}
-	var p Parsed
 	p.Subject = decodeHeader(h.Get("Subject"))
 	p.FromName, p.FromAddress = Sender(h.Get("From"))
 	p.Label = h.Get(LabelHeader)
 	w := walker{out: &p}
 	w.entity(h, body, "", 0)
-	if p.Text == "" && p.HTML != "" {
-		p.Text = HTMLText(p.HTML)
+	if p.HTML != "" {
+		p.HTMLText = HTMLText(p.HTML)
+		if p.Text == "" {
+			p.Text = p.HTMLText
+		}
 	}
 	var att, inl []Attachment
 	for _, a := range p.Attachments {

@@ -109,11 +109,19 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	hit, cached := b.binds.get(gen, key)
 	if bind := c.bind; cached && bind == bindCredential && sel.kind == credSigV4 {
 		// Only a signature that verifies is served from the cache: a
-		// refused one costs what a missing namespace's does (bySigV4).
+		// refused one costs what a missing namespace's does (bySigV4),
+		// the two store reads and one check of the signature, the one
+		// just made.
 		cachedT := t
 		cachedT.trial, cachedT.ns = hit.trial, hit.ns
-		if !cachedT.trial.Expired(time.Now()) && b.opens(&cachedT, sel, c) == nil {
-			return cachedT, nil
+		if !cachedT.trial.Expired(time.Now()) {
+			if b.opens(&cachedT, sel, c) == nil {
+				return cachedT, nil
+			}
+			if _, _, _, err := b.sigV4Trial(ctx, sel); err != nil {
+				return t, err
+			}
+			return t, refusal[credSigV4] // t names no namespace, as bySigV4's
 		}
 		cached = false
 	}

@@ -48,6 +48,10 @@ func (b *Broker) providers(writerURL string, id rpc.Identity) *rpc.Providers {
 	}
 }
 
+// sesSecret is sigv4.Secret, the secret a proof is checked with; a test
+// counts the derivations each kind of refusal makes.
+var sesSecret = sigv4.Secret
+
 // writeDigest is the digest of the token providers hands out for trial
 // tr, which its SES secret is made from.
 func writeDigest(tr ledger.Trial) []byte {
@@ -68,12 +72,17 @@ func keyedByBootstrap(profile string) bool {
 // whose current namespace ns is the proof's access key id. The secret is
 // made again from what the plane keeps of the trial's write token and its
 // SES key; the writer, which only relays the proof, never holds it.
+//
+// The signature is derived and checked whether or not the namespace is
+// the trial's current one, so that a namespace a rotation retired costs
+// what a missing one does.
 func (b *Broker) sigV4Opens(tr ledger.Trial, ns ledger.Namespace, proof *rpc.SigV4Proof, now time.Time) bool {
-	if proof == nil || ns.Name != proof.AccessKeyID || ns.Name != tr.Namespace {
+	if proof == nil {
 		return false
 	}
 	p := sigv4.Proof{AccessKeyID: proof.AccessKeyID, StringToSign: proof.StringToSign, Signature: proof.Signature}
-	return sigv4.Verify(p, sigv4.Secret(b.sesKey, writeDigest(tr), ns.Name), now) == nil
+	verified := sigv4.Verify(p, sesSecret(b.sesKey, writeDigest(tr), ns.Name), now) == nil
+	return verified && ns.Name == proof.AccessKeyID && ns.Name == tr.Namespace
 }
 
 // bySigV4 binds a shared writer's SigV4 request to the trial whose
@@ -83,24 +92,36 @@ func (b *Broker) sigV4Opens(tr ledger.Trial, ns ledger.Namespace, proof *rpc.Sig
 // (with a secret made from a digest no token has) as a real namespace with
 // a wrong signature, and neither is written into a trail.
 func (b *Broker) bySigV4(ctx context.Context, c caller, sel selector, t target) (target, error) {
-	ns, err := b.ledger.Namespace(ctx, sel.namespace)
-	found := err == nil
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return t, b.storeErr("namespace", err)
-	}
-	tr, err := b.ledger.Trial(ctx, ns.TrialID) // ID 0 when none: read, and found missing
-	found = found && err == nil
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return t, b.storeErr("trial", err)
+	tr, ns, found, err := b.sigV4Trial(ctx, sel)
+	if err != nil {
+		return t, err
 	}
 	now := time.Now()
-	if !found {
-		tr, ns = ledger.Trial{Namespace: sel.namespace, MailAPIToken: nothingOpens}, ledger.Namespace{Name: sel.namespace}
-	}
 	ok := b.sigV4Opens(tr, ns, sel.proof, now)
 	if !found || !ok || tr.Expired(now) || !slices.Contains(c.accepts, credSigV4) {
 		return t, refusal[credSigV4] // t names no namespace: the refusal is only counted
 	}
 	t.trial, t.ns = tr, ns
 	return t, nil
+}
+
+// sigV4Trial reads the namespace sel names and its trial: the two store
+// reads every SigV4 binding makes, found or not. A missing one (found
+// false) is a trial and namespace of that name whose secret is made from
+// a digest no token has.
+func (b *Broker) sigV4Trial(ctx context.Context, sel selector) (tr ledger.Trial, ns ledger.Namespace, found bool, err error) {
+	ns, err = b.ledger.Namespace(ctx, sel.namespace)
+	found = err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return tr, ns, false, b.storeErr("namespace", err)
+	}
+	tr, err = b.ledger.Trial(ctx, ns.TrialID) // ID 0 when none: read, and found missing
+	found = found && err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return tr, ns, false, b.storeErr("trial", err)
+	}
+	if !found {
+		tr, ns = ledger.Trial{Namespace: sel.namespace, MailAPIToken: nothingOpens}, ledger.Namespace{Name: sel.namespace}
+	}
+	return tr, ns, found, nil
 }

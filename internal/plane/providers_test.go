@@ -1,15 +1,20 @@
 package plane
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/sigv4"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -55,6 +60,97 @@ func TestSigV4Opens(t *testing.T) {
 	} {
 		if b.sigV4Opens(c.tr, nsA, c.proof, now) {
 			t.Errorf("%s opened the trial", name)
+		}
+	}
+}
+
+// countingLedger counts the policy reads a SigV4 binding makes.
+type countingLedger struct {
+	ledger.Ledger
+	namespaces, trials atomic.Int64
+}
+
+func (l *countingLedger) Namespace(ctx context.Context, name string) (ledger.Namespace, error) {
+	l.namespaces.Add(1)
+	return l.Ledger.Namespace(ctx, name)
+}
+
+func (l *countingLedger) Trial(ctx context.Context, id int64) (ledger.Trial, error) {
+	l.trials.Add(1)
+	return l.Ledger.Trial(ctx, id)
+}
+
+// TestSigV4RefusalsCostAlike: a shared writer's SigV4 proof with a wrong
+// signature gets the same answer, after the same two store reads and one
+// derivation of a secret, whether
+// its namespace does not exist, is a trial's current one (its binding
+// cached by a signature that opened it, or not), or is one a rotation
+// retired; and the trial's own key pair still opens it from the cache.
+func TestSigV4RefusalsCostAlike(t *testing.T) {
+	bg := context.Background()
+	l, err := sqlledger.Open(bg, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	counted := &countingLedger{Ledger: l}
+	var derived atomic.Int64
+	secretOf := sesSecret
+	sesSecret = func(key, digest []byte, ns string) string { derived.Add(1); return secretOf(key, digest, ns) }
+	t.Cleanup(func() { sesSecret = secretOf })
+	br := NewBroker(counted, nil, Quotas{}, zerolog.Nop())
+	socket := serveBroker(t, br)
+	grant, err := br.CreateGrant(bg, &rpc.GrantCreateRequest{Role: rpc.RoleWriter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := client(t, socket, grant.Grant)
+	open := func() (rpc.Identity, string) {
+		id, err := br.CreateTrial(bg, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, br.providers("http://w", id).SES.SecretAccessKey
+	}
+	current, secret := open()
+	retired, _ := open()
+	if _, err := br.RotateTrial(bg, &rpc.TrialRotateRequest{Namespace: retired.Namespace}); err != nil {
+		t.Fatal(err)
+	}
+	wrong := sigv4.SecretPrefix + strings.Repeat("x", 36)
+	// check answers a proof for ns signed with secret, and counts the
+	// namespace reads, trial reads and secrets derived for it.
+	check := func(ns, secret string) (work [3]int64, err error) {
+		n, tr, d := counted.namespaces.Load(), counted.trials.Load(), derived.Load()
+		err = writer.CheckCredential(bg, &rpc.CredentialRequest{Via: rpc.ViaHTTP, API: "ses", SigV4: signed(ns, secret, time.Now())})
+		return [3]int64{counted.namespaces.Load() - n, counted.trials.Load() - tr, derived.Load() - d}, err
+	}
+	missingWork, missingErr := check(ident.Namespace(), wrong)
+	if rpc.CodeOf(missingErr) != rpc.CodeUnauthorized {
+		t.Fatalf("a missing namespace: %v", missingErr)
+	}
+	for _, c := range []struct {
+		name, ns string
+		cache    bool
+	}{
+		{"a current namespace", current.Namespace, false},
+		{"a current namespace whose binding is cached", current.Namespace, true},
+		{"a retired namespace", retired.Namespace, false},
+	} {
+		if c.cache {
+			if _, err := check(current.Namespace, secret); err != nil {
+				t.Fatalf("the trial's own key pair: %v", err)
+			}
+			if work, err := check(current.Namespace, secret); err != nil || work != [3]int64{0, 0, 1} {
+				t.Fatalf("the trial's own key pair again: %v, reads and derivations %v; want it served from the cache", err, work)
+			}
+		}
+		work, err := check(c.ns, wrong)
+		if err == nil || err.Error() != missingErr.Error() {
+			t.Errorf("%s: answered %v, a missing namespace %v", c.name, err, missingErr)
+		}
+		if work != missingWork {
+			t.Errorf("%s: %v namespace reads, trial reads and derivations; a missing namespace %v", c.name, work, missingWork)
 		}
 	}
 }

@@ -244,7 +244,7 @@ const SecretPrefix = "mps_"
 
 // Secret is a trial's secret access key: "mps_" and 36 base64url
 // characters (40 in all, as AWS's are), made with the plane's SES key
-// (EnsureKey) from what the plane keeps of the trial's write token (its
+// (package seskey) from what the plane keeps of the trial's write token (its
 // digest) and its namespace. The plane can sign with it again without
 // storing it, it changes when the token is rotated, and it is gone with the
 // trial. Whoever reads the ledger (its token digests) still cannot make
