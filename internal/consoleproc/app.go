@@ -21,52 +21,28 @@ import (
 const DefaultListen = "127.0.0.1:8027"
 
 // Config is mail-console's whole configuration: what its flags say
-// (FromContext), and what a supervisor builds to start one (Args).
-type Config struct {
-	Surface cliapp.Surface
-	Listen  string
-}
+// (FromContext), and what a supervisor builds to start one (Args). It is
+// a surface's and one listener's, nothing of its own.
+type Config = cliapp.Listener
 
 // Defaults is mail-console without flags or environment.
-func Defaults() Config { return Config{Surface: cliapp.DefaultSurface(), Listen: DefaultListen} }
+func Defaults() Config { return cliapp.DefaultListener(DefaultListen) }
 
 // Flags are mail-console's flags.
-func Flags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_CONSOLE_LISTEN"}},
-	}, cliapp.SurfaceFlags...)
-}
+func Flags() []cli.Flag { return cliapp.ListenerFlags(DefaultListen, "MAILPLANE_CONSOLE_LISTEN") }
 
 // FromContext reads Flags.
-func FromContext(c *cli.Context) Config {
-	return Config{Surface: cliapp.SurfaceFromContext(c), Listen: c.String("listen")}
-}
-
-// Args are the flags for cfg: FromContext of Args(cfg) is cfg.
-func (cfg Config) Args() []string {
-	a := cliapp.Args(cfg.Surface.Args())
-	a.Str("listen", cfg.Listen)
-	return a
-}
+func FromContext(c *cli.Context) Config { return cliapp.ListenerFromContext(c) }
 
 // App is mail-console's command line.
 func App() *cli.App {
-	return &cli.App{
-		Name:  "mail-console",
-		Usage: "the operator's read-only console: every trial, its mail and trail, live; Prometheus metrics",
-		Description: "Serves GET /healthz, GET / (the trials), /trials/{ns} (one trial's mail and trail), /live (Server-Sent Events),\n" +
-			"/metrics (Prometheus) and /login. Every page needs the plane's admin grant: Authorization: Bearer, or the\n" +
-			"session the sign-in form opens, a capability in the path (/s/CAPABILITY/...; no cookie). Holds only the\n" +
+	return cliapp.SurfaceApp("mail-console",
+		"the operator's read-only console: every trial, its mail and trail, live; Prometheus metrics",
+		"Serves GET /healthz, GET / (the trials), /trials/{ns} (one trial's mail and trail), /live (Server-Sent Events),\n"+
+			"/metrics (Prometheus) and /login. Every page needs the plane's admin grant: Authorization: Bearer, or the\n"+
+			"session the sign-in form opens, a capability in the path (/s/CAPABILITY/...; no cookie). Holds only the\n"+
 			"console grant, which by itself reads nothing: the plane checks the operator's admin grant with every call.",
-		HideHelpCommand: true,
-		Flags:           Flags(),
-		Action: func(c *cli.Context) error {
-			if err := cliapp.NoArgs(c); err != nil {
-				return err
-			}
-			return Run(FromContext(c))
-		},
-	}
+		Flags(), FromContext, Run)
 }
 
 // Run is the console's life as cfg says, until SIGINT or SIGTERM.

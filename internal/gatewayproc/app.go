@@ -20,51 +20,27 @@ import (
 const DefaultListen = "127.0.0.1:8025"
 
 // Config is mail-gateway's whole configuration: what its flags say
-// (FromContext), and what a supervisor builds to start one (Args).
-type Config struct {
-	Surface cliapp.Surface
-	Listen  string
-}
+// (FromContext), and what a supervisor builds to start one (Args). It is
+// a surface's and one listener's, nothing of its own.
+type Config = cliapp.Listener
 
 // Defaults is mail-gateway without flags or environment.
-func Defaults() Config { return Config{Surface: cliapp.DefaultSurface(), Listen: DefaultListen} }
+func Defaults() Config { return cliapp.DefaultListener(DefaultListen) }
 
 // Flags are mail-gateway's flags.
-func Flags() []cli.Flag {
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_GATEWAY_LISTEN"}},
-	}, cliapp.SurfaceFlags...)
-}
+func Flags() []cli.Flag { return cliapp.ListenerFlags(DefaultListen, "MAILPLANE_GATEWAY_LISTEN") }
 
 // FromContext reads Flags.
-func FromContext(c *cli.Context) Config {
-	return Config{Surface: cliapp.SurfaceFromContext(c), Listen: c.String("listen")}
-}
-
-// Args are the flags for cfg: FromContext of Args(cfg) is cfg.
-func (cfg Config) Args() []string {
-	a := cliapp.Args(cfg.Surface.Args())
-	a.Str("listen", cfg.Listen)
-	return a
-}
+func FromContext(c *cli.Context) Config { return cliapp.ListenerFromContext(c) }
 
 // App is mail-gateway's command line.
 func App() *cli.App {
-	return &cli.App{
-		Name:  "mail-gateway",
-		Usage: "the evaluator's Bearer-gated JSON API (and HTML view) over mailplane",
-		Description: "Serves GET /healthz, /api/namespaces/{ns}/messages[/latest|/{id}] (with ?recipient=, ?after=ID\n" +
-			"and ?wait=DURATION of at most 60s) and /inbox/{ns}[/messages/{id}]. The caller's Bearer value is the\n" +
+	return cliapp.SurfaceApp("mail-gateway",
+		"the evaluator's Bearer-gated JSON API (and HTML view) over mailplane",
+		"Serves GET /healthz, /api/namespaces/{ns}/messages[/latest|/{id}] (with ?recipient=, ?after=ID\n"+
+			"and ?wait=DURATION of at most 60s) and /inbox/{ns}[/messages/{id}]. The caller's Bearer value is the\n"+
 			"namespace's read capability; the plane checks it. Holds only the gateway grant.",
-		HideHelpCommand: true,
-		Flags:           Flags(),
-		Action: func(c *cli.Context) error {
-			if err := cliapp.NoArgs(c); err != nil {
-				return err
-			}
-			return Run(FromContext(c))
-		},
-	}
+		Flags(), FromContext, Run)
 }
 
 // Run is the gateway's life as cfg says, until SIGINT or SIGTERM.

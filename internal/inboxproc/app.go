@@ -39,7 +39,7 @@ func Defaults() Config { return Config{Surface: cliapp.DefaultSurface(), Listen:
 func Flags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "token-file", Usage: "file holding the one trial's inbox token (strict mode; under systemd: $CREDENTIALS_DIRECTORY/token)", EnvVars: []string{"MAILPLANE_TOKEN_FILE"}},
-		&cli.StringFlag{Name: "listen", Value: DefaultListen, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{"MAILPLANE_INBOX_LISTEN"}},
+		cliapp.ListenFlag(DefaultListen, "MAILPLANE_INBOX_LISTEN"),
 		&cli.BoolFlag{Name: "root-redirect", Usage: "with --token-file: answer GET / with a redirect to the token URL (the reference's drop-in contract)"},
 	}, cliapp.SurfaceFlags...)
 }
@@ -52,8 +52,7 @@ func FromContext(c *cli.Context) Config {
 
 // Args are the flags for cfg: FromContext of Args(cfg) is cfg.
 func (cfg Config) Args() []string {
-	a := cliapp.Args(cfg.Surface.Args())
-	a.Str("listen", cfg.Listen)
+	a := cliapp.Args(cliapp.Listener{Surface: cfg.Surface, Listen: cfg.Listen}.Args())
 	a.Str("token-file", cfg.TokenFile)
 	a.Bool("root-redirect", cfg.RootRedirect)
 	return a
@@ -61,25 +60,16 @@ func (cfg Config) Args() []string {
 
 // App is mail-inbox's command line.
 func App() *cli.App {
-	return &cli.App{
-		Name:  "mail-inbox",
-		Usage: "the agent's HTML inbox: every trial's (shared), or one trial's (--token-file)",
-		Description: "Serves GET /healthz, GET /inbox/{token} and GET /inbox/{token}/messages/{id} (with /text and /html,\n" +
-			"its text and its HTML's sandboxed frame) as HTML, the links' pings\n" +
-			"(POST /inbox/{token}/messages/{id}/ping/{link}), and the same mailbox as MCP tools at /mcp/{token}.\n" +
-			"Without --token-file it serves every trial of its plane, with a shared inbox grant: the plane finds\n" +
-			"the trial each token opens. With --token-file it serves one trial, with that trial's inbox grant.\n" +
-			"GET / is Not found, unless --root-redirect (one trial only) redirects it to the token URL as the\n" +
+	return cliapp.SurfaceApp("mail-inbox",
+		"the agent's HTML inbox: every trial's (shared), or one trial's (--token-file)",
+		"Serves GET /healthz, GET /inbox/{token} and GET /inbox/{token}/messages/{id} (with /text and /html,\n"+
+			"its text and its HTML's sandboxed frame) as HTML, the links' pings\n"+
+			"(POST /inbox/{token}/messages/{id}/ping/{link}), and the same mailbox as MCP tools at /mcp/{token}.\n"+
+			"Without --token-file it serves every trial of its plane, with a shared inbox grant: the plane finds\n"+
+			"the trial each token opens. With --token-file it serves one trial, with that trial's inbox grant.\n"+
+			"GET / is Not found, unless --root-redirect (one trial only) redirects it to the token URL as the\n"+
 			"reference does: anyone who can reach the port then has the mailbox.",
-		HideHelpCommand: true,
-		Flags:           Flags(),
-		Action: func(c *cli.Context) error {
-			if err := cliapp.NoArgs(c); err != nil {
-				return err
-			}
-			return Run(FromContext(c))
-		},
-	}
+		Flags(), FromContext, Run)
 }
 
 // gcPercent is the inbox's garbage collection target (GOGC), unless the
