@@ -99,11 +99,7 @@ func (h *harness) aloneAndUnder(ctx context.Context, section, path, under string
 	}
 	alone.finish()
 	loaded.finish()
-	p := Pair{Section: section, Store: "embedded", Path: path, Conc: 1, Mailplane: loaded, Baseline: alone}
-	if alone.Rate > 0 {
-		p.Pct = 100 * loaded.Rate / alone.Rate
-	}
-	h.report.Pairs = append(h.report.Pairs, p)
+	h.report.add(Pair{Section: section, Store: "embedded", Path: path, Conc: 1, Mailplane: loaded, Baseline: alone})
 	h.logf("  %-40s p50 %6.2fms p99 %6.2fms; alone p50 %6.2fms p99 %6.2fms", path, loaded.P50, loaded.P99, alone.P50, alone.P99)
 	return nil
 }
