@@ -127,11 +127,7 @@ func TestHTTPConnState(t *testing.T) {
 	// Idle now (kept alive by the default client): it makes room. The
 	// server marks it idle after the client has its answer, so wait for
 	// that first.
-	for deadline := time.Now().Add(5 * time.Second); p.busyConns() > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the answered connection stayed busy")
-		}
-	}
+	itest.Eventually(t, "the answered connection idle", itest.Bound, func() bool { return p.busyConns() == 0 })
 	resp, err := hc.Get(url + "/")
 	if err != nil {
 		t.Fatalf("a connection over a cap of one idle connection: %v", err)
