@@ -60,35 +60,47 @@ func (h *harness) fair(ctx context.Context) error {
 	}
 	hc := httpClient(1)
 	defer hc.CloseIdleConnections()
-	post := fairPoster(hc, b)
-	alone, flooded := Load{Label: "B alone"}, Load{Label: "B under A's flood"}
+	flood := []string{"-flood", strings.Join(targets, ",")}
+	return h.aloneAndUnder(ctx, "fair", fairPath, "B under A's flood", fairPoster(hc, b), fairTurns, fairPosts, fairTurn, func() (func(), error) {
+		f, err := h.startLoad(ctx, "flood", "A's flood", flood, fairIdle*len(targets)*9/10)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			held := sockets(f.pid())
+			f.stop()
+			h.logf("  A held %d connections on %d listeners at the turn's end", held, len(targets))
+		}, nil
+	})
+}
+
+// aloneAndUnder measures B's post alone and under a load, taking turns:
+// turns turns each, of at least posts posts and d; load starts the load
+// for one turn and returns what stops it. It records the pair as
+// section's figure path.
+func (h *harness) aloneAndUnder(ctx context.Context, section, path, under string, post func() error, turns, posts int, d time.Duration, load func() (stop func(), err error)) error {
+	alone, loaded := Load{Label: "B alone"}, Load{Label: under}
 	if err := postTurn(ctx, post, 50, 0, &Load{}); err != nil { // warm-up
 		return err
 	}
-	for range fairTurns {
-		if err := postTurn(ctx, post, fairPosts, fairTurn, &alone); err != nil {
+	for range turns {
+		if err := postTurn(ctx, post, posts, d, &alone); err != nil {
 			return err
 		}
-		f, err := h.startFlood(ctx, targets)
+		stop, err := load()
 		if err != nil {
 			return err
 		}
-		err = postTurn(ctx, post, fairPosts, fairTurn, &flooded)
-		held := sockets(f.pid())
-		f.stop()
+		err = postTurn(ctx, post, posts, d, &loaded)
+		stop()
 		if err != nil {
 			return err
 		}
-		h.logf("  A held %d connections on %d listeners at the turn's end", held, len(targets))
 	}
 	alone.finish()
-	flooded.finish()
-	p := Pair{Section: "fair", Store: "embedded", Path: fairPath, Conc: 1, Mailplane: flooded, Baseline: alone}
-	if alone.Rate > 0 {
-		p.Pct = 100 * flooded.Rate / alone.Rate
-	}
-	h.report.Pairs = append(h.report.Pairs, p)
-	h.logf("  %-40s p50 %6.2fms p99 %6.2fms; alone p50 %6.2fms p99 %6.2fms", fairPath, flooded.P50, flooded.P99, alone.P50, alone.P99)
+	loaded.finish()
+	h.report.add(Pair{Section: section, Store: "embedded", Path: path, Conc: 1, Mailplane: loaded, Baseline: alone})
+	h.logf("  %-40s p50 %6.2fms p99 %6.2fms; alone p50 %6.2fms p99 %6.2fms", path, loaded.P50, loaded.P99, alone.P50, alone.P99)
 	return nil
 }
 
@@ -112,22 +124,21 @@ func fairTargets(u upBundle, a rpc.Bundle) ([]string, error) {
 	return out, nil
 }
 
-// startFlood runs A's flood in a process of its own (this harness with
-// -flood), as an attacker on the host would, and waits until it holds
-// 90% of its idle connections.
-func (h *harness) startFlood(ctx context.Context, targets []string) (*proc, error) {
+// startLoad runs this harness with args in a process of its own (a load
+// of the fair or preauth section, as an attacker on the host would run
+// it), and waits until it holds want sockets.
+func (h *harness) startLoad(ctx context.Context, name, what string, args []string, want int) (*proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.procs.start("flood", self, []string{"-flood", strings.Join(targets, ",")}, nil)
+	p, err := h.procs.start(name, self, args, nil)
 	if err != nil {
 		return nil, err
 	}
-	want := fairIdle * len(targets) * 9 / 10
 	if err := p.poll(ctx, func() bool { return sockets(p.pid()) >= want }); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("A's flood: %d connections held, want %d: %w", sockets(p.pid()), want, err)
+		return nil, fmt.Errorf("%s: %d connections held, want %d: %w", what, sockets(p.pid()), want, err)
 	}
 	return p, nil
 }
@@ -199,11 +210,7 @@ func holdFlood(spec string) {
 func holdIdle(addr string) {
 	buf := make([]byte, 512)
 	for {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
+		c := redial(addr)
 		for {
 			if _, err := c.Read(buf); err != nil {
 				break
@@ -217,11 +224,7 @@ func holdIdle(addr string) {
 // cut.
 func holdSlow(addr, prefix string) {
 	for {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
+		c := redial(addr)
 		go io.Copy(io.Discard, c)
 		for i := 0; ; i++ {
 			if _, err := io.WriteString(c, prefix[min(i, len(prefix)-1):min(i+1, len(prefix))]); err != nil {
@@ -271,4 +274,16 @@ func (r *Report) aloneMarkdown(w func(string, ...any), section, title, note stri
 	}
 	r.errorLines(w, rows)
 	w("\n%s\n", note)
+}
+
+// redial connects to addr, trying again every 100 ms until it can: a load
+// that the server cut opens its connection again.
+func redial(addr string) net.Conn {
+	for {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err == nil {
+			return c
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

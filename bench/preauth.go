@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -50,42 +48,13 @@ func (h *harness) preauth(ctx context.Context) error {
 	}
 	hc := httpClient(1)
 	defer hc.CloseIdleConnections()
-	post := fairPoster(hc, b)
-	alone, flooded := Load{Label: "B alone"}, Load{Label: "B under strangers"}
-	if err := postTurn(ctx, post, 50, 0, &Load{}); err != nil { // warm-up
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	for range preauthTurns {
-		if err := postTurn(ctx, post, preauthPosts, preauthTurn, &alone); err != nil {
-			return err
-		}
-		f, err := h.procs.start("strangers", self, []string{"-strangers", w.Host}, nil)
+	return h.aloneAndUnder(ctx, "preauth", preauthPath, "B under strangers", fairPoster(hc, b), preauthTurns, preauthPosts, preauthTurn, func() (func(), error) {
+		f, err := h.startLoad(ctx, "strangers", "the strangers", []string{"-strangers", w.Host}, preauthStrangers*9/10)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := f.poll(ctx, func() bool { return sockets(f.pid()) >= preauthStrangers*9/10 }); err != nil {
-			f.stop()
-			return fmt.Errorf("the strangers: %d connections, want %d: %w", sockets(f.pid()), preauthStrangers*9/10, err)
-		}
-		err = postTurn(ctx, post, preauthPosts, preauthTurn, &flooded)
-		f.stop()
-		if err != nil {
-			return err
-		}
-	}
-	alone.finish()
-	flooded.finish()
-	p := Pair{Section: "preauth", Store: "embedded", Path: preauthPath, Conc: 1, Mailplane: flooded, Baseline: alone}
-	if alone.Rate > 0 {
-		p.Pct = 100 * flooded.Rate / alone.Rate
-	}
-	h.report.Pairs = append(h.report.Pairs, p)
-	h.logf("  %-40s p50 %6.2fms p99 %6.2fms; alone p50 %6.2fms p99 %6.2fms", preauthPath, flooded.P50, flooded.P99, alone.P50, alone.P99)
-	return nil
+		return f.stop, nil
+	})
 }
 
 // holdStrangers is the -strangers process: preauthStrangers connections
@@ -97,11 +66,7 @@ func holdStrangers(addr string) {
 	for range preauthStrangers {
 		go func() {
 			for {
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
+				c := redial(addr)
 				tok := make([]byte, 16)
 				rand.Read(tok)
 				fmt.Fprintf(c, "POST /emails/batch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer re_%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n[",

@@ -12,3 +12,15 @@ import (
 func TestDependencyFence(t *testing.T) {
 	itest.ForbidDeps(t, "mail-plane", []string{"runtime/pprof", "net/http/pprof"}, nil)
 }
+
+// mail-plane builds its children's command lines from their typed
+// configurations (internal/supervisor/services.go), which live apart from
+// the surfaces' handlers: it runs an inbox, a gateway and a console as
+// processes of their own, and links none of them (nor the inbox's MCP SDK).
+func TestLinksNoSurfaceHandlers(t *testing.T) {
+	const mp = itest.Module
+	itest.ForbidDeps(t, "mail-plane", []string{
+		mp + "internal/inbox", mp + "internal/inboxmcp", mp + "internal/gateway", mp + "internal/console",
+		"github.com/modelcontextprotocol/go-sdk",
+	}, nil)
+}

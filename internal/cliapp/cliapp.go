@@ -136,13 +136,70 @@ func (s Surface) Args() []string {
 	return a
 }
 
-// Logger is the logger s asks for, writing to stderr.
-func (s Surface) Logger(component string) (zerolog.Logger, error) {
-	return logging.New(os.Stderr, s.Log.Level, s.Log.Format, component)
+// Logger is the logger l asks for, writing to stderr.
+func (l Log) Logger(component string) (zerolog.Logger, error) {
+	return logging.New(os.Stderr, l.Level, l.Format, component)
 }
+
+// Logger is the logger s asks for, writing to stderr.
+func (s Surface) Logger(component string) (zerolog.Logger, error) { return s.Log.Logger(component) }
 
 // Hosts are the host names s answers to.
 func (s Surface) Hosts() httpserve.Hosts { return httpserve.Hosts(s.AllowHosts) }
+
+// Listener is the configuration of a surface with one HTTP listener and
+// nothing of its own besides (the gateway, the console): SurfaceFlags and
+// --listen (ListenFlag).
+type Listener struct {
+	Surface Surface
+	Listen  string
+}
+
+// ListenFlag is a surface's --listen: at def unless env or the flag says
+// otherwise.
+func ListenFlag(def, env string) cli.Flag {
+	return &cli.StringFlag{Name: "listen", Value: def, Usage: "host:port, fd:N or systemd:NAME", EnvVars: []string{env}}
+}
+
+// ListenerFlags are a Listener's flags: --listen (ListenFlag), then
+// SurfaceFlags.
+func ListenerFlags(def, env string) []cli.Flag {
+	return append([]cli.Flag{ListenFlag(def, env)}, SurfaceFlags...)
+}
+
+// DefaultListener is ListenerFlags without flags or environment.
+func DefaultListener(def string) Listener { return Listener{Surface: DefaultSurface(), Listen: def} }
+
+// ListenerFromContext reads ListenerFlags.
+func ListenerFromContext(c *cli.Context) Listener {
+	return Listener{Surface: SurfaceFromContext(c), Listen: c.String("listen")}
+}
+
+// Args are ListenerFlags for l: ListenerFromContext of Args(l) is l.
+func (l Listener) Args() []string {
+	a := Args(l.Surface.Args())
+	a.Str("listen", l.Listen)
+	return a
+}
+
+// SurfaceApp is the command line of a surface whose configuration C its
+// flags say (read by fromContext): it takes no arguments, and runs run
+// with what the flags say.
+func SurfaceApp[C any](name, usage, description string, flags []cli.Flag, fromContext func(*cli.Context) C, run func(C) error) *cli.App {
+	return &cli.App{
+		Name:            name,
+		Usage:           usage,
+		Description:     description,
+		HideHelpCommand: true,
+		Flags:           flags,
+		Action: func(c *cli.Context) error {
+			if err := NoArgs(c); err != nil {
+				return err
+			}
+			return run(fromContext(c))
+		},
+	}
+}
 
 // Args is a command line being built from a typed configuration.
 type Args []string

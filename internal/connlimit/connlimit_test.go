@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
 )
 
 // serve accepts from a listener with lim and echoes until the
@@ -60,16 +62,6 @@ func echo(c net.Conn) bool {
 	return err == nil
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func TestCap(t *testing.T) {
 	l, addr := serve(t, Limits{MaxConns: 2})
 	a, b := dial(t, addr), dial(t, addr)
@@ -80,9 +72,9 @@ func TestCap(t *testing.T) {
 	if echo(c) {
 		t.Fatal("a third connection over a cap of 2 answers")
 	}
-	waitFor(t, "one shed connection", func() bool { return l.Shed() == 1 })
+	itest.Eventually(t, "one shed connection", itest.Bound, func() bool { return l.Shed() == 1 })
 	a.Close()
-	waitFor(t, "a freed place", func() bool { return l.Open() == 1 })
+	itest.Eventually(t, "a freed place", itest.Bound, func() bool { return l.Open() == 1 })
 	if d := dial(t, addr); !echo(d) {
 		t.Fatal("a freed place is not reused")
 	}
@@ -101,7 +93,7 @@ func TestIdle(t *testing.T) {
 	if echo(c) {
 		t.Fatal("an idle connection stayed open")
 	}
-	waitFor(t, "the place freed", func() bool { return l.Open() == 0 })
+	itest.Eventually(t, "the place freed", itest.Bound, func() bool { return l.Open() == 0 })
 }
 
 func TestLifetime(t *testing.T) {
@@ -117,7 +109,7 @@ func TestLifetime(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Fatalf("closed after %v, before its lifetime", d)
 	}
-	waitFor(t, "the place freed", func() bool { return l.Open() == 0 })
+	itest.Eventually(t, "the place freed", itest.Bound, func() bool { return l.Open() == 0 })
 }
 
 func TestRemaining(t *testing.T) {

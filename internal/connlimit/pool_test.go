@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
 )
 
 // TestPoolShedsQuietest: two listeners share one cap; a connection over it
@@ -28,7 +30,7 @@ func TestPoolShedsQuietest(t *testing.T) {
 	if !echo(b) || !echo(c) {
 		t.Fatal("connections within the cap do not answer")
 	}
-	waitFor(t, "three in the pool", func() bool { return p.Open() == 3 })
+	itest.Eventually(t, "three in the pool", itest.Bound, func() bool { return p.Open() == 3 })
 	d := dial(t, addr2)
 	if !echo(d) {
 		t.Fatal("a connection over the cap is not served")
@@ -78,7 +80,7 @@ func TestPoolKeepsBusy(t *testing.T) {
 		t.Fatal("a busy connection was closed to make room")
 	}
 	a.Close()
-	waitFor(t, "a freed place", func() bool { return p.Open() == 1 })
+	itest.Eventually(t, "a freed place", itest.Bound, func() bool { return p.Open() == 1 })
 	if d := dial(t, addr); !echo(d) {
 		t.Fatal("a freed place is not reused")
 	}
@@ -125,11 +127,7 @@ func TestHTTPConnState(t *testing.T) {
 	// Idle now (kept alive by the default client): it makes room. The
 	// server marks it idle after the client has its answer, so wait for
 	// that first.
-	for deadline := time.Now().Add(5 * time.Second); p.busyConns() > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the answered connection stayed busy")
-		}
-	}
+	itest.Eventually(t, "the answered connection idle", itest.Bound, func() bool { return p.busyConns() == 0 })
 	resp, err := hc.Get(url + "/")
 	if err != nil {
 		t.Fatalf("a connection over a cap of one idle connection: %v", err)
@@ -268,7 +266,7 @@ func TestUnknownCallerEvictable(t *testing.T) {
 	}{{"stranger", true}, {"good", false}} {
 		slow := dial(t, addr)
 		fmt.Fprintf(slow, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nContent-Length: 10\r\n\r\nx", c.auth)
-		waitFor(t, "the slow request read", func() bool { return p.Open() == 1 && (c.auth != "good" || p.busyConns() == 1) })
+		itest.Eventually(t, "the slow request read", itest.Bound, func() bool { return p.Open() == 1 && (c.auth != "good" || p.busyConns() == 1) })
 		select { // the slow request is in the handler, waiting for its body
 		case <-reading:
 		case <-time.After(10 * time.Second):
@@ -287,7 +285,7 @@ func TestUnknownCallerEvictable(t *testing.T) {
 			t.Fatalf("%s: slow connection closed %v (%v), want %v", c.auth, closed, rerr, c.evicted)
 		}
 		slow.Close()
-		waitFor(t, "the pool empty", func() bool { return p.Open() == 0 })
+		itest.Eventually(t, "the pool empty", itest.Bound, func() bool { return p.Open() == 0 })
 	}
 }
 
@@ -318,7 +316,7 @@ func TestStrangerFirst(t *testing.T) {
 	stranger := dial(t, addr)
 	fmt.Fprintf(stranger, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nx")
 	// The stranger's request is in the handler, its connection ranked.
-	waitFor(t, "both in the pool, the stranger's reading", func() bool { return p.Open() == 2 && p.strangersReading() == 1 })
+	itest.Eventually(t, "both in the pool, the stranger's reading", itest.Bound, func() bool { return p.Open() == 2 && p.strangersReading() == 1 })
 	if status := rawGet(dial(t, addr)); status != 200 {
 		t.Fatalf("a new connection over the full pool: %d", status)
 	}

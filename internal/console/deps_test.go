@@ -7,7 +7,7 @@ import (
 )
 
 // The console's handlers know nothing of a command line: flags, their parsing
-// and the process's life are internal/consoleproc's.
+// are internal/consoleproc's, the process's life cmd/mail-console's.
 func TestNoCommandLine(t *testing.T) {
 	itest.ForbidDeps(t, "internal/console", []string{"github.com/urfave/cli", itest.Module + "internal/cliapp"}, nil)
 }

@@ -189,7 +189,7 @@ func (p *Plane) Restart(t testing.TB) {
 	// Debug logging unless the test set a level (benchmarks do).
 	cmd.Env = append(os.Environ(), "MAILPLANE_LOG_LEVEL="+cmp.Or(os.Getenv("MAILPLANE_LOG_LEVEL"), "debug"))
 	p.Proc = StartCmd(t, cmd, "mail-plane")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(Bound)
 	for time.Now().Before(deadline) {
 		if g, err := rpc.ReadSecretFile(filepath.Join(p.Data, "admin.grant")); err == nil {
 			if p.Admin == nil {
@@ -208,7 +208,7 @@ func (p *Plane) Restart(t testing.TB) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Fatalf("mail-plane did not answer within 15s:\n%s", p.Output())
+	t.Fatalf("mail-plane did not answer within %v:\n%s", Bound, p.Output())
 }
 
 // GatewayGrant is the gateway grant the plane wrote on first start.
@@ -282,7 +282,7 @@ func FreePort(t testing.TB) int {
 func WaitHTTP(t testing.TB, url string, want int, p *Proc) {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(Bound)
 	for time.Now().Before(deadline) {
 		if resp, err := hc.Get(url); err == nil {
 			io.Copy(io.Discard, resp.Body)
@@ -300,7 +300,7 @@ func WaitHTTP(t testing.TB, url string, want int, p *Proc) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s did not answer %d within 15s", url, want)
+	t.Fatalf("%s did not answer %d within %v", url, want, Bound)
 }
 
 // ReadLine reads the first line a process writes to r, within timeout.

@@ -128,7 +128,13 @@ func SendSMTP(b rpc.Bundle, port int, password, msg string) error {
 			return err
 		}
 	}
-	if err := c.Mail(rpc.CandidateSender); err != nil {
+	return Deliver(c, rpc.CandidateSender, msg)
+}
+
+// Deliver sends msg from from to agent@example.com over c, a session
+// already past its TLS and AUTH, and quits.
+func Deliver(c *smtp.Client, from, msg string) error {
+	if err := c.Mail(from); err != nil {
 		return err
 	}
 	if err := c.Rcpt("agent@example.com"); err != nil {

@@ -319,7 +319,7 @@ func TestAuthFailuresCloseTheSession(t *testing.T) {
 func TestSMTPPlainPorts(t *testing.T) {
 	s := itest.StartUp(t, "--trials", "1", "--smtp-plain-ports")
 	e := episode{s.Bundle.Trials[0]}
-	if !s.WaitOutput("--smtp-plain-ports: trial SMTP ports take mail without AUTH", 5*time.Second) {
+	if !s.WaitOutput("--smtp-plain-ports: trial SMTP ports take mail without AUTH", itest.Bound) {
 		t.Fatalf("no warning at start:\n%s", s.Output())
 	}
 	if err := itest.SendSMTP(e.b, e.b.SMTPPort, "", "Subject: plain\r\n\r\nhello\r\n"); err != nil {

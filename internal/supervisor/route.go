@@ -59,7 +59,7 @@ func RouteCommand() *cli.Command {
 			if cfg.Listen == "" || cfg.Writer == "" || cfg.Gateway == "" {
 				return cliapp.Usagef("--listen, --writer and --gateway are required")
 			}
-			log, err := cliapp.Surface{Log: cliapp.LogFromContext(c)}.Logger("mail-plane route")
+			log, err := cliapp.LogFromContext(c).Logger("mail-plane route")
 			if err != nil {
 				return cliapp.UsageError{Err: err}
 			}

@@ -177,7 +177,7 @@ with smtplib.SMTP_SSL("127.0.0.1", %d, timeout=10, context=ctx) as s:
 	// still open as they were.
 	_, httpsPort, _ := net.SplitHostPort(strings.TrimPrefix(b.HTTPSURL, "https://"))
 	up, b2 := startUp(t, data, "--tls-name", "other.test", "--writer-https-port", httpsPort)
-	if !up.WaitOutput("local CA minted anew", 5*time.Second) {
+	if !up.WaitOutput("local CA minted anew", itest.Bound) {
 		t.Error("the restart did not log that it minted a new CA")
 	}
 	current, err := os.ReadFile(b2.CAFile)

@@ -112,21 +112,8 @@ func TestTLSFromEnvironment(t *testing.T) {
 		if err := c.Auth(smtp.PlainAuth("", env["WEBSITEBENCH_SMTP_USERNAME"], env["WEBSITEBENCH_SMTP_PASSWORD"], host)); err != nil {
 			return err
 		}
-		if err := c.Mail(env["WEBSITEBENCH_SMTP_FROM"]); err != nil {
-			return err
-		}
-		if err := c.Rcpt("agent@example.com"); err != nil {
-			return err
-		}
-		w, err := c.Data()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "From: Acme <%s>\r\nTo: agent@example.com\r\nSubject: %s\r\n\r\nYour code is 424242.\r\n", env["WEBSITEBENCH_SMTP_FROM"], subject)
-		if err := w.Close(); err != nil {
-			return err
-		}
-		return c.Quit()
+		return itest.Deliver(c, env["WEBSITEBENCH_SMTP_FROM"],
+			fmt.Sprintf("From: Acme <%s>\r\nTo: agent@example.com\r\nSubject: %s\r\n\r\nYour code is 424242.\r\n", env["WEBSITEBENCH_SMTP_FROM"], subject))
 	}
 	c, err := smtp.Dial(net.JoinHostPort(host, env["WEBSITEBENCH_SMTP_PORT"]))
 	if err != nil {

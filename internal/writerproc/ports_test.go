@@ -41,12 +41,6 @@ func (r *reports) all() []rpc.ReportRequest {
 	return append([]rpc.ReportRequest(nil), r.got...)
 }
 
-// eventually waits, within a generous bound, for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	itest.Eventually(t, what, 30*time.Second, cond)
-}
-
 // listener is a bound TCP listener to hand over, and its port.
 func listener(t *testing.T) (*net.TCPListener, int) {
 	t.Helper()
@@ -146,7 +140,7 @@ func TestPortControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	eventually(t, "the shed session reported", func() bool { return len(rec.all()) > 0 })
+	itest.Eventually(t, "the shed session reported", 30*time.Second, func() bool { return len(rec.all()) > 0 })
 	if got := rec.all(); len(got) != 1 || got[0].Port != authPort || got[0].Count != 1 || got[0].Code != "connection_limit" {
 		t.Fatalf("reports: %+v; want one of 1 session on port %d", got, authPort)
 	}
@@ -154,7 +148,7 @@ func TestPortControl(t *testing.T) {
 	if err := fdpass.Remove(ctl, authPort); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the port taken back is closed", func() bool { return refused(authPort) })
+	itest.Eventually(t, "the port taken back is closed", 30*time.Second, func() bool { return refused(authPort) })
 
 	lastLn, lastPort := listener(t)
 	if err := fdpass.Add(ctl, lastPort, lastLn); err != nil {
@@ -171,7 +165,7 @@ func TestPortControl(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("port control did not end with its socket")
 	}
-	eventually(t, "every port closed with the control socket", func() bool { return refused(lastPort) })
+	itest.Eventually(t, "every port closed with the control socket", 30*time.Second, func() bool { return refused(lastPort) })
 }
 
 // A trial's doors inside its network namespace: its SMTP door takes mail
@@ -214,10 +208,10 @@ func TestDoors(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("the door's HTTP answered %d; want the API's 404", resp.StatusCode)
 	}
-	eventually(t, "the implicit-TLS door of a writer without TLS closed", func() bool { return refused(tlsPort) })
+	itest.Eventually(t, "the implicit-TLS door of a writer without TLS closed", 30*time.Second, func() bool { return refused(tlsPort) })
 
 	if err := fdpass.RemoveDoor(ctl, key); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the door's listeners closed", func() bool { return refused(smtpPort) && refused(httpPort) })
+	itest.Eventually(t, "the door's listeners closed", 30*time.Second, func() bool { return refused(smtpPort) && refused(httpPort) })
 }

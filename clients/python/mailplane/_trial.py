@@ -231,7 +231,9 @@ class Trial:
         deadline = None if timeout is None else time.monotonic() + timeout
         passed: List[Message] = []
         while True:
-            wait = self._next_wait(deadline, recipient, after, timeout, (what, note(passed) if passed else ""))
+            # The note is made only for a timeout: a trial that receives
+            # many messages one by one would make it on every wait.
+            wait = self._next_wait(deadline, recipient, after, timeout, (what, lambda: note(passed) if passed else ""))
             started = time.monotonic()
             obj = self._get("/messages", self._query(recipient, after, wait), wait, recipient)
             new = [Message.from_json(m) for m in _messages_of(obj)]
@@ -251,7 +253,7 @@ class Trial:
         recipient: Optional[str],
         after: Optional[int],
         timeout: Optional[float],
-        what: Optional[Tuple[str, str]],
+        what: Optional[Tuple[str, Callable[[], str]]],
     ) -> float:
         wait = self.max_request_wait
         if deadline is not None:
@@ -262,7 +264,8 @@ class Trial:
                 desc += f" to {recipient}"
             if after:
                 desc += f" after id {after}"
-            extra = f" ({what[1]})" if what is not None and what[1] else ""
+            note = what[1]() if what is not None else ""
+            extra = f" ({note})" if note else ""
             raise Timeout("timeout", f"no {desc} arrived in {self._namespace} within {timeout:g}s{extra}")
         return wait
 

@@ -1,0 +1,52 @@
+// Package inboxproc is mail-inbox's configuration: its typed Config, the
+// flags that say it and the command line that writes it. It links none of
+// the inbox's handlers (nor the MCP SDK), so that a supervisor building a
+// mail-inbox child (mail-plane up, sidecar) does not; the process's life
+// is cmd/mail-inbox's.
+package inboxproc
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/websitebench/mailplane/internal/cliapp"
+)
+
+// DefaultListen is the reference's inbox port.
+const DefaultListen = "127.0.0.1:8026"
+
+// Config is mail-inbox's whole configuration: what its flags say
+// (FromContext), and what a supervisor builds to start one (Args).
+type Config struct {
+	Surface cliapp.Surface
+	Listen  string
+	// TokenFile holds the one trial's inbox token; empty: a shared inbox
+	// (unless systemd passes the token as a credential).
+	TokenFile    string
+	RootRedirect bool
+}
+
+// Defaults is mail-inbox without flags or environment.
+func Defaults() Config { return Config{Surface: cliapp.DefaultSurface(), Listen: DefaultListen} }
+
+// Flags are mail-inbox's flags.
+func Flags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "token-file", Usage: "file holding the one trial's inbox token (strict mode; under systemd: $CREDENTIALS_DIRECTORY/token)", EnvVars: []string{"MAILPLANE_TOKEN_FILE"}},
+		cliapp.ListenFlag(DefaultListen, "MAILPLANE_INBOX_LISTEN"),
+		&cli.BoolFlag{Name: "root-redirect", Usage: "with --token-file: answer GET / with a redirect to the token URL (the reference's drop-in contract)"},
+	}, cliapp.SurfaceFlags...)
+}
+
+// FromContext reads Flags.
+func FromContext(c *cli.Context) Config {
+	return Config{Surface: cliapp.SurfaceFromContext(c), Listen: c.String("listen"),
+		TokenFile: c.String("token-file"), RootRedirect: c.Bool("root-redirect")}
+}
+
+// Args are the flags for cfg: FromContext of Args(cfg) is cfg.
+func (cfg Config) Args() []string {
+	a := cliapp.Args(cliapp.Listener{Surface: cfg.Surface, Listen: cfg.Listen}.Args())
+	a.Str("token-file", cfg.TokenFile)
+	a.Bool("root-redirect", cfg.RootRedirect)
+	return a
+}
