@@ -21,6 +21,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/connlimit"
 	"github.com/websitebench/mailplane/internal/inbox"
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -91,7 +92,7 @@ func TestConnectionCap(t *testing.T) {
 			}
 			held[len(held)-1].Close()
 			held = held[:len(held)-1]
-			waitFor(t, "the freed place to be taken", 5*time.Second, func() bool {
+			itest.Eventually(t, "the freed place to be taken", 5*time.Second, func() bool {
 				c := dial(t, l.addr)
 				defer c.Close()
 				if l.smtp {

@@ -73,7 +73,7 @@ func TestFairShares(t *testing.T) {
 		"GET /api/namespaces/"+a.Namespace+"/messages?wait=25&after=1000000 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "+a.ReadCapability+"\r\n\r\n")
 	posts := holdRequests(t, &wg, stop, u.bundle.WriterURL, limits.TrialRequests,
 		"POST /emails HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "+a.MailAPIToken+"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-	waitFor(t, "A's 600 idle connections on every listener", 60*time.Second, func() bool {
+	itest.Eventually(t, "A's 600 idle connections on every listener", 60*time.Second, func() bool {
 		for _, h := range holders {
 			if h.open.Load() < 550 {
 				return false

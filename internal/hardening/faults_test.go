@@ -168,7 +168,7 @@ func TestStoreDiskFull(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", disk).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v %s", err, out)
 	}
-	waitFor(t, "the writer to be healthy again", 15*time.Second, func() bool { return healthz(wr.url) == http.StatusOK })
+	itest.Eventually(t, "the writer to be healthy again", 15*time.Second, func() bool { return healthz(wr.url) == http.StatusOK })
 	for i := range 10 {
 		subject := fmt.Sprintf("after %d", i)
 		a, err := s.postEmail(hc, wr.url, id.MailAPIToken, subject, emailBody(rpc.CandidateSender, "fill@example.com", subject, "room again"))
@@ -239,7 +239,7 @@ func TestMailpitKilled(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		waitFor(t, "Mailpit to be back", 60*time.Second, func() bool { return healthz(wr.url) == http.StatusOK })
+		itest.Eventually(t, "Mailpit to be back", 60*time.Second, func() bool { return healthz(wr.url) == http.StatusOK })
 	}
 	l.waitAcked(t, 20, 60*time.Second)
 	l.finish()
@@ -326,7 +326,7 @@ func TestSurfaceKilled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting evaluator was not released when the gateway died")
 	}
-	waitFor(t, "the plane to end the dead gateway's waiting call", 5*time.Second, func() bool { return waits() > before })
+	itest.Eventually(t, "the plane to end the dead gateway's waiting call", 5*time.Second, func() bool { return waits() > before })
 	gw.restart()
 	got := make(chan answer, 1)
 	go func() {

@@ -673,18 +673,6 @@ func childPIDs(pid int) []int {
 	return out
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // healthz is the status of GET /healthz on a surface (0 if unreachable).
 func healthz(url string) int {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -151,7 +152,7 @@ func (l *load) acked() int {
 func (l *load) waitAcked(t testing.TB, n int, d time.Duration) {
 	t.Helper()
 	target := l.acked() + n
-	waitFor(t, fmt.Sprintf("%d acknowledged messages", target), d, func() bool { return l.acked() >= target })
+	itest.Eventually(t, fmt.Sprintf("%d acknowledged messages", target), d, func() bool { return l.acked() >= target })
 }
 
 // finish stops the senders; each finishes the message it is on.

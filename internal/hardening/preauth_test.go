@@ -94,7 +94,7 @@ func TestPreauthMemory(t *testing.T) {
 		}
 		return ""
 	})
-	waitFor(t, "B's first POST /emails", 30*time.Second, func() bool { return bPosts.n.Load() > 0 })
+	itest.Eventually(t, "B's first POST /emails", 30*time.Second, func() bool { return bPosts.n.Load() > 0 })
 
 	base := rss(writer)
 	peak := base
@@ -670,7 +670,7 @@ func TestPreauthShares(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, d.name+": B's share full (one more is 429)", 30*time.Second, func() bool { return status(d.probe) == http.StatusTooManyRequests })
+		itest.Eventually(t, d.name+": B's share full (one more is 429)", 30*time.Second, func() bool { return status(d.probe) == http.StatusTooManyRequests })
 
 		// Strangers, each request with a credential of its own.
 		var flood sync.WaitGroup
@@ -703,7 +703,7 @@ func TestPreauthShares(t *testing.T) {
 		if a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "release "+d.name, "x")); err != nil || a.status != 200 {
 			t.Fatalf("B's POST /emails: %d %v", a.status, err)
 		}
-		waitFor(t, d.name+": B's request served once its waits ended", 10*time.Second, func() bool { return status(d.probe) == http.StatusOK })
+		itest.Eventually(t, d.name+": B's request served once its waits ended", 10*time.Second, func() bool { return status(d.probe) == http.StatusOK })
 		for _, c := range cancels {
 			c()
 		}

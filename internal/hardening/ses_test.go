@@ -226,7 +226,7 @@ func TestSESKeyOfAFleet(t *testing.T) {
 		t.Fatal("a plane with another key makes the same SES secret from the same ledger and token")
 	}
 	const warning = "this plane's SES key is not the one the database's trials were opened with"
-	waitFor(t, "the second plane's warning", 10*time.Second, func() bool { return strings.Contains(b.Output(), warning) })
+	itest.Eventually(t, "the second plane's warning", 10*time.Second, func() bool { return strings.Contains(b.Output(), warning) })
 	for _, p := range []*planeProc{a, c} {
 		if strings.Contains(p.Output(), warning) {
 			t.Errorf("a plane with the database's key warns that it is not:\n%s", p.Output())

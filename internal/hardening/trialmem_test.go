@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -66,7 +67,7 @@ func TestFairSharesMemory(t *testing.T) {
 		}
 		return ""
 	})
-	waitFor(t, "B's first POST /emails and SMTP send", 30*time.Second, func() bool { return bPosts.n.Load() > 0 && bSends.n.Load() > 0 })
+	itest.Eventually(t, "B's first POST /emails and SMTP send", 30*time.Second, func() bool { return bPosts.n.Load() > 0 && bSends.n.Load() > 0 })
 
 	base := rss(writer)
 	var peak atomic.Int64
