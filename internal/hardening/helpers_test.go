@@ -616,7 +616,11 @@ func subjects(msgs []rpc.Message) map[string]int {
 }
 
 // rss is a process's resident memory in KiB, from /proc.
-func rss(pid int) int {
+func rss(pid int) int { return procStatusKiB(pid, "VmRSS:") }
+
+// procStatusKiB is one field of a process's /proc status, in KiB (0 if
+// there is none).
+func procStatusKiB(pid int, field string) int {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -624,12 +628,67 @@ func rss(pid int) int {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return n
 		}
 	}
 	return 0
+}
+
+// rssPeak measures how far a process's memory rises from a base: by the
+// kernel's own high-water mark (VmHWM), which holds the most the process
+// was resident at any instant, where a sampler polling VmRSS misses a
+// peak that falls between two of its samples (and a loaded host runs it
+// late). What the growth still depends on is the process's own doing
+// (when its garbage collector ran), not when the test looked.
+type rssPeak struct{ pid, base int }
+
+// watchRSS resets pid's high-water mark to what it holds now
+// (/proc/PID/clear_refs, Linux 4.0) and takes that as the base. Where the
+// kernel refuses the reset, the mark is the peak since the process
+// started, which can only overstate the growth.
+func watchRSS(t testing.TB, pid int) rssPeak {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Logf("process %d's peak memory counts from its start (no reset: %v)", pid, err)
+	}
+	return rssPeak{pid: pid, base: rss(pid)}
+}
+
+// peak is the most the process was resident since watchRSS, in KiB.
+func (p rssPeak) peak() int { return max(p.base, procStatusKiB(p.pid, "VmHWM:")) }
+
+// unreadOn is the most bytes any TCP connection to one of ports holds that
+// its server has not read yet: in the server's receive queue, or still in
+// the client's send queue. From /proc/net/tcp (IPv4: the stack listens on
+// 127.0.0.1).
+func unreadOn(t testing.TB, ports ...int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(addr string) bool { // 0100007F:1F90
+		_, hex, _ := strings.Cut(addr, ":")
+		port, err := strconv.ParseInt(hex, 16, 32)
+		return err == nil && slices.Contains(ports, int(port))
+	}
+	most := 0
+	for line := range strings.Lines(string(b)) {
+		// sl local_address rem_address st tx_queue:rx_queue ...; a
+		// listener's (st 0A) queue counts connections, not bytes.
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] == "sl" || f[3] == "0A" || !on(f[1]) && !on(f[2]) {
+			continue
+		}
+		tx, rx, _ := strings.Cut(f[4], ":")
+		for _, q := range []string{tx, rx} {
+			n, _ := strconv.ParseInt(q, 16, 64)
+			most = max(most, int(n))
+		}
+	}
+	return most
 }
 
 // openSockets is how many sockets a process holds (its listeners and its

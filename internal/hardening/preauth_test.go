@@ -96,22 +96,7 @@ func TestPreauthMemory(t *testing.T) {
 	})
 	itest.Eventually(t, "B's first POST /emails", 30*time.Second, func() bool { return bPosts.n.Load() > 0 })
 
-	base := rss(writer)
-	peak := base
-	var sampling sync.WaitGroup
-	sampled := make(chan struct{})
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			peak = max(peak, rss(writer))
-			select {
-			case <-sampled:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	mem := watchRSS(t, writer)
 	const strangers, declared = 60, 4 << 20
 	var attack sync.WaitGroup
 	var sentBytes atomic.Int64
@@ -138,12 +123,10 @@ func TestPreauthMemory(t *testing.T) {
 			io.Copy(io.Discard, c)
 		}()
 	}
+	// Every stranger's connection is closed: the writer is done with them.
 	attack.Wait()
-	// The writer's memory after the attack, once more.
-	time.Sleep(200 * time.Millisecond)
-	close(sampled)
-	sampling.Wait()
-	growth := (peak - base) << 10 // kB
+	base, peak := mem.base, mem.peak()
+	growth := (peak - base) << 10 // bytes
 	figure(t, "preauth-memory strangers=%d declared=%dMiB sent_total=%dMiB writer_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
 		strangers, declared>>20, sentBytes.Load()>>20, base>>10, peak>>10, growth>>20, preauthRSSBound>>20)
 	if growth > preauthRSSBound {
@@ -504,22 +487,7 @@ func TestPreauthInbox(t *testing.T) {
 	}
 
 	// 60 strangers' bodies, sent but for their last byte.
-	base := rss(inbox)
-	peak := base
-	var sampling sync.WaitGroup
-	sampled := make(chan struct{})
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			peak = max(peak, rss(inbox))
-			select {
-			case <-sampled:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	mem := watchRSS(t, inbox)
 	var attack sync.WaitGroup
 	var sent, answered atomic.Int64
 	for i := range 60 {
@@ -547,8 +515,7 @@ func TestPreauthInbox(t *testing.T) {
 		}()
 	}
 	attack.Wait()
-	close(sampled)
-	sampling.Wait()
+	base, peak := mem.base, mem.peak()
 	growth := (peak - base) << 10
 	figure(t, "preauth-inbox-memory strangers=60 declared=4MiB sent_total=%dMiB refused=%d inbox_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
 		sent.Load()>>20, answered.Load(), base>>10, peak>>10, growth>>20, inboxRSSBound>>20)

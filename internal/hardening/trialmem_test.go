@@ -45,6 +45,8 @@ func TestFairSharesMemory(t *testing.T) {
 	a, b := openTrial(t, u.sys), openTrial(t, u.sys)
 	writer := upChild(t, u, "mail-writer")
 	writerAddr := strings.TrimPrefix(u.bundle.WriterURL, "http://")
+	_, port, _ := net.SplitHostPort(writerAddr)
+	writerPort, _ := strconv.Atoi(port)
 	tokenA, tokenB := a.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"], b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
 
 	// B posts and sends all along, each on a new connection.
@@ -69,25 +71,7 @@ func TestFairSharesMemory(t *testing.T) {
 	})
 	itest.Eventually(t, "B's first POST /emails and SMTP send", 30*time.Second, func() bool { return bPosts.n.Load() > 0 && bSends.n.Load() > 0 })
 
-	base := rss(writer)
-	var peak atomic.Int64
-	peak.Store(int64(base))
-	sampled := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			if r := int64(rss(writer)); r > peak.Load() {
-				peak.Store(r)
-			}
-			select {
-			case <-sampled:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	mem := watchRSS(t, writer)
 
 	const sessions, requests, declared = 200, 100, 4 << 20
 	finish := make(chan struct{}) // the SMTP sessions end their DATA, the HTTP requests are dropped
@@ -120,18 +104,27 @@ func TestFairSharesMemory(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Error("A's sessions and requests had not sent their bodies after 20 s")
 	}
-	// The writer reads what the sockets still hold: sample a while longer.
-	time.Sleep(2 * time.Second)
+	// The bodies are all held at once when the writer has read what the
+	// sockets still hold (what is left is a keep-alive line, or one of
+	// B's requests).
+	itest.Eventually(t, "the writer reading what A's sockets hold", itest.Bound, func() bool {
+		return unreadOn(t, writerPort, a.SMTPPort) < 4<<10
+	})
+	// B, while the writer holds them all: as many answers on a slow host
+	// as on a fast one.
+	posts, sends := bPosts.n.Load(), bSends.n.Load()
+	itest.Eventually(t, "5 more of B's POST /emails and SMTP sends under A's held bodies", itest.Bound, func() bool {
+		return bPosts.n.Load() >= posts+5 && bSends.n.Load() >= sends+5
+	})
 	close(finish)
 	attack.Wait()
-	close(sampled)
-	sampling.Wait()
 	close(stopB)
 	bwg.Wait()
 
-	growth := (int(peak.Load()) - base) << 10 // kB
+	base, peak := mem.base, mem.peak()
+	growth := (peak - base) << 10 // bytes
 	figure(t, "trial-memory sessions=%d requests=%d declared=%dMiB sent_total=%dMiB writer_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
-		sessions, requests, declared>>20, sentBytes.Load()>>20, base>>10, peak.Load()>>10, growth>>20, trialMemRSSBound>>20)
+		sessions, requests, declared>>20, sentBytes.Load()>>20, base>>10, peak>>10, growth>>20, trialMemRSSBound>>20)
 	if growth > trialMemRSSBound {
 		t.Errorf("the writer's RSS grew by %d MB under one trial's held bodies (bound %d MB)", growth>>20, trialMemRSSBound>>20)
 	}
