@@ -317,7 +317,7 @@ func TestSurfaceKilled(t *testing.T) {
 		}
 		waited <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the wait is in the plane by now
+	s.plane.waitParked(t, "mail", 1)
 	before := waits()
 	gw.Kill()
 	select {
@@ -336,7 +336,7 @@ func TestSurfaceKilled(t *testing.T) {
 		}
 		got <- a
 	}()
-	time.Sleep(500 * time.Millisecond)
+	s.plane.waitParked(t, "mail", 1) // the send wakes it
 	if a, err := s.postEmail(hc, wr.url, id.MailAPIToken, "", emailBody(rpc.CandidateSender, "late@example.com", "late", "arrived")); err != nil || a.status != 200 {
 		t.Fatalf("send: %v %d", err, a.status)
 	}

@@ -119,6 +119,17 @@ func (p *planeProc) start() {
 	p.t.Fatalf("mail-plane did not answer within 30s:\n%s", p.Output())
 }
 
+// waitParked waits until n long polls are asleep at the plane on "mail"
+// or "trail" (itest.Plane.WaitParked), in a subtest, whose end closes the
+// console client that reads the plane's metrics: a test may count the
+// plane's sockets after.
+func (p *planeProc) waitParked(t *testing.T, on string, n int) {
+	t.Helper()
+	if !t.Run("parked", func(t *testing.T) { (&itest.Plane{Socket: p.socket, Data: p.data}).WaitParked(t, on, n) }) {
+		t.FailNow()
+	}
+}
+
 // client returns a plane client presenting grant, closed at cleanup.
 func (p *planeProc) client(grant string) *rpc.Client {
 	c := rpc.NewClient(p.socket, grant)
