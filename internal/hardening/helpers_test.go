@@ -520,6 +520,30 @@ func (s *sys) postEmail(hc *http.Client, base, cred, key, body string) (answer, 
 	return s.request(hc, http.MethodPost, base+"/emails", auth, body, h)
 }
 
+// postOp is one of a trial's POST /emails with token through the writer
+// at base, on hc, as a probe or a round makes it (the subject ends with
+// i): "" when answered 200, else the status (0: no answer) and error.
+func (s *sys) postOp(hc *http.Client, base, token, subject string) func(i int) string {
+	return func(i int) string {
+		a, err := s.postEmail(hc, base, token, "", emailBody(rpc.CandidateSender, "b@example.com", subject+" "+strconv.Itoa(i), "x"))
+		if err != nil || a.status != 200 {
+			return fmt.Sprintf("%d %v", a.status, err)
+		}
+		return ""
+	}
+}
+
+// smtpOp is postOp's SMTP send, authenticated with token on addr: "" when
+// delivered, else the reply code (0: none) and error.
+func smtpOp(addr, token, subject string) func(i int) string {
+	return func(i int) string {
+		if r := sendSMTPAuth(addr, token, rpc.CandidateSender, "b@example.com", rawMail(subject+" "+strconv.Itoa(i), "x")); r.code != 250 {
+			return fmt.Sprintf("%d %v", r.code, r.err)
+		}
+		return ""
+	}
+}
+
 // smtpResult is the outcome of one SMTP transaction: the final reply code
 // (250 when the message was accepted, 0 when the connection failed).
 type smtpResult struct {

@@ -87,13 +87,7 @@ func TestPreauthMemory(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	token := b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
 	wg.Add(1)
-	go bPosts.run(&wg, stop, func(i int) string {
-		a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "preauth "+strconv.Itoa(i), "x"))
-		if err != nil || a.status != 200 {
-			return fmt.Sprintf("POST /emails: %d %v", a.status, err)
-		}
-		return ""
-	})
+	go bPosts.run(&wg, stop, u.sys.postOp(hc, u.bundle.WriterURL, token, "preauth"))
 	itest.Eventually(t, "B's first POST /emails", 30*time.Second, func() bool { return bPosts.n.Load() > 0 })
 
 	mem := watchRSS(t, writer)
@@ -213,19 +207,8 @@ func TestPreauthSlowBodies(t *testing.T) {
 		name string
 		do   func(i int) string
 	}{
-		{"POST /emails", func(i int) string {
-			a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "slow "+strconv.Itoa(i), "x"))
-			if err != nil || a.status != 200 {
-				return fmt.Sprintf("%d %v", a.status, err)
-			}
-			return ""
-		}},
-		{"SMTP own port", func(i int) string {
-			if r := sendSMTPAuth(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), token, rpc.CandidateSender, "b@example.com", rawMail("slow smtp "+strconv.Itoa(i), "x")); r.code != 250 {
-				return fmt.Sprintf("%d %v", r.code, r.err)
-			}
-			return ""
-		}},
+		{"POST /emails", u.sys.postOp(hc, u.bundle.WriterURL, token, "slow")},
+		{"SMTP own port", smtpOp(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), token, "slow smtp")},
 		{"inbox page", func(int) string {
 			a, err := u.sys.request(hc, http.MethodGet, b.InboxURL, "", "", nil)
 			if err != nil || a.status != 200 {

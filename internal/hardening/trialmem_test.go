@@ -61,20 +61,8 @@ func TestFairSharesMemory(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	bPosts, bSends := &probe{}, &probe{}
 	bwg.Add(2)
-	go bPosts.run(&bwg, stopB, func(i int) string {
-		r, err := u.sys.postEmail(hc, u.bundle.WriterURL, tokenB, "", emailBody(rpc.CandidateSender, "b@example.com", "trialmem "+strconv.Itoa(i), "x"))
-		if err != nil || r.status != 200 {
-			return fmt.Sprintf("POST /emails: %d %v", r.status, err)
-		}
-		return ""
-	})
-	go bSends.run(&bwg, stopB, func(i int) string {
-		r := sendSMTPAuth(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), tokenB, rpc.CandidateSender, "b@example.com", rawMail("trialmem smtp "+strconv.Itoa(i), "x"))
-		if r.code != 250 {
-			return fmt.Sprintf("SMTP: %d %v", r.code, r.err)
-		}
-		return ""
-	})
+	go bPosts.run(&bwg, stopB, u.sys.postOp(hc, u.bundle.WriterURL, tokenB, "trialmem"))
+	go bSends.run(&bwg, stopB, smtpOp(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), tokenB, "trialmem smtp"))
 	itest.Eventually(t, "B's first POST /emails and SMTP send", 30*time.Second, func() bool { return bPosts.n.Load() > 0 && bSends.n.Load() > 0 })
 
 	mem := watchRSS(t, writer)
