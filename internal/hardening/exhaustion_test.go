@@ -38,9 +38,11 @@ func TestConnectionCap(t *testing.T) {
 	wr := s.writer(id, "fixed")
 	in := s.inbox(id)
 	// WaitHTTP's client keeps a connection to each surface; the cap counts
-	// it.
+	// it until the surface has closed its end.
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond)
+	itest.Eventually(t, "the surfaces closing WaitHTTP's connections", itest.Bound, func() bool {
+		return connectedOn(t, append(wr.ports, in.ports...)...) == 0
+	})
 	for _, l := range []struct {
 		name string
 		addr string

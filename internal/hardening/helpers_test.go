@@ -694,36 +694,71 @@ func watchRSS(t testing.TB, pid int) rssPeak {
 // peak is the most the process was resident since watchRSS, in KiB.
 func (p rssPeak) peak() int { return max(p.base, procStatusKiB(p.pid, "VmHWM:")) }
 
-// unreadOn is the most bytes any TCP connection to one of ports holds that
-// its server has not read yet: in the server's receive queue, or still in
-// the client's send queue. From /proc/net/tcp (IPv4: the stack listens on
-// 127.0.0.1).
-func unreadOn(t testing.TB, ports ...int) int {
+// tcpSocket is one TCP socket of the host's network namespace, from
+// /proc/net/tcp (IPv4: the stacks listen on 127.0.0.1).
+type tcpSocket struct {
+	local, remote int    // ports
+	state         string // as the kernel writes it: 01 established, 08 close-wait, 0A listen
+	tx, rx        int    // queued to send and not yet read; a listener's rx counts connections
+}
+
+func tcpSockets(t testing.TB) []tcpSocket {
 	t.Helper()
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	on := func(addr string) bool { // 0100007F:1F90
-		_, hex, _ := strings.Cut(addr, ":")
-		port, err := strconv.ParseInt(hex, 16, 32)
-		return err == nil && slices.Contains(ports, int(port))
+	hex := func(s string) int {
+		n, _ := strconv.ParseInt(s, 16, 64)
+		return int(n)
 	}
-	most := 0
+	port := func(addr string) int { // 0100007F:1F90
+		_, p, _ := strings.Cut(addr, ":")
+		return hex(p)
+	}
+	var out []tcpSocket
 	for line := range strings.Lines(string(b)) {
-		// sl local_address rem_address st tx_queue:rx_queue ...; a
-		// listener's (st 0A) queue counts connections, not bytes.
+		// sl local_address rem_address st tx_queue:rx_queue ...
 		f := strings.Fields(line)
-		if len(f) < 5 || f[0] == "sl" || f[3] == "0A" || !on(f[1]) && !on(f[2]) {
+		if len(f) < 5 || f[0] == "sl" {
 			continue
 		}
 		tx, rx, _ := strings.Cut(f[4], ":")
-		for _, q := range []string{tx, rx} {
-			n, _ := strconv.ParseInt(q, 16, 64)
-			most = max(most, int(n))
+		out = append(out, tcpSocket{local: port(f[1]), remote: port(f[2]), state: f[3], tx: hex(tx), rx: hex(rx)})
+	}
+	return out
+}
+
+// unreadOn is the most bytes any TCP connection to one of ports holds that
+// its server has not read yet: in the server's receive queue, or still in
+// the client's send queue.
+func unreadOn(t testing.TB, ports ...int) int {
+	t.Helper()
+	most := 0
+	for _, s := range tcpSockets(t) {
+		switch {
+		case s.state == "0A":
+		case slices.Contains(ports, s.local): // the server's end
+			most = max(most, s.rx)
+		case slices.Contains(ports, s.remote): // a client's
+			most = max(most, s.tx)
 		}
 	}
 	return most
+}
+
+// connectedOn is how many connections the servers on ports hold open:
+// their end of each, established or closed by the client only (once the
+// server closes its end, what the kernel keeps of it is no one's).
+func connectedOn(t testing.TB, ports ...int) int {
+	t.Helper()
+	n := 0
+	for _, s := range tcpSockets(t) {
+		if (s.state == "01" || s.state == "08") && slices.Contains(ports, s.local) {
+			n++
+		}
+	}
+	return n
 }
 
 // openSockets is how many sockets a process holds (its listeners and its
