@@ -247,12 +247,7 @@ func slowHeaders(wg *sync.WaitGroup, stop <-chan struct{}, addr string, smtp boo
 				}
 				c.Close()
 				h.slowCut.Add(1)
-				for lived := int64(time.Since(born)); ; {
-					old := h.slowMax.Load()
-					if lived <= old || h.slowMax.CompareAndSwap(old, lived) {
-						break
-					}
-				}
+				raiseTo(&h.slowMax, int64(time.Since(born)))
 			}
 		}()
 	}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -800,6 +801,12 @@ func childPIDs(pid int) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// raiseTo makes m at least v, whichever goroutines raise it at once.
+func raiseTo(m *atomic.Int64, v int64) {
+	for old := m.Load(); v > old && !m.CompareAndSwap(old, v); old = m.Load() {
+	}
 }
 
 // healthz is the status of GET /healthz on a surface (0 if unreachable).

@@ -348,9 +348,7 @@ func (p *probe) run(wg *sync.WaitGroup, stop <-chan struct{}, do func(i int) str
 		}
 		d := time.Since(start)
 		p.n.Add(1)
-		if int64(d) > p.worst.Load() {
-			p.worst.Store(int64(d))
-		}
+		raiseTo(&p.worst, int64(d))
 		if e != "" {
 			p.failed.Add(1)
 			p.mu.Lock()
@@ -640,9 +638,7 @@ func TestPreauthShares(t *testing.T) {
 					default:
 						other.Add(1)
 					}
-					if took := int64(time.Since(start)); took > slowest.Load() {
-						slowest.Store(took)
-					}
+					raiseTo(&slowest, int64(time.Since(start)))
 				}
 			}()
 		}
