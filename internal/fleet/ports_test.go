@@ -199,7 +199,7 @@ func TestListenCut(t *testing.T) {
 		}
 		return n == 1
 	}
-	until(t, "plane A listens", listening)
+	itest.Eventually(t, "plane A listens", itest.Bound, listening)
 	for range 2 { // the second call is served from A's caches, in the old design
 		if _, err := writerOnA.Health(ctx(t)); err != nil {
 			t.Fatalf("the trial's writer grant on plane A: %v", err)
@@ -219,8 +219,8 @@ func TestListenCut(t *testing.T) {
 	if err := c.QueryRow(ctx(t), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminating plane A's LISTEN backend: %d %v", killed, err)
 	}
-	until(t, "plane A logs its LISTEN connection lost", func() bool { return strings.Contains(a.Output(), "LISTEN connection to PostgreSQL is lost") })
-	until(t, "plane A tries to listen again, and is kept out", func() bool { return proxy.refused.Load() > 0 })
+	itest.Eventually(t, "plane A logs its LISTEN connection lost", itest.Bound, func() bool { return strings.Contains(a.Output(), "LISTEN connection to PostgreSQL is lost") })
+	itest.Eventually(t, "plane A tries to listen again, and is kept out", itest.Bound, func() bool { return proxy.refused.Load() > 0 })
 
 	if err := b.Admin.TrialClose(ctx(t), id.Namespace); err != nil {
 		t.Fatal(err)
@@ -241,21 +241,9 @@ func TestListenCut(t *testing.T) {
 		t.Fatalf("a new trial's writer grant on plane A, LISTEN down: %v", err)
 	}
 	proxy.cut.Store(nil)
-	until(t, "plane A listens again", listening)
-	until(t, "plane A logs its LISTEN connection back", func() bool { return strings.Contains(a.Output(), "LISTEN connection to PostgreSQL is back") })
+	itest.Eventually(t, "plane A listens again", itest.Bound, listening)
+	itest.Eventually(t, "plane A logs its LISTEN connection back", itest.Bound, func() bool { return strings.Contains(a.Output(), "LISTEN connection to PostgreSQL is back") })
 	if _, err := a.Client(t, other.WriterGrant).Health(ctx(t)); err != nil {
 		t.Fatalf("a trial's writer grant on plane A, LISTEN back: %v", err)
-	}
-}
-
-// until polls cond every 20 ms for up to 20 s.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

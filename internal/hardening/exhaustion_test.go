@@ -38,9 +38,11 @@ func TestConnectionCap(t *testing.T) {
 	wr := s.writer(id, "fixed")
 	in := s.inbox(id)
 	// WaitHTTP's client keeps a connection to each surface; the cap counts
-	// it.
+	// it until the surface has closed its end.
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond)
+	itest.Eventually(t, "the surfaces closing WaitHTTP's connections", itest.Bound, func() bool {
+		return connectedOn(t, append(wr.ports, in.ports...)...) == 0
+	})
 	for _, l := range []struct {
 		name string
 		addr string
@@ -286,7 +288,12 @@ func TestExhaustion(t *testing.T) {
 	good := newGoodClients(s, wr, in, gw, id)
 	good.run(scale(50, 300)) // warm-up
 	baseline := good.run(scale(200, 1000))
-	before := sampleRSS(procs)
+	// Each process's peak from here is the kernel's high-water mark.
+	mem, before := map[string]rssPeak{}, map[string]int{}
+	for name, pid := range procs {
+		mem[name] = watchRSS(t, pid)
+		before[name] = mem[name].base
+	}
 
 	stop := make(chan struct{})
 	var attackers sync.WaitGroup
@@ -332,24 +339,6 @@ func TestExhaustion(t *testing.T) {
 			}
 		}
 	}()
-	peak := map[string]int{}
-	var peakMu sync.Mutex
-	attackers.Add(1)
-	go func() {
-		defer attackers.Done()
-		for {
-			for k, v := range sampleRSS(procs) {
-				peakMu.Lock()
-				peak[k] = max(peak[k], v)
-				peakMu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
 
 	// The flood, and the good clients' latency under it.
 	total := scale(10000, 100000)
@@ -380,6 +369,10 @@ func TestExhaustion(t *testing.T) {
 	floodTook := time.Since(start)
 	close(stop)
 	attackers.Wait()
+	peak := map[string]int{}
+	for name, m := range mem {
+		peak[name] = m.peak()
+	}
 	close(oversizeErrs)
 	for e := range oversizeErrs {
 		t.Errorf("oversized: %s", e)

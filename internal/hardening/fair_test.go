@@ -3,6 +3,7 @@ package hardening
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -246,12 +247,7 @@ func slowHeaders(wg *sync.WaitGroup, stop <-chan struct{}, addr string, smtp boo
 				}
 				c.Close()
 				h.slowCut.Add(1)
-				for lived := int64(time.Since(born)); ; {
-					old := h.slowMax.Load()
-					if lived <= old || h.slowMax.CompareAndSwap(old, lived) {
-						break
-					}
-				}
+				raiseTo(&h.slowMax, int64(time.Since(born)))
 			}
 		}()
 	}
@@ -347,35 +343,19 @@ func (f *fairClient) rounds(t *testing.T, n int, done func() bool) fairLatencies
 		name string
 		do   func(i int) string // "" when answered as it should be
 	}{
-		{"POST /emails", func(i int) string {
-			a, err := f.s.postEmail(f.hc, f.u.bundle.WriterURL, f.id.MailAPIToken, "", emailBody(rpc.CandidateSender, "b@example.com", "fair "+strconv.Itoa(i), "x"))
-			if err != nil || a.status != 200 {
-				return "POST /emails: " + strconv.Itoa(a.status) + " " + errString(err)
-			}
-			return ""
-		}},
-		{"SMTP own port", func(i int) string {
-			if r := sendSMTPAuth(f.smtp, f.id.MailAPIToken, rpc.CandidateSender, "b@example.com", rawMail("fair smtp "+strconv.Itoa(i), "x")); r.code != 250 {
-				return "SMTP own port: " + strconv.Itoa(r.code) + " " + errString(r.err)
-			}
-			return ""
-		}},
-		{"SMTP shared port", func(i int) string {
-			if r := sendSMTPAuth(shared, f.id.MailAPIToken, rpc.CandidateSender, "b@example.com", rawMail("fair shared "+strconv.Itoa(i), "x")); r.code != 250 {
-				return "SMTP shared port: " + strconv.Itoa(r.code) + " " + errString(r.err)
-			}
-			return ""
-		}},
+		{"POST /emails", f.s.postOp(f.hc, f.u.bundle.WriterURL, f.id.MailAPIToken, "fair")},
+		{"SMTP own port", smtpOp(f.smtp, f.id.MailAPIToken, "fair smtp")},
+		{"SMTP shared port", smtpOp(shared, f.id.MailAPIToken, "fair shared")},
 		{"inbox page", func(int) string {
 			a, err := f.s.request(f.hc, http.MethodGet, f.u.bundle.InboxBaseURL+"/inbox/"+f.id.InboxToken, "", "", nil)
 			if err != nil || a.status != 200 {
-				return "inbox: " + strconv.Itoa(a.status) + " " + errString(err)
+				return fmt.Sprintf("%d %v", a.status, err)
 			}
 			return ""
 		}},
 		{"gateway read", func(int) string {
 			if a := readOnce(f.u.bundle.APIURL, f.id, "0"); a.status != 200 {
-				return "gateway: " + strconv.Itoa(a.status) + " " + a.code
+				return fmt.Sprintf("%d %s", a.status, a.code)
 			}
 			return ""
 		}},
@@ -390,7 +370,7 @@ func (f *fairClient) rounds(t *testing.T, n int, done func() bool) fairLatencies
 				f.failed.Add(1)
 				f.mu.Lock()
 				if len(f.errs) < 5 {
-					f.errs = append(f.errs, e)
+					f.errs = append(f.errs, op.name+": "+e)
 				}
 				f.mu.Unlock()
 			}
@@ -398,13 +378,6 @@ func (f *fairClient) rounds(t *testing.T, n int, done func() bool) fairLatencies
 		}
 	}
 	return out
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // TestFairSharesShedQuietest: a writer whose descriptors allow a cap of

@@ -230,15 +230,16 @@ func TestMailpitKilled(t *testing.T) {
 		}
 		syscall.Kill(pids[0], syscall.SIGKILL)
 		// The plane starts it again after a second; until then the
-		// surfaces' health says unavailable.
-		deadline := time.Now().Add(900 * time.Millisecond)
-		for time.Now().Before(deadline) {
+		// surfaces' health says unavailable. Watched until it is back (a
+		// Mailpit of another pid), not for a time the test guessed.
+		itest.Eventually(t, "the gateway's health unavailable, or Mailpit started again", itest.Bound, func() bool {
 			if healthz(gw.url) == http.StatusServiceUnavailable {
 				unhealthy++
-				break
+				return true
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			now := mailpitPIDs(s.plane.Cmd.Process.Pid)
+			return len(now) == 1 && now[0] != pids[0]
+		})
 		itest.Eventually(t, "Mailpit to be back", 60*time.Second, func() bool { return healthz(wr.url) == http.StatusOK })
 	}
 	l.waitAcked(t, 20, 60*time.Second)
@@ -317,7 +318,7 @@ func TestSurfaceKilled(t *testing.T) {
 		}
 		waited <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the wait is in the plane by now
+	s.plane.waitParked(t, "mail", 1)
 	before := waits()
 	gw.Kill()
 	select {
@@ -336,7 +337,7 @@ func TestSurfaceKilled(t *testing.T) {
 		}
 		got <- a
 	}()
-	time.Sleep(500 * time.Millisecond)
+	s.plane.waitParked(t, "mail", 1) // the send wakes it
 	if a, err := s.postEmail(hc, wr.url, id.MailAPIToken, "", emailBody(rpc.CandidateSender, "late@example.com", "late", "arrived")); err != nil || a.status != 200 {
 		t.Fatalf("send: %v %d", err, a.status)
 	}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +118,17 @@ func (p *planeProc) start() {
 		}
 	}
 	p.t.Fatalf("mail-plane did not answer within 30s:\n%s", p.Output())
+}
+
+// waitParked waits until n long polls are asleep at the plane on "mail"
+// or "trail" (itest.Plane.WaitParked), in a subtest, whose end closes the
+// console client that reads the plane's metrics: a test may count the
+// plane's sockets after.
+func (p *planeProc) waitParked(t *testing.T, on string, n int) {
+	t.Helper()
+	if !t.Run("parked", func(t *testing.T) { (&itest.Plane{Socket: p.socket, Data: p.data}).WaitParked(t, on, n) }) {
+		t.FailNow()
+	}
 }
 
 // client returns a plane client presenting grant, closed at cleanup.
@@ -509,6 +521,30 @@ func (s *sys) postEmail(hc *http.Client, base, cred, key, body string) (answer, 
 	return s.request(hc, http.MethodPost, base+"/emails", auth, body, h)
 }
 
+// postOp is one of a trial's POST /emails with token through the writer
+// at base, on hc, as a probe or a round makes it (the subject ends with
+// i): "" when answered 200, else the status (0: no answer) and error.
+func (s *sys) postOp(hc *http.Client, base, token, subject string) func(i int) string {
+	return func(i int) string {
+		a, err := s.postEmail(hc, base, token, "", emailBody(rpc.CandidateSender, "b@example.com", subject+" "+strconv.Itoa(i), "x"))
+		if err != nil || a.status != 200 {
+			return fmt.Sprintf("%d %v", a.status, err)
+		}
+		return ""
+	}
+}
+
+// smtpOp is postOp's SMTP send, authenticated with token on addr: "" when
+// delivered, else the reply code (0: none) and error.
+func smtpOp(addr, token, subject string) func(i int) string {
+	return func(i int) string {
+		if r := sendSMTPAuth(addr, token, rpc.CandidateSender, "b@example.com", rawMail(subject+" "+strconv.Itoa(i), "x")); r.code != 250 {
+			return fmt.Sprintf("%d %v", r.code, r.err)
+		}
+		return ""
+	}
+}
+
 // smtpResult is the outcome of one SMTP transaction: the final reply code
 // (250 when the message was accepted, 0 when the connection failed).
 type smtpResult struct {
@@ -616,7 +652,11 @@ func subjects(msgs []rpc.Message) map[string]int {
 }
 
 // rss is a process's resident memory in KiB, from /proc.
-func rss(pid int) int {
+func rss(pid int) int { return procStatusKiB(pid, "VmRSS:") }
+
+// procStatusKiB is one field of a process's /proc status, in KiB (0 if
+// there is none).
+func procStatusKiB(pid int, field string) int {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -624,12 +664,102 @@ func rss(pid int) int {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return n
 		}
 	}
 	return 0
+}
+
+// rssPeak measures how far a process's memory rises from a base: by the
+// kernel's own high-water mark (VmHWM), which holds the most the process
+// was resident at any instant, where a sampler polling VmRSS misses a
+// peak that falls between two of its samples (and a loaded host runs it
+// late). What the growth still depends on is the process's own doing
+// (when its garbage collector ran), not when the test looked.
+type rssPeak struct{ pid, base int }
+
+// watchRSS resets pid's high-water mark to what it holds now
+// (/proc/PID/clear_refs, Linux 4.0) and takes that as the base. Where the
+// kernel refuses the reset, the mark is the peak since the process
+// started, which can only overstate the growth.
+func watchRSS(t testing.TB, pid int) rssPeak {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Logf("process %d's peak memory counts from its start (no reset: %v)", pid, err)
+	}
+	return rssPeak{pid: pid, base: rss(pid)}
+}
+
+// peak is the most the process was resident since watchRSS, in KiB.
+func (p rssPeak) peak() int { return max(p.base, procStatusKiB(p.pid, "VmHWM:")) }
+
+// tcpSocket is one TCP socket of the host's network namespace, from
+// /proc/net/tcp (IPv4: the stacks listen on 127.0.0.1).
+type tcpSocket struct {
+	local, remote int    // ports
+	state         string // as the kernel writes it: 01 established, 08 close-wait, 0A listen
+	tx, rx        int    // queued to send and not yet read; a listener's rx counts connections
+}
+
+func tcpSockets(t testing.TB) []tcpSocket {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hex := func(s string) int {
+		n, _ := strconv.ParseInt(s, 16, 64)
+		return int(n)
+	}
+	port := func(addr string) int { // 0100007F:1F90
+		_, p, _ := strings.Cut(addr, ":")
+		return hex(p)
+	}
+	var out []tcpSocket
+	for line := range strings.Lines(string(b)) {
+		// sl local_address rem_address st tx_queue:rx_queue ...
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] == "sl" {
+			continue
+		}
+		tx, rx, _ := strings.Cut(f[4], ":")
+		out = append(out, tcpSocket{local: port(f[1]), remote: port(f[2]), state: f[3], tx: hex(tx), rx: hex(rx)})
+	}
+	return out
+}
+
+// unreadOn is the most bytes any TCP connection to one of ports holds that
+// its server has not read yet: in the server's receive queue, or still in
+// the client's send queue.
+func unreadOn(t testing.TB, ports ...int) int {
+	t.Helper()
+	most := 0
+	for _, s := range tcpSockets(t) {
+		switch {
+		case s.state == "0A":
+		case slices.Contains(ports, s.local): // the server's end
+			most = max(most, s.rx)
+		case slices.Contains(ports, s.remote): // a client's
+			most = max(most, s.tx)
+		}
+	}
+	return most
+}
+
+// connectedOn is how many connections the servers on ports hold open:
+// their end of each, established or closed by the client only (once the
+// server closes its end, what the kernel keeps of it is no one's).
+func connectedOn(t testing.TB, ports ...int) int {
+	t.Helper()
+	n := 0
+	for _, s := range tcpSockets(t) {
+		if (s.state == "01" || s.state == "08") && slices.Contains(ports, s.local) {
+			n++
+		}
+	}
+	return n
 }
 
 // openSockets is how many sockets a process holds (its listeners and its
@@ -671,6 +801,12 @@ func childPIDs(pid int) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// raiseTo makes m at least v, whichever goroutines raise it at once.
+func raiseTo(m *atomic.Int64, v int64) {
+	for old := m.Load(); v > old && !m.CompareAndSwap(old, v); old = m.Load() {
+	}
 }
 
 // healthz is the status of GET /healthz on a surface (0 if unreachable).

@@ -87,31 +87,10 @@ func TestPreauthMemory(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	token := b.CandidateEnvironment["WEBSITEBENCH_MAIL_API_TOKEN"]
 	wg.Add(1)
-	go bPosts.run(&wg, stop, func(i int) string {
-		a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "preauth "+strconv.Itoa(i), "x"))
-		if err != nil || a.status != 200 {
-			return fmt.Sprintf("POST /emails: %d %v", a.status, err)
-		}
-		return ""
-	})
+	go bPosts.run(&wg, stop, u.sys.postOp(hc, u.bundle.WriterURL, token, "preauth"))
 	itest.Eventually(t, "B's first POST /emails", 30*time.Second, func() bool { return bPosts.n.Load() > 0 })
 
-	base := rss(writer)
-	peak := base
-	var sampling sync.WaitGroup
-	sampled := make(chan struct{})
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			peak = max(peak, rss(writer))
-			select {
-			case <-sampled:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	mem := watchRSS(t, writer)
 	const strangers, declared = 60, 4 << 20
 	var attack sync.WaitGroup
 	var sentBytes atomic.Int64
@@ -138,12 +117,10 @@ func TestPreauthMemory(t *testing.T) {
 			io.Copy(io.Discard, c)
 		}()
 	}
+	// Every stranger's connection is closed: the writer is done with them.
 	attack.Wait()
-	// The writer's memory after the attack, once more.
-	time.Sleep(200 * time.Millisecond)
-	close(sampled)
-	sampling.Wait()
-	growth := (peak - base) << 10 // kB
+	base, peak := mem.base, mem.peak()
+	growth := (peak - base) << 10 // bytes
 	figure(t, "preauth-memory strangers=%d declared=%dMiB sent_total=%dMiB writer_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
 		strangers, declared>>20, sentBytes.Load()>>20, base>>10, peak>>10, growth>>20, preauthRSSBound>>20)
 	if growth > preauthRSSBound {
@@ -230,19 +207,8 @@ func TestPreauthSlowBodies(t *testing.T) {
 		name string
 		do   func(i int) string
 	}{
-		{"POST /emails", func(i int) string {
-			a, err := u.sys.postEmail(hc, u.bundle.WriterURL, token, "", emailBody(rpc.CandidateSender, "b@example.com", "slow "+strconv.Itoa(i), "x"))
-			if err != nil || a.status != 200 {
-				return fmt.Sprintf("%d %v", a.status, err)
-			}
-			return ""
-		}},
-		{"SMTP own port", func(i int) string {
-			if r := sendSMTPAuth(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), token, rpc.CandidateSender, "b@example.com", rawMail("slow smtp "+strconv.Itoa(i), "x")); r.code != 250 {
-				return fmt.Sprintf("%d %v", r.code, r.err)
-			}
-			return ""
-		}},
+		{"POST /emails", u.sys.postOp(hc, u.bundle.WriterURL, token, "slow")},
+		{"SMTP own port", smtpOp(net.JoinHostPort("127.0.0.1", strconv.Itoa(b.SMTPPort)), token, "slow smtp")},
 		{"inbox page", func(int) string {
 			a, err := u.sys.request(hc, http.MethodGet, b.InboxURL, "", "", nil)
 			if err != nil || a.status != 200 {
@@ -382,9 +348,7 @@ func (p *probe) run(wg *sync.WaitGroup, stop <-chan struct{}, do func(i int) str
 		}
 		d := time.Since(start)
 		p.n.Add(1)
-		if int64(d) > p.worst.Load() {
-			p.worst.Store(int64(d))
-		}
+		raiseTo(&p.worst, int64(d))
 		if e != "" {
 			p.failed.Add(1)
 			p.mu.Lock()
@@ -504,22 +468,7 @@ func TestPreauthInbox(t *testing.T) {
 	}
 
 	// 60 strangers' bodies, sent but for their last byte.
-	base := rss(inbox)
-	peak := base
-	var sampling sync.WaitGroup
-	sampled := make(chan struct{})
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			peak = max(peak, rss(inbox))
-			select {
-			case <-sampled:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	mem := watchRSS(t, inbox)
 	var attack sync.WaitGroup
 	var sent, answered atomic.Int64
 	for i := range 60 {
@@ -547,8 +496,7 @@ func TestPreauthInbox(t *testing.T) {
 		}()
 	}
 	attack.Wait()
-	close(sampled)
-	sampling.Wait()
+	base, peak := mem.base, mem.peak()
 	growth := (peak - base) << 10
 	figure(t, "preauth-inbox-memory strangers=60 declared=4MiB sent_total=%dMiB refused=%d inbox_rss_base=%dMB peak=%dMB growth=%dMB bound=%dMB",
 		sent.Load()>>20, answered.Load(), base>>10, peak>>10, growth>>20, inboxRSSBound>>20)
@@ -690,9 +638,7 @@ func TestPreauthShares(t *testing.T) {
 					default:
 						other.Add(1)
 					}
-					if took := int64(time.Since(start)); took > slowest.Load() {
-						slowest.Store(took)
-					}
+					raiseTo(&slowest, int64(time.Since(start)))
 				}
 			}()
 		}

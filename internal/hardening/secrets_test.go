@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/websitebench/mailplane/internal/serve"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/serve"
 	"github.com/websitebench/mailplane/internal/smtpd"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
