@@ -60,3 +60,17 @@ func (c *Callers) Put(cred, ns string, now time.Time) {
 	}
 	c.m[k] = knownCaller{ns: ns, until: now.Add(CallerTTL)}
 }
+
+// Resolve is the namespace cred opens: remembered at now, else ask's
+// answer (the plane's), which is remembered when it accepts.
+func (c *Callers) Resolve(cred string, now time.Time, ask func() (string, error)) (string, error) {
+	if ns, ok := c.Get(cred, now); ok {
+		return ns, nil
+	}
+	ns, err := ask()
+	if err != nil {
+		return "", err
+	}
+	c.Put(cred, ns, now)
+	return ns, nil
+}

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -31,5 +32,31 @@ func TestCallers(t *testing.T) {
 	}
 	if len(c.m) > callerCacheMax {
 		t.Fatalf("%d credentials remembered, bound %d", len(c.m), callerCacheMax)
+	}
+}
+
+// TestCallersResolve: the plane is asked once for a credential it
+// accepts, and every time for one it refuses, whose refusal is returned.
+func TestCallersResolve(t *testing.T) {
+	var c Callers
+	now := time.Unix(1_000_000, 0)
+	asked := 0
+	accept := func() (string, error) { asked++; return "ns-a", nil }
+	refuse := func() (string, error) { asked++; return "", errors.New("unauthorized") }
+	for range 3 {
+		if ns, err := c.Resolve("good", now, accept); ns != "ns-a" || err != nil {
+			t.Fatalf("good: %q %v", ns, err)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("an accepted credential asked the plane %d times, want 1", asked)
+	}
+	for range 3 {
+		if ns, err := c.Resolve("bad", now, refuse); ns != "" || err == nil {
+			t.Fatalf("bad: %q %v, want the refusal", ns, err)
+		}
+	}
+	if asked != 4 {
+		t.Fatalf("a refused credential asked the plane %d times in 3 tries, want 3", asked-1)
 	}
 }

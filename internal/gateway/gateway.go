@@ -185,15 +185,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 // caller checks that cred opens namespace ns: remembered, or the plane's
 // reader check.
 func (g *Gateway) caller(r *http.Request, ns, cred string) error {
-	key := ns + "\x00" + cred
-	if _, ok := g.known.Get(key, time.Now()); ok {
-		return nil
-	}
-	if _, err := g.plane.ResolveReader(r.Context(), &rpc.ReadRequest{Namespace: ns, Capability: cred}); err != nil {
-		return err
-	}
-	g.known.Put(key, ns, time.Now())
-	return nil
+	_, err := g.known.Resolve(ns+"\x00"+cred, time.Now(), func() (string, error) {
+		_, err := g.plane.ResolveReader(r.Context(), &rpc.ReadRequest{Namespace: ns, Capability: cred})
+		return ns, err
+	})
+	return err
 }
 
 // eventStream serves a trail as Server-Sent Events: each event as

@@ -330,15 +330,10 @@ func (in *Inbox) caller(r *http.Request, rt route) (string, error) {
 	if in.token != nil {
 		return oneTrial, nil
 	}
-	if ns, ok := in.known.Get(rt.token, time.Now()); ok {
-		return ns, nil
-	}
-	resp, err := in.plane.ResolveReader(r.Context(), &rpc.ReadRequest{InboxToken: rt.token})
-	if err != nil {
-		return "", err
-	}
-	in.known.Put(rt.token, resp.Namespace, time.Now())
-	return resp.Namespace, nil
+	return in.known.Resolve(rt.token, time.Now(), func() (string, error) {
+		resp, err := in.plane.ResolveReader(r.Context(), &rpc.ReadRequest{InboxToken: rt.token})
+		return resp.Namespace, err
+	})
 }
 
 // read is the plane request for rt: a shared inbox names the token, which

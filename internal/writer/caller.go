@@ -58,22 +58,16 @@ func (h *Handler) admit(r *http.Request, req rpc.CredentialRequest, limit int64)
 
 // resolve is the namespace req opens: remembered, or the plane's answer.
 func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, error) {
-	k := req.API + "\x00" + req.Credential
-	if req.SigV4 == nil {
-		if ns, ok := h.known.Get(k, h.now()); ok {
-			return ns, nil
-		}
+	ask := func() (string, error) {
+		ctx, cancel := planeContext(r)
+		defer cancel()
+		resp, err := h.plane.ResolveCredential(ctx, &req)
+		return resp.Namespace, err
 	}
-	ctx, cancel := planeContext(r)
-	defer cancel()
-	resp, err := h.plane.ResolveCredential(ctx, &req)
-	if err != nil {
-		return "", err
+	if req.SigV4 != nil {
+		return ask()
 	}
-	if req.SigV4 == nil {
-		h.known.Put(k, resp.Namespace, h.now())
-	}
-	return resp.Namespace, nil
+	return h.known.Resolve(req.API+"\x00"+req.Credential, h.now(), ask)
 }
 
 // callerAnswer is the answer to a credential check that failed with
