@@ -82,12 +82,8 @@ func StoreFromFlags(c *cli.Context) StoreConfig {
 // cfg. An empty string is left out (the flag's default is empty, or the
 // flag has none worth repeating); numbers and durations always go.
 func (cfg Config) Args() []string {
-	var args []string
-	str := func(name, v string) {
-		if v != "" {
-			args = append(args, "--"+name, v)
-		}
-	}
+	var args cliapp.Args
+	str := args.Str
 	str("socket", cfg.Socket)
 	str("socket-mode", cfg.SocketMode)
 	str("data", cfg.Data)
