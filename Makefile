@@ -53,10 +53,11 @@ check:
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 8m $(PKGS)
-	# The complexity tests (Test…Linear) time parsers, and TestFairShares
-	# holds answers under a flood to 2 s, which the race detector would
-	# distort: they skip under -race and run here, the flood on its own so
-	# that it does not load the parsers' timings.
+	# The complexity tests (Test…Linear) time parsers, and TestFairShares…
+	# (TestFairShares, TestFairSharesMemory, TestFairSharesShedQuietest)
+	# hold a trial's answers under a flood to 2 s, which the race detector
+	# would distort: they skip under -race and run here, the floods on
+	# their own so that they do not load the parsers' timings.
 	$(GO) test -count=1 -timeout 8m -run 'Linear' $(PKGS)
 	$(GO) test -count=1 -timeout 4m -run 'TestFairShares' ./internal/hardening/
 	CGO_ENABLED=1 $(GO) test -race -count=1 -tags profile ./internal/cliapp/
