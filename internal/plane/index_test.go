@@ -17,7 +17,6 @@ import (
 
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -30,22 +29,8 @@ import (
 // ledger) is parsed on its read, and the counter sees it.
 func TestReadsParseNothing(t *testing.T) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
-	socket := serveBroker(t, b)
-	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gateway, inbox := client(t, socket, g.Grant), client(t, socket, id.InboxGrant)
+	l, b, socket, id, gateway := servedTrial(t)
+	inbox := client(t, socket, id.InboxGrant)
 	sent, err := client(t, socket, id.WriterGrant).Send(ctx, &rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender,
 		To: []string{"user@example.com"}, Raw: []byte(indexedMail)})
 	if err != nil {

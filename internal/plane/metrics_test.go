@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rs/zerolog"
-
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -15,22 +12,7 @@ import (
 // once.
 func TestMeteredReadTimesOnlyReadsThatDoNotWait(t *testing.T) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
-	socket := serveBroker(t, b)
-	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gateway := client(t, socket, g.Grant)
+	_, b, _, id, gateway := servedTrial(t)
 	timed := func() uint64 {
 		t.Helper()
 		families, err := b.metrics.reg.Gather()

@@ -131,3 +131,26 @@ func serveBroker(t testing.TB, b *Broker) string {
 	t.Cleanup(func() { srv.Close() })
 	return socket
 }
+
+// servedTrial is a broker on an embedded ledger, served on a Unix socket,
+// with one candidate trial and a gateway client.
+func servedTrial(t *testing.T) (*sqlledger.DB, *Broker, string, rpc.Identity, *rpc.Client) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := sqlledger.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
+	socket := serveBroker(t, b)
+	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, b, socket, id, client(t, socket, g.Grant)
+}
