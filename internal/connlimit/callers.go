@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Callers remembers, for CallerTTL since it was last presented, the
+// Callers remembers, for CallerTTL since the plane accepted it, the
 // namespace each credential the plane accepted opened, keyed by the credential's SHA-256 (never kept as
 // given): a shared surface decides who is calling before it reads a
 // request's body, and its hot path (one client making many requests)
@@ -14,7 +14,11 @@ import (
 // known the moment its headers are read, never left waiting for a check
 // with its connection as closable as a stranger's. The memory decides only
 // whose share a request takes and whether its body is read: the plane
-// still authorizes every call. The zero value is ready.
+// still authorizes every call. A credential is asked about again
+// CallerTTL after the plane last accepted it, however often it is
+// presented, so a closed trial's credential stops being known within
+// CallerTTL even while its client keeps presenting it. The zero value is
+// ready.
 type Callers struct {
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]knownCaller
@@ -22,7 +26,7 @@ type Callers struct {
 
 const (
 	// CallerTTL is how long an accepted credential is remembered after
-	// it was last presented.
+	// the plane accepted it.
 	CallerTTL = 5 * time.Second
 	// callerCacheMax bounds the credentials remembered; a full cache is
 	// emptied (each trial's client asks again once).
@@ -34,8 +38,7 @@ type knownCaller struct {
 	until time.Time
 }
 
-// Get is the namespace cred opened, if it is remembered at now; it is
-// then remembered for CallerTTL from now.
+// Get is the namespace cred opened, if it is remembered at now.
 func (c *Callers) Get(cred string, now time.Time) (string, bool) {
 	k := sha256.Sum256([]byte(cred))
 	c.mu.Lock()
@@ -45,8 +48,6 @@ func (c *Callers) Get(cred string, now time.Time) (string, bool) {
 		delete(c.m, k)
 		return "", false
 	}
-	kc.until = now.Add(CallerTTL)
-	c.m[k] = kc
 	return kc.ns, true
 }
 
