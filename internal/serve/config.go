@@ -8,7 +8,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
-	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
+	"github.com/websitebench/mailplane/internal/mailpitrun"
 	"github.com/websitebench/mailplane/internal/plane"
 )
 
@@ -51,7 +51,7 @@ func Defaults() Config {
 // DefaultStore is the store flags' defaults: the embedded store, with the
 // reference's quotas.
 func DefaultStore() StoreConfig {
-	return StoreConfig{Kind: "sqlite", MailpitRuntime: mailpit.RuntimeBinary, MailpitImage: mailpit.DefaultImage,
+	return StoreConfig{Kind: "sqlite", MailpitRuntime: mailpitrun.RuntimeBinary, MailpitImage: mailpitrun.DefaultImage,
 		QuotaMessages: plane.DefaultQuotas.Messages, QuotaBytes: plane.DefaultQuotas.Bytes,
 		EventBudget: sqlledger.DefaultEventBudget, EvidenceRetention: plane.DefaultRetention}
 }

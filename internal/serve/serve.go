@@ -29,6 +29,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/logging"
+	"github.com/websitebench/mailplane/internal/mailpitrun"
 	"github.com/websitebench/mailplane/internal/msgstore"
 	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 	"github.com/websitebench/mailplane/internal/peercred"
@@ -136,13 +137,11 @@ func Run(cfg Config, log zerolog.Logger) error {
 	if err := l.SetPlane(ctx, id); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, st, cfg.Data, log)
+	store, closeStore, err := openStore(ctx, st, cfg.Data, log)
 	if err != nil {
 		return err
 	}
-	if store != nil {
-		defer store.Close()
-	}
+	defer closeStore()
 	broker := plane.NewBroker(l, store, quotas, log)
 	broker.SetEvidence(st.EventBudget, st.EvidenceRetention)
 	if err := setSigner(broker, cfg.Data); err != nil {
@@ -322,43 +321,52 @@ func readDSN(file string) (string, error) {
 }
 
 // openStore opens the external message store the flags ask for, or
-// returns nil when the ledger keeps the bodies in its own database.
-func openStore(ctx context.Context, c StoreConfig, data string, log zerolog.Logger) (msgstore.Store, error) {
+// returns nil when the ledger keeps the bodies in its own database. With
+// --store mailpit and no Mailpit named, it starts the plane's private one
+// (its database in --data, so its mail outlives the process); close stops
+// both.
+func openStore(ctx context.Context, c StoreConfig, data string, log zerolog.Logger) (_ msgstore.Store, close func(), err error) {
 	switch c.Kind {
 	case "sqlite", "postgres":
-		return nil, nil
+		return nil, func() {}, nil
 	case "mailpit":
-		// The flag, else the reference's variable (blank counts as unset);
-		// with neither, the plane runs a private Mailpit whose database
-		// lives in --data, so its mail outlives the process.
-		socket := strings.TrimSpace(c.MailpitSocket)
-		if socket == "" {
-			socket = strings.TrimSpace(os.Getenv(mailpit.SocketEnv))
-		}
+	default:
+		return nil, nil, cliapp.Usagef("--store %q: want sqlite, mailpit or postgres", c.Kind)
+	}
+	// The flag, else the reference's variable (blank counts as unset).
+	o := mailpit.Options{
+		HTTPSocket: cmp.Or(strings.TrimSpace(c.MailpitSocket), strings.TrimSpace(os.Getenv(mailpit.SocketEnv))),
+		SMTPSocket: c.MailpitSMTPSocket,
+		Log:        log,
+	}
+	stopRun := func() {}
+	if o.HTTPSocket == "" {
 		how := c.MailpitRuntime
-		if how != mailpit.RuntimeBinary && how != mailpit.RuntimeDocker {
-			return nil, cliapp.Usagef("--mailpit-runtime %q: want binary or docker", how)
+		if how != mailpitrun.RuntimeBinary && how != mailpitrun.RuntimeDocker {
+			return nil, nil, cliapp.Usagef("--mailpit-runtime %q: want binary or docker", how)
 		}
-		s, err := mailpit.Open(ctx, mailpit.Options{
-			HTTPSocket: socket,
-			SMTPSocket: c.MailpitSMTPSocket,
-			Ephemeral: mailpit.EphemeralConfig{
-				Runtime: how,
-				Binary:  c.MailpitBinary,
-				Image:   c.MailpitImage,
-				DataDir: filepath.Join(data, "mailpit"),
-			},
-			Log: log,
+		run, err := mailpitrun.Start(ctx, mailpitrun.Config{
+			Runtime: how,
+			Binary:  c.MailpitBinary,
+			Image:   c.MailpitImage,
+			DataDir: filepath.Join(data, "mailpit"),
+			Log:     log,
 		})
-		if errors.Is(err, mailpit.ErrNotConfigured) {
-			return nil, cliapp.UsageError{Err: err}
+		if errors.Is(err, mailpitrun.ErrNoBinary) {
+			return nil, nil, cliapp.UsageError{Err: fmt.Errorf("%s is not configured, and %w", mailpit.SocketEnv, err)}
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return s, nil
+		o.HTTPSocket, o.SMTPSocket = run.HTTPSocket, run.SMTPSocket
+		stopRun = func() { run.Stop() }
 	}
-	return nil, cliapp.Usagef("--store %q: want sqlite, mailpit or postgres", c.Kind)
+	s, err := mailpit.Open(ctx, o)
+	if err != nil {
+		stopRun()
+		return nil, nil, err
+	}
+	return s, func() { s.Close(); stopRun() }, nil
 }
 
 // ensureGrantFile keeps a grant for role in path: minted and written (0600)

@@ -3,13 +3,10 @@ package mailpit
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,50 +14,8 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/mailpitrun"
 )
-
-// mailpitVersion is the Mailpit the tests run, as the Makefile builds it.
-const mailpitVersion = "v1.33.1"
-
-var (
-	buildMailpit sync.Once
-	builtMailpit string
-	buildErr     error
-)
-
-// mailpitBinary finds Mailpit: $MAILPLANE_MAILPIT (make sets it), the
-// Makefile's cache directory, PATH; else it builds it into that cache
-// directory as `make deps` does.
-func mailpitBinary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("MAILPLANE_MAILPIT"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	cached := filepath.Join(root, ".cache", "bin", "mailpit")
-	if _, err := os.Stat(cached); err == nil {
-		return cached
-	}
-	if p, err := exec.LookPath("mailpit"); err == nil {
-		return p
-	}
-	buildMailpit.Do(func() {
-		cmd := exec.Command("go", "install", "github.com/axllent/mailpit@"+mailpitVersion)
-		cmd.Env = append(os.Environ(), "GOBIN="+filepath.Dir(cached), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go install mailpit: %v\n%s", err, out)
-			return
-		}
-		builtMailpit = cached
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtMailpit
-}
 
 // server is a Mailpit the test runs itself (so that it can kill, stop and
 // restart it), with the plane's settings plus extra ones.
@@ -81,9 +36,9 @@ type server struct {
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
 	dir := itest.ShortTempDir(t)
-	s := &server{t: t, bin: mailpitBinary(t), dir: dir,
+	s := &server{t: t, bin: itest.Mailpit(t), dir: dir,
 		HTTP: filepath.Join(dir, "http.sock"), SMTP: filepath.Join(dir, "smtp.sock"), DB: filepath.Join(dir, "mailpit.db")}
-	s.env = append(settings(s.HTTP, s.SMTP, s.DB), extra...)
+	s.env = append(mailpitrun.Settings(s.HTTP, s.SMTP, s.DB), extra...)
 	s.start()
 	t.Cleanup(func() {
 		s.kill()

@@ -197,7 +197,7 @@ func TestPlaneScrubsWhatMailpitHolds(t *testing.T) {
 // (cleanly, or killed), and the namespace's mail is readable after every
 // restart of the plane on the same data.
 func TestPlaneRestartKeepsMail(t *testing.T) {
-	p := itest.StartPlane(t, "--store", "mailpit", "--mailpit-binary", mailpitBinary(t))
+	p := itest.StartPlane(t, "--store", "mailpit", "--mailpit-binary", itest.Mailpit(t))
 	db := filepath.Join(p.Data, "mailpit", "mailpit.db")
 	id := p.Trial(t, rpc.ProfileCandidate)
 	writer := p.Client(t, id.WriterGrant)

@@ -62,8 +62,6 @@ const (
 )
 
 var (
-	// ErrNotConfigured: no Mailpit was named and none can be started.
-	ErrNotConfigured = errors.New(SocketEnv + " is not configured")
 	// ErrNotReady: the named Mailpit does not answer /readyz.
 	ErrNotReady = errors.New("Mailpit is not ready on its configured HTTP socket")
 )
@@ -85,8 +83,6 @@ type Store struct {
 
 	mu   sync.Mutex
 	idle []*smtpConn
-
-	owned *Ephemeral // a Mailpit this store started and stops on Close
 }
 
 var _ msgstore.Store = (*Store)(nil)
@@ -122,48 +118,30 @@ func httpClient(socket string) *http.Client {
 	}
 }
 
-// Options select a Mailpit for Open.
+// Options name the running Mailpit Open connects to.
 type Options struct {
-	// HTTPSocket names a running Mailpit; when empty, Open starts one.
 	HTTPSocket string
-	SMTPSocket string
-	// The private Mailpit Open starts when HTTPSocket is empty.
-	Ephemeral EphemeralConfig
-	Log       zerolog.Logger
+	SMTPSocket string // default: smtp.sock beside HTTPSocket
+	Log        zerolog.Logger
 }
 
 // readyWait is how long Open gives a named Mailpit to answer /readyz: long
 // enough for one started beside the plane, short enough to fail clearly.
 const readyWait = CallTimeout
 
-// Open returns a store over the Mailpit o names, once it is ready, or over
-// a private one it starts (and stops on Close). The errors are ErrNotReady
-// and ErrNotConfigured (wrapped), or the private Mailpit's failure to start.
+// Open returns a store over the Mailpit o names, once it is ready, or
+// ErrNotReady. It never starts a Mailpit: the plane's edge does
+// (mailpitrun), when none is named.
 func Open(ctx context.Context, o Options) (*Store, error) {
-	if o.HTTPSocket != "" {
-		s, err := New(Config{HTTPSocket: o.HTTPSocket, SMTPSocket: o.SMTPSocket, Log: o.Log})
-		if err != nil {
-			return nil, err
-		}
-		if err := s.waitReady(ctx, readyWait); err != nil {
-			s.Close()
-			o.Log.Error().Err(err).Msg("mailpit not ready")
-			return nil, ErrNotReady
-		}
-		return s, nil
-	}
-	cfg := o.Ephemeral
-	cfg.Log = o.Log
-	e, err := StartEphemeral(ctx, cfg)
+	s, err := New(Config{HTTPSocket: o.HTTPSocket, SMTPSocket: o.SMTPSocket, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(Config{HTTPSocket: e.HTTPSocket, SMTPSocket: e.SMTPSocket, Log: o.Log})
-	if err != nil {
-		e.Stop()
-		return nil, err
+	if err := s.waitReady(ctx, readyWait); err != nil {
+		s.Close()
+		o.Log.Error().Err(err).Msg("mailpit not ready")
+		return nil, ErrNotReady
 	}
-	s.owned = e
 	return s, nil
 }
 
@@ -486,8 +464,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 }
 
-// Close closes idle sessions and, if the store started its Mailpit, stops
-// it.
+// Close closes idle sessions.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	idle := s.idle
@@ -497,8 +474,5 @@ func (s *Store) Close() error {
 		c.close()
 	}
 	s.hc.CloseIdleConnections()
-	if s.owned != nil {
-		return s.owned.Stop()
-	}
 	return nil
 }

@@ -149,7 +149,7 @@ func TestUpWithNamedMailpit(t *testing.T) {
 // mail-plane up --store mailpit with no Mailpit named: the plane runs its
 // own, and it goes when up does.
 func TestUpWithOwnMailpit(t *testing.T) {
-	p, b := startUp(t, "--mailpit-binary", mailpitBinary(t))
+	p, b := startUp(t, "--mailpit-binary", itest.Mailpit(t))
 	if code, e := postEmail(t, b, "own mailpit"); code != http.StatusOK {
 		t.Fatalf("POST /emails: %d %s", code, e)
 	}

@@ -1,21 +1,25 @@
-package mailpit
+package mailpitrun
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/ident"
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/msgstore/mailpit"
 )
 
 // The plane's private Mailpit from a binary: the reference's settings,
@@ -23,9 +27,9 @@ import (
 // database kept across runs; everything else removed on Stop.
 func TestEphemeralBinary(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "mailpit")
-	cfg := EphemeralConfig{Runtime: RuntimeBinary, Binary: mailpitBinary(t), DataDir: data, Log: zerolog.Nop()}
+	cfg := Config{Runtime: RuntimeBinary, Binary: itest.Mailpit(t), DataDir: data, Log: zerolog.Nop()}
 	ctx := context.Background()
-	e, err := StartEphemeral(ctx, cfg)
+	e, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func TestEphemeralBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
-	want := settings(e.HTTPSocket, e.SMTPSocket, filepath.Join(data, "mailpit.db"))
+	want := Settings(e.HTTPSocket, e.SMTPSocket, filepath.Join(data, "mailpit.db"))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Mailpit's environment:\n%s\nwant only:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -51,24 +55,21 @@ func TestEphemeralBinary(t *testing.T) {
 		t.Fatalf("Mailpit listens on TCP: %v", l)
 	}
 
-	s, err := New(Config{HTTPSocket: e.HTTPSocket, Log: zerolog.Nop()})
+	s, err := mailpit.New(mailpit.Config{HTTPSocket: e.HTTPSocket, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ns := testNS()
 	raw := scrub(t, []byte("Subject: kept\r\n\r\nacross runs\r\n"), testEnv.From, testEnv.To)
-	ref := put(t, s, ns, testEnv, raw)
+	ref, err := s.Put(ctx, ns, testEnv, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Killed, it is started again on the same sockets and database.
 	p.cmd.Process.Kill()
-	deadline := time.Now().Add(15 * time.Second)
-	for s.Ping(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("mailpit was not started again")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	itest.Eventually(t, "mailpit started again", itest.Bound, func() bool { return s.Ping(ctx) == nil })
 	if q := e.running(); q == p {
 		t.Fatal("no new run")
 	}
@@ -91,12 +92,12 @@ func TestEphemeralBinary(t *testing.T) {
 	}
 
 	// A new run (a restarted plane) reads the mail of the last.
-	e2, err := StartEphemeral(ctx, cfg)
+	e2, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e2.Stop()
-	s2, err := New(Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
+	s2, err := mailpit.New(mailpit.Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +109,12 @@ func TestEphemeralBinary(t *testing.T) {
 
 func TestEphemeralNotConfigured(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := StartEphemeral(context.Background(), EphemeralConfig{DataDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "WEBSITEBENCH_MAILPIT_HTTP_SOCKET is not configured") {
+	_, err := Start(context.Background(), Config{DataDir: t.TempDir()})
+	if !errors.Is(err, ErrNoBinary) {
 		t.Fatalf("without a mailpit binary: %v", err)
 	}
 	// A binary that is not Mailpit exits at once: a clear failure, not a hang.
-	_, err = StartEphemeral(context.Background(), EphemeralConfig{Binary: "/bin/true", DataDir: t.TempDir()})
+	_, err = Start(context.Background(), Config{Binary: "/bin/true", DataDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "exited during startup") {
 		t.Fatalf("with /bin/true: %v", err)
 	}
@@ -142,22 +143,25 @@ func TestEphemeralDocker(t *testing.T) {
 	t.Cleanup(func() { exec.Command(docker, "rmi", "-f", image).Run() })
 
 	data := filepath.Join(t.TempDir(), "mailpit")
-	cfg := EphemeralConfig{Runtime: RuntimeDocker, Image: image, DataDir: data, Log: zerolog.Nop()}
+	cfg := Config{Runtime: RuntimeDocker, Image: image, DataDir: data, Log: zerolog.Nop()}
 	ctx := context.Background()
-	e, err := StartEphemeral(ctx, cfg)
+	e, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Stop() })
 	name := e.running().name
-	s, err := New(Config{HTTPSocket: e.HTTPSocket, Log: zerolog.Nop()})
+	s, err := mailpit.New(mailpit.Config{HTTPSocket: e.HTTPSocket, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ns := testNS()
 	raw := scrub(t, []byte("Subject: in a container\r\n\r\nhello\r\n"), testEnv.From, testEnv.To)
-	ref := put(t, s, ns, testEnv, raw)
+	ref, err := s.Put(ctx, ns, testEnv, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, err := s.Get(ctx, ns, ref, testEnv); err != nil || !bytes.Equal(got, raw) {
 		t.Fatalf("Get: %v", err)
 	}
@@ -170,12 +174,12 @@ func TestEphemeralDocker(t *testing.T) {
 		t.Fatalf("container %s left behind", name)
 	}
 
-	e2, err := StartEphemeral(ctx, cfg)
+	e2, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e2.Stop()
-	s2, err := New(Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
+	s2, err := mailpit.New(mailpit.Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +190,7 @@ func TestEphemeralDocker(t *testing.T) {
 }
 
 // running is the current run of Mailpit.
-func (e *Ephemeral) running() *proc {
+func (e *Run) running() *proc {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.current
@@ -195,7 +199,7 @@ func (e *Ephemeral) running() *proc {
 // staticMailpit is a Mailpit binary that runs in an empty image: the test
 // binary if it is static (make builds it so), else one built static here.
 func staticMailpit(t *testing.T) string {
-	bin := mailpitBinary(t)
+	bin := itest.Mailpit(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +208,7 @@ func staticMailpit(t *testing.T) string {
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			dir := t.TempDir()
-			cmd := exec.Command("go", "install", "github.com/axllent/mailpit@"+mailpitVersion)
+			cmd := exec.Command("go", "install", "github.com/axllent/mailpit@"+itest.MailpitVersion)
 			cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("build a static mailpit: %v\n%s", err, out)
@@ -249,6 +253,21 @@ func tcpListeners(t *testing.T, pid int) []string {
 			}
 		}
 		f.Close()
+	}
+	return out
+}
+
+var testEnv = msgstore.Envelope{From: "site@sender.example", To: []string{"user@example.com"}}
+
+func testNS() msgstore.Namespace {
+	return msgstore.Namespace{Name: ident.Namespace(), Tag: ident.StorageTag()}
+}
+
+func scrub(t *testing.T, raw []byte, from string, to []string) []byte {
+	t.Helper()
+	out, err := mailmsg.Scrub(context.Background(), raw, from, to)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

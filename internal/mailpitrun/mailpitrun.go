@@ -1,4 +1,8 @@
-package mailpit
+// Package mailpitrun runs the plane's private Mailpit: a child process or a
+// container the plane's edge starts when no running Mailpit is named, and
+// starts again if it exits. The store (msgstore/mailpit) only talks to a
+// Mailpit; it never starts one.
+package mailpitrun
 
 import (
 	"bufio"
@@ -6,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,11 +69,15 @@ const (
 	containerData = "/var/lib/mailpit"
 )
 
-// maxOutputLines of Mailpit's output are kept to explain a failed start.
-const maxOutputLines = 8
+// maxOutputLines of Mailpit's output are kept to explain a failed start,
+// and at most maxOutputText bytes of its last line are quoted (redacted).
+const (
+	maxOutputLines = 8
+	maxOutputText  = 200
+)
 
-// EphemeralConfig says how to run a private Mailpit.
-type EphemeralConfig struct {
+// Config says how to run a private Mailpit.
+type Config struct {
 	// Runtime is RuntimeBinary (default) or RuntimeDocker.
 	Runtime string
 	// Binary is the mailpit executable (binary runtime); default: mailpit
@@ -83,14 +92,14 @@ type EphemeralConfig struct {
 	Log     zerolog.Logger
 }
 
-// Ephemeral is a running private Mailpit.
-type Ephemeral struct {
+// Run is a running private Mailpit.
+type Run struct {
 	// Dir is the 0700 directory of its sockets, removed by Stop.
 	Dir        string
 	HTTPSocket string
 	SMTPSocket string
 
-	cfg      EphemeralConfig
+	cfg      Config
 	argv     []string // the command, without the per-run container name
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -111,8 +120,12 @@ type proc struct {
 	tail []string // its last lines of output
 }
 
-// StartEphemeral starts a private Mailpit and waits until it is ready.
-func StartEphemeral(ctx context.Context, cfg EphemeralConfig) (*Ephemeral, error) {
+// ErrNoBinary: the binary runtime was asked for with no binary named and
+// none on PATH.
+var ErrNoBinary = errors.New("no mailpit binary was found to start one (--mailpit-binary, or mailpit on PATH)")
+
+// Start starts a private Mailpit and waits until it is ready.
+func Start(ctx context.Context, cfg Config) (*Run, error) {
 	if cfg.Runtime == "" {
 		cfg.Runtime = RuntimeBinary
 	}
@@ -125,14 +138,14 @@ func StartEphemeral(ctx context.Context, cfg EphemeralConfig) (*Ephemeral, error
 		return nil, err
 	}
 	cfg.DataDir = data
-	e := &Ephemeral{cfg: cfg, stop: make(chan struct{}), finished: make(chan struct{})}
+	e := &Run{cfg: cfg, stop: make(chan struct{}), finished: make(chan struct{})}
 	switch cfg.Runtime {
 	case RuntimeBinary:
 		bin := cfg.Binary
 		if bin == "" {
 			p, err := exec.LookPath("mailpit")
 			if err != nil {
-				return nil, fmt.Errorf("%w, and no mailpit binary was found to start one (--mailpit-binary, or mailpit on PATH)", ErrNotConfigured)
+				return nil, ErrNoBinary
 			}
 			bin = p
 		}
@@ -205,7 +218,7 @@ func socketDir(data string) (string, error) {
 }
 
 // settings are Mailpit's environment; see the comment at the top.
-func settings(httpSocket, smtpSocket, database string) []string {
+func Settings(httpSocket, smtpSocket, database string) []string {
 	return []string{
 		"MP_UI_BIND_ADDR=unix:" + httpSocket + ":660",
 		"MP_SMTP_BIND_ADDR=unix:" + smtpSocket + ":660",
@@ -228,7 +241,7 @@ func settings(httpSocket, smtpSocket, database string) []string {
 }
 
 // spawn starts one run of Mailpit.
-func (e *Ephemeral) spawn() (*proc, error) {
+func (e *Run) spawn() (*proc, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -245,7 +258,7 @@ func (e *Ephemeral) spawn() (*proc, error) {
 		cmd = exec.Command(e.argv[0])
 		// Only our settings: nothing an operator exported for another
 		// Mailpit (MP_*) reaches this one.
-		cmd.Env = settings(e.HTTPSocket, e.SMTPSocket, filepath.Join(e.cfg.DataDir, "mailpit.db"))
+		cmd.Env = Settings(e.HTTPSocket, e.SMTPSocket, filepath.Join(e.cfg.DataDir, "mailpit.db"))
 	case RuntimeDocker:
 		p.name = "mailplane-mailpit-" + ident.Hex(12)
 		args := []string{"run", "--rm", "--name", p.name}
@@ -262,7 +275,7 @@ func (e *Ephemeral) spawn() (*proc, error) {
 			"--mount", "type=bind,src="+e.Dir+",dst="+containerRun,
 			"--mount", "type=bind,src="+e.cfg.DataDir+",dst="+containerData,
 		)
-		for _, kv := range settings(containerRun+"/http.sock", containerRun+"/smtp.sock", containerData+"/mailpit.db") {
+		for _, kv := range Settings(containerRun+"/http.sock", containerRun+"/smtp.sock", containerData+"/mailpit.db") {
 			args = append(args, "--env", kv)
 		}
 		args = append(args, e.cfg.Image)
@@ -317,16 +330,16 @@ func (p *proc) lastOutput() string {
 		return "no output"
 	}
 	s := redact.Text(p.tail[len(p.tail)-1])
-	if len(s) > maxReplyText {
-		s = s[:maxReplyText]
+	if len(s) > maxOutputText {
+		s = s[:maxOutputText]
 	}
 	return s
 }
 
 // waitReady polls /readyz until it answers 200, Mailpit exits, or
 // startTimeout passes.
-func (e *Ephemeral) waitReady(ctx context.Context, p *proc) error {
-	hc := httpClient(e.HTTPSocket)
+func (e *Run) waitReady(ctx context.Context, p *proc) error {
+	hc := unixClient(e.HTTPSocket)
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -354,7 +367,7 @@ func (e *Ephemeral) waitReady(ctx context.Context, p *proc) error {
 }
 
 // supervise starts Mailpit again whenever it exits, until Stop.
-func (e *Ephemeral) supervise(p *proc) {
+func (e *Run) supervise(p *proc) {
 	defer close(e.finished)
 	for {
 		select {
@@ -380,7 +393,7 @@ func (e *Ephemeral) supervise(p *proc) {
 }
 
 // Stop stops Mailpit and removes its socket directory; its database stays.
-func (e *Ephemeral) Stop() error {
+func (e *Run) Stop() error {
 	e.stopOnce.Do(func() {
 		e.mu.Lock()
 		e.stopped = true
@@ -399,7 +412,7 @@ func (e *Ephemeral) Stop() error {
 
 // terminate stops one run: SIGTERM (docker stop for a container), then
 // SIGKILL after stopGrace.
-func (e *Ephemeral) terminate(p *proc) {
+func (e *Run) terminate(p *proc) {
 	select {
 	case <-p.done:
 		return
@@ -435,4 +448,14 @@ func rootlessPodman(docker string) bool {
 	out, err := exec.CommandContext(ctx, docker, "info").CombinedOutput()
 	s := strings.ToLower(string(out))
 	return err == nil && strings.Contains(s, "podman") && strings.Contains(s, "rootless")
+}
+
+// unixClient talks HTTP/1.1 to Mailpit's socket, for its readiness probe.
+func unixClient(socket string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
 }
