@@ -66,7 +66,7 @@ func TestWriterChecks(t *testing.T) {
 // and every other call as JSON, and names the credential kinds each bound
 // call may present.
 func TestPolicyColumns(t *testing.T) {
-	for _, r := range plane.Policy() {
+	for _, r := range plane.Policy().Methods {
 		framing := "json"
 		if r.Method == rpc.MethodSend {
 			framing = "send"

@@ -114,7 +114,7 @@ func (b *Broker) subjectIn(ctx context.Context, name, s string, budget int) (hit
 	if err != nil {
 		return false, 0, b.storeErr("entries", err)
 	}
-	t := target{role: rpc.RoleConsole, ns: ns}
+	t := target{view: operatorView, ns: ns}
 	for _, e := range entries {
 		if used == budget {
 			return false, used, nil
