@@ -1,9 +1,13 @@
 package plane
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -11,14 +15,11 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// caller is who is calling, as the server established it from the peer's
-// credentials and the grant.
-type caller struct {
-	role  rpc.Role
-	trial int64 // the grant's trial, for bindTrial
-	access
-	accepts []*credential // the kinds of credential its method's row accepts
-}
+// Binding: a row's handler (bound, unbound, adminCall, operatorCall)
+// decodes its call, takes what the request presents (its selector) and
+// resolves it, by the row's binding for its caller, to the trial and
+// namespace the call acts on, checked against the row's credentials
+// (their keys and rules, policy.go), before the Broker's method runs.
 
 // accepted is the credential of kind its row accepts, or nil.
 func (c caller) accepted(kind credKind) *credential {
@@ -44,6 +45,7 @@ const (
 	credRead               // the evaluator: a namespace and its read capability
 	credDoor               // plain SMTP on a trial's door inside its network namespace: the door's key
 	credSigV4              // a provider API signed with SigV4 (SES): a proof whose access key id is the namespace (providers.go)
+	credOperator           // the console's call: the operator's grant, which the console's own caller presented
 )
 
 // selector is what a call presents to be bound: a credential of a kind,
@@ -74,6 +76,184 @@ type target struct {
 	credential string
 }
 
+// handler serves a row's call: run decodes its body, framed as its row
+// says, resolves its binding for c and answers. request and response are
+// its types, as the table exports them.
+type handler struct {
+	run               func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error)
+	request, response reflect.Type
+}
+
+// bound is a handler whose call is bound to a trial or namespace: the
+// selector its request presents is resolved before h runs. Its outcome,
+// allowed or refused, is recorded in the namespace's trail by ev
+// (evidence.go) before it is answered; a call refused before a namespace
+// was found has no trail, and is counted.
+func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Context, target, *Req) (Resp, error), ev evidencer[Req, Resp]) handler {
+	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
+		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+			var req Req
+			if err := decode(f, body, &req); err != nil {
+				return nil, err
+			}
+			t, err := b.resolve(ctx, c, sel(&req))
+			if err != nil {
+				if ev != nil && t.ns.Name != "" {
+					var none Resp
+					b.record(ctx, t, ev(t, &req, none, err))
+				} else if t.ns.Name == "" && !rpc.IsOutage(err) {
+					b.unbound.add()
+				}
+				return nil, err
+			}
+			resp, err := h(b, ctx, t, &req)
+			if ev != nil {
+				b.record(ctx, t, ev(t, &req, resp, err))
+			}
+			return resp, err
+		}}
+}
+
+// errFraming is a row whose framing its request type cannot take: a bug
+// in the table, answered 500 (Server.call).
+var errFraming = errors.New("the row's framing does not fit its request")
+
+// decode reads a call's request as its row frames it: JSON, or a send's
+// frame (rpc.SendRequest.Frame).
+func decode(f framing, body []byte, v any) error {
+	switch f {
+	case frameJSON:
+		return decodeJSON(body, v)
+	case frameSend:
+		s, ok := v.(*rpc.SendRequest)
+		if !ok {
+			return errFraming
+		}
+		head, raw, ok := rpc.SplitSendFrame(body)
+		if !ok {
+			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
+		}
+		if err := decodeJSON(head, s); err != nil {
+			return err
+		}
+		s.Raw = raw
+		return nil
+	}
+	return errFraming
+}
+
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return rpc.Errorf(rpc.CodeBadRequest, "malformed request body")
+	}
+	if dec.More() {
+		return rpc.Errorf(rpc.CodeBadRequest, "trailing data after the request body")
+	}
+	return nil
+}
+
+// unbound is a handler whose call touches no trial.
+func unbound[Req, Resp any](h func(*Broker, context.Context, caller, *Req) (Resp, error)) handler {
+	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
+		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+			var req Req
+			if err := decode(f, body, &req); err != nil {
+				return nil, err
+			}
+			return h(b, ctx, c, &req)
+		}}
+}
+
+// adminCall is the handler of an operator's method, bound to the whole
+// plane.
+func adminCall[Req, Resp any](h func(*Broker, context.Context, *Req) (Resp, error)) handler {
+	return unbound(func(b *Broker, ctx context.Context, _ caller, req *Req) (Resp, error) {
+		return h(b, ctx, req)
+	})
+}
+
+// operatorRequest is a console call's request: it carries the operator's
+// admin grant, which its binding checks.
+type operatorRequest[Req any] interface {
+	*Req
+	AdminGrantOf() string
+}
+
+// operatorCall is the handler of a console's method, bound to the
+// operator whose admin grant its request carries: the request type must
+// carry one (checked when the table is compiled).
+func operatorCall[Req any, PReq operatorRequest[Req], Resp any](h func(*Broker, context.Context, PReq) (Resp, error)) handler {
+	return unbound(func(b *Broker, ctx context.Context, c caller, req *Req) (Resp, error) {
+		if _, err := b.resolve(ctx, c, selector{kind: credOperator, credential: PReq(req).AdminGrantOf()}); err != nil {
+			var none Resp
+			return none, err
+		}
+		return h(b, ctx, req)
+	})
+}
+
+// The selectors: what each bound row's request presents.
+
+func sendSelector(r *rpc.SendRequest) selector {
+	switch r.Via {
+	case rpc.ViaHTTP, rpc.ViaSMTPAuth:
+		return credentialSelector(&rpc.CredentialRequest{Via: r.Via, Credential: r.Credential, Port: r.Port, SigV4: r.SigV4})
+	case rpc.ViaSMTP:
+		if r.Door != "" {
+			return selector{kind: credDoor, door: r.Door}
+		}
+		return selector{kind: credPort, port: r.Port}
+	case rpc.ViaSMTPSelect:
+		return selector{kind: credSelect, credential: r.Credential, namespace: r.Namespace}
+	}
+	return selector{}
+}
+
+// credentialSelector is a write credential's selector: POST /emails's
+// Bearer token, or SMTP AUTH's password (on Port, if a trial's own).
+func credentialSelector(r *rpc.CredentialRequest) selector {
+	switch r.Via {
+	case rpc.ViaHTTP:
+		if r.SigV4 != nil {
+			return selector{kind: credSigV4, namespace: r.SigV4.AccessKeyID, proof: r.SigV4}
+		}
+		return selector{kind: credWrite, credential: r.Credential}
+	case rpc.ViaSMTPAuth:
+		return selector{kind: credAuth, credential: r.Credential, port: r.Port}
+	}
+	return selector{}
+}
+
+func refusalSelector(r *rpc.RefusalRequest) selector { return credentialSelector(&r.CredentialRequest) }
+
+func bootstrapSelector(r *rpc.BootstrapRequest) selector {
+	return selector{kind: credBootstrap, credential: r.Token}
+}
+
+func reportSelector(r *rpc.ReportRequest) selector {
+	if r.Door != "" {
+		return selector{kind: credDoor, door: r.Door}
+	}
+	return selector{kind: credPort, port: r.Port}
+}
+
+func readSelector(r *rpc.ReadRequest) selector {
+	if r.InboxToken != "" {
+		return selector{kind: credInbox, credential: r.InboxToken}
+	}
+	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+}
+
+func clickSelector(r *rpc.ClickRequest) selector {
+	return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken})
+}
+
+func eventsSelector(r *rpc.EventsRequest) selector {
+	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+}
+
 // resolve binds a call: it finds the trial and namespace the caller's
 // grant or presented credential opens, refusing a closed or expired trial.
 // Every credential is compared in constant time against its digest. What
@@ -88,7 +268,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	case bindNothing, bindPlane:
 		return t, nil
 	case bindOperator:
-		return t, b.checkOperator(ctx, sel.credential)
+		return t, b.operatorOpens(ctx, sel, c)
 	case bindTrial, bindCredential, bindCapability:
 	default:
 		return t, rpc.Errorf(rpc.CodePermissionDenied, "no binding")
@@ -129,6 +309,40 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 		b.binds.put(gen, key, boundToOf(t))
 	}
 	return t, err
+}
+
+// bindKey is what resolve binds a call by: the grant's binding and trial,
+// and what the call presents (its credential only as a digest).
+type bindKey struct {
+	bind      binding
+	trial     int64
+	kind      credKind
+	digest    [sha256.Size]byte
+	namespace string
+	port      int
+	door      string
+}
+
+func keyOf(c caller, sel selector) bindKey {
+	k := bindKey{bind: c.bind, trial: c.trial, kind: sel.kind, namespace: sel.namespace, port: sel.port, door: sel.door}
+	if sel.credential != "" {
+		k.digest = sha256.Sum256([]byte(sel.credential))
+	}
+	return k
+}
+
+// boundTo is a cached binding: the trial and namespace a call was bound
+// to. The namespace's counters are not kept (they change with every send;
+// nothing that binds a call reads them).
+type boundTo struct {
+	trial ledger.Trial
+	ns    ledger.Namespace
+}
+
+func boundToOf(t target) boundTo {
+	ns := t.ns
+	ns.NextSeq, ns.MessageCount, ns.ByteCount = 0, 0, 0
+	return boundTo{trial: t.trial, ns: ns}
 }
 
 // reopens checks a cached binding as lookup checked it: a gateway's read
@@ -281,7 +495,7 @@ func (b *Broker) opens(t *target, sel selector, c caller) error {
 		// the profile's first).
 		var which secret
 		which, ok = opener(sel.credential, tr, ns, cr.keys[tr.Profile])
-		t.credential = secretNames[which]
+		t.credential = string(which)
 		if cr.rules.has(authPortMatches) && sel.port > 0 && sel.port != tr.SMTPPort {
 			ok = false
 		}
@@ -315,12 +529,36 @@ func (b *Broker) opens(t *target, sel selector, c caller) error {
 	return nil
 }
 
+// operatorOpens checks that the grant an operator's call presents is
+// valid, unrevoked and a grant of the principal its credential names (the
+// admin's), looked up by its digest as every grant is.
+func (b *Broker) operatorOpens(ctx context.Context, sel selector, c caller) error {
+	cr := c.accepted(sel.kind)
+	if cr == nil {
+		return refusal(sel.kind)
+	}
+	if !strings.HasPrefix(sel.credential, ident.GrantPrefix) {
+		return cr.refused
+	}
+	g, err := b.ledger.Grant(ctx, ident.Digest(sel.credential))
+	if errors.Is(err, ledger.ErrNotFound) {
+		return cr.refused
+	}
+	if err != nil {
+		return b.storeErr("grant", err)
+	}
+	if g.Revoked || principalOf(g) != *cr.grantOf {
+		return cr.refused
+	}
+	return nil
+}
+
 // opener is the first of secrets (of trial tr and its namespace ns) that
 // credential is, compared with every one in constant time; refused, it
 // names the first.
 func opener(credential string, tr ledger.Trial, ns ledger.Namespace, secrets []secret) (secret, bool) {
 	if len(secrets) == 0 {
-		return 0, false
+		return "", false
 	}
 	which, ok := secrets[0], false
 	for _, s := range secrets {
@@ -380,142 +618,4 @@ func (b *Broker) byReadCapability(ctx context.Context, v *view, sel selector) (t
 	}
 	t.ns = ns
 	return t, nil
-}
-
-// handler serves a row's call: run decodes its body, framed as its row
-// says, resolves its binding for c and answers. request and response are
-// its types, as the table exports them.
-type handler struct {
-	run               func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error)
-	request, response reflect.Type
-}
-
-// bound is a handler whose call is bound to a trial or namespace: the
-// selector its request presents is resolved before h runs. Its outcome,
-// allowed or refused, is recorded in the namespace's trail by ev
-// (evidence.go) before it is answered; a call refused before a namespace
-// was found has no trail, and is counted.
-func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Context, target, *Req) (Resp, error), ev evidencer[Req, Resp]) handler {
-	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
-		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
-			var req Req
-			if err := decode(f, body, &req); err != nil {
-				return nil, err
-			}
-			t, err := b.resolve(ctx, c, sel(&req))
-			if err != nil {
-				if ev != nil && t.ns.Name != "" {
-					var none Resp
-					b.record(ctx, t, ev(t, &req, none, err))
-				} else if t.ns.Name == "" && !rpc.IsOutage(err) {
-					b.unbound.add()
-				}
-				return nil, err
-			}
-			resp, err := h(b, ctx, t, &req)
-			if ev != nil {
-				b.record(ctx, t, ev(t, &req, resp, err))
-			}
-			return resp, err
-		}}
-}
-
-// unbound is a handler whose call touches no trial.
-func unbound[Req, Resp any](h func(*Broker, context.Context, caller, *Req) (Resp, error)) handler {
-	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
-		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
-			var req Req
-			if err := decode(f, body, &req); err != nil {
-				return nil, err
-			}
-			return h(b, ctx, c, &req)
-		}}
-}
-
-// adminCall is the handler of an operator's method, bound to the whole
-// plane.
-func adminCall[Req, Resp any](h func(*Broker, context.Context, *Req) (Resp, error)) handler {
-	return unbound(func(b *Broker, ctx context.Context, _ caller, req *Req) (Resp, error) {
-		return h(b, ctx, req)
-	})
-}
-
-// operatorRequest is a console call's request: it carries the operator's
-// admin grant, which its binding checks.
-type operatorRequest[Req any] interface {
-	*Req
-	AdminGrantOf() string
-}
-
-// operatorCall is the handler of a console's method, bound to the
-// operator whose admin grant its request carries: the request type must
-// carry one (checked when the table is compiled).
-func operatorCall[Req any, PReq operatorRequest[Req], Resp any](h func(*Broker, context.Context, PReq) (Resp, error)) handler {
-	return unbound(func(b *Broker, ctx context.Context, c caller, req *Req) (Resp, error) {
-		if _, err := b.resolve(ctx, c, selector{credential: PReq(req).AdminGrantOf()}); err != nil {
-			var none Resp
-			return none, err
-		}
-		return h(b, ctx, req)
-	})
-}
-
-// The selectors: what each bound row's request presents.
-
-func sendSelector(r *rpc.SendRequest) selector {
-	switch r.Via {
-	case rpc.ViaHTTP, rpc.ViaSMTPAuth:
-		return credentialSelector(&rpc.CredentialRequest{Via: r.Via, Credential: r.Credential, Port: r.Port, SigV4: r.SigV4})
-	case rpc.ViaSMTP:
-		if r.Door != "" {
-			return selector{kind: credDoor, door: r.Door}
-		}
-		return selector{kind: credPort, port: r.Port}
-	case rpc.ViaSMTPSelect:
-		return selector{kind: credSelect, credential: r.Credential, namespace: r.Namespace}
-	}
-	return selector{}
-}
-
-// credentialSelector is a write credential's selector: POST /emails's
-// Bearer token, or SMTP AUTH's password (on Port, if a trial's own).
-func credentialSelector(r *rpc.CredentialRequest) selector {
-	switch r.Via {
-	case rpc.ViaHTTP:
-		if r.SigV4 != nil {
-			return selector{kind: credSigV4, namespace: r.SigV4.AccessKeyID, proof: r.SigV4}
-		}
-		return selector{kind: credWrite, credential: r.Credential}
-	case rpc.ViaSMTPAuth:
-		return selector{kind: credAuth, credential: r.Credential, port: r.Port}
-	}
-	return selector{}
-}
-
-func refusalSelector(r *rpc.RefusalRequest) selector { return credentialSelector(&r.CredentialRequest) }
-
-func bootstrapSelector(r *rpc.BootstrapRequest) selector {
-	return selector{kind: credBootstrap, credential: r.Token}
-}
-
-func reportSelector(r *rpc.ReportRequest) selector {
-	if r.Door != "" {
-		return selector{kind: credDoor, door: r.Door}
-	}
-	return selector{kind: credPort, port: r.Port}
-}
-
-func readSelector(r *rpc.ReadRequest) selector {
-	if r.InboxToken != "" {
-		return selector{kind: credInbox, credential: r.InboxToken}
-	}
-	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
-}
-
-func clickSelector(r *rpc.ClickRequest) selector {
-	return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken})
-}
-
-func eventsSelector(r *rpc.EventsRequest) selector {
-	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
 }

@@ -76,7 +76,7 @@ func TestPolicyColumns(t *testing.T) {
 		}
 		bound := false
 		for _, b := range r.Principals {
-			bound = bound || b == "trial" || b == "credential" || b == "capability"
+			bound = bound || b == "trial" || b == "credential" || b == "capability" || b == "operator"
 		}
 		if bound != (len(r.Credentials) > 0) {
 			t.Errorf("%s: bound=%v but accepts %v", r.Method, bound, r.Credentials)

@@ -315,23 +315,3 @@ func (b *Broker) consoleVersion(ctx context.Context, ns string) (uint64, error) 
 	json.Unmarshal([]byte(lines[0]), &e)
 	return e.Seq, nil
 }
-
-// checkOperator accepts a valid, unrevoked admin grant, looked up by its
-// digest as every grant is.
-func (b *Broker) checkOperator(ctx context.Context, grant string) error {
-	refused := rpc.Errorf(rpc.CodeUnauthenticated, "the operator's credential is not a valid admin grant")
-	if !strings.HasPrefix(grant, ident.GrantPrefix) {
-		return refused
-	}
-	g, err := b.ledger.Grant(ctx, ident.Digest(grant))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return refused
-	}
-	if err != nil {
-		return b.storeErr("grant", err)
-	}
-	if g.Revoked || rpc.Role(g.Role) != rpc.RoleAdmin {
-		return refused
-	}
-	return nil
-}

@@ -92,11 +92,11 @@ func (p *socketPlane) call(t *testing.T, method, body string) (int, string) {
 // test-only way to put a buggy handler behind the real server.
 func withMethod(t *testing.T, name string, run func(*Broker, context.Context, caller, framing, []byte) (any, error)) {
 	t.Helper()
-	if _, ok := rows[name]; ok {
+	if _, ok := byMethod[name]; ok {
 		t.Fatalf("method %s exists", name)
 	}
-	rows[name] = &row{method: name, who: map[principal]access{admin: {bind: bindPlane}}, call: handler{run: run}}
-	t.Cleanup(func() { delete(rows, name) })
+	byMethod[name] = &row{method: name, who: map[principal]access{admin: {bind: bindPlane}}, call: handler{run: run}}
+	t.Cleanup(func() { delete(byMethod, name) })
 }
 
 // TestErrorAnswers: over the plane's socket, a bad request is a 4xx

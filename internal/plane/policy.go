@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
-	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -23,13 +22,12 @@ import (
 // (a call bound to a trial or namespace by what it presents: give the
 // selector, the Broker method and the trail's event), unbound (bound to
 // nothing), adminCall or operatorCall (bind.go); a method that waits
-// also goes in rpc.WaitBounds (the client's). Then run
-// `go run ./cmd/mail-plane policy --json > internal/plane/testdata/policy.json`,
-// paste `go run ./cmd/mail-plane policy` between the markers of
-// docs/rpc.md, and read the diff: the golden file is what the isolation
-// matrix (internal/hardening) expects, so a row changes with its golden
-// file in the same commit (TestPolicyGolden, TestPolicyDoc and
-// TestClientWaitBounds fail until all three agree).
+// also goes in pkg/rpc's waitBounds (the client's). Then `make policy` rewrites
+// the golden file (testdata/policy.json) and docs/rpc.md's table; read
+// the diff: the golden file is what the isolation matrix
+// (internal/hardening) expects, so a row changes with its golden file in
+// the same commit (TestPolicyGolden, TestPolicyDoc and TestClientWaitBounds
+// fail until all agree).
 
 // principal is who holds a grant: a role, and for writer and inbox whether
 // the grant is bound to one trial (strict mode: one surface process per
@@ -48,13 +46,6 @@ var (
 	admin        = principal{role: rpc.RoleAdmin}
 	console      = principal{role: rpc.RoleConsole}
 )
-
-// principalOf is who holds g: a writer's or inbox's grant with no trial
-// is a shared surface's.
-func principalOf(g ledger.Grant) principal {
-	role := rpc.Role(g.Role)
-	return principal{role: role, shared: g.TrialID == 0 && (role == rpc.RoleWriter || role == rpc.RoleInbox)}
-}
 
 // principals are every principal, in the order the table's columns are printed.
 var principals = []principal{writer, sharedWriter, inbox, sharedInbox, gateway, admin, console}
@@ -143,19 +134,16 @@ var ruleNames = []struct {
 func (r rule) has(f rule) bool { return r&f != 0 }
 
 // secret is one of a trial's secrets that a presented credential is
-// compared with.
-type secret int
+// compared with, named as the trail and the exported table name it.
+type secret string
 
 const (
-	secretMailAPIToken secret = iota + 1
-	secretWriteCapability
-	secretBootstrapToken
-	secretReadCapability
-	secretInboxToken
+	secretMailAPIToken    secret = "mail_api_token"
+	secretWriteCapability secret = "write_capability"
+	secretBootstrapToken  secret = "bootstrap_token"
+	secretReadCapability  secret = "read_capability"
+	secretInboxToken      secret = "inbox_token"
 )
-
-var secretNames = map[secret]string{secretMailAPIToken: "mail_api_token", secretWriteCapability: "write_capability",
-	secretBootstrapToken: "bootstrap_token", secretReadCapability: "read_capability", secretInboxToken: "inbox_token"}
 
 // profile is a kind of trial. apiToken is the secret its mail API is
 // opened with (a candidate's mail-API token, another profile's bootstrap
@@ -190,6 +178,7 @@ type credential struct {
 	kind    credKind
 	name    string
 	keys    map[string][]secret
+	grantOf *principal // a grant, of this principal, rather than a trial's secret
 	rules   rule
 	refused *rpc.Error
 }
@@ -218,6 +207,9 @@ var (
 	inboxCred = &credential{kind: credInbox, name: "inbox_token",
 		keys:    candidateOr([]secret{secretInboxToken}, secretInboxToken),
 		refused: rpc.Errorf(rpc.CodeNotFound, "no such inbox")}
+	// The operator's grant a console's call carries.
+	operatorCred = &credential{kind: credOperator, name: "admin_grant", grantOf: &admin,
+		refused: rpc.Errorf(rpc.CodeUnauthenticated, "the operator's credential is not a valid admin grant")}
 	readCred = &credential{kind: credRead, name: "read_capability", rules: ownNamespaceOnly,
 		keys:    candidateOr([]secret{secretReadCapability}, secretReadCapability),
 		refused: rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace")}
@@ -229,7 +221,7 @@ var credentials = map[credKind]*credential{}
 
 func init() {
 	for _, c := range []*credential{noCredential, writeCred, authCred, sigV4Cred, portCred, doorCred, selectCred,
-		bootstrapCred, inboxCred, readCred} {
+		bootstrapCred, inboxCred, readCred, operatorCred} {
 		credentials[c.kind] = c
 	}
 }
@@ -335,7 +327,7 @@ var table = []row{
 	// admin grant the console's own caller presented.
 	operatorRow(rpc.MethodConsoleTrials, operatorCall((*Broker).ConsoleTrials)),
 	operatorRow(rpc.MethodConsoleTrial, operatorCall((*Broker).ConsoleTrial)),
-	{method: rpc.MethodConsoleWait, who: map[principal]access{console: {bind: bindOperator}}, waits: rpc.MaxWait,
+	{method: rpc.MethodConsoleWait, who: map[principal]access{console: {bind: bindOperator}}, accepts: []*credential{operatorCred}, waits: rpc.MaxWait,
 		call: operatorCall((*Broker).ConsoleWait)},
 	operatorRow(rpc.MethodMetrics, operatorCall((*Broker).Metrics)),
 }
@@ -350,14 +342,14 @@ func adminRow(method string, h handler) row {
 // operator whose admin grant the request carries (the binding checks it:
 // the console's grant alone reads nothing); it does not wait.
 func operatorRow(method string, h handler) row {
-	return row{method: method, who: map[principal]access{console: {bind: bindOperator}}, call: h}
+	return row{method: method, who: map[principal]access{console: {bind: bindOperator}}, accepts: []*credential{operatorCred}, call: h}
 }
 
-// rows is table by method, for the dispatcher.
-var rows = map[string]*row{}
+// byMethod is table by method, for the dispatcher.
+var byMethod = map[string]*row{}
 
 func init() {
 	for i := range table {
-		rows[table[i].method] = &table[i]
+		byMethod[table[i].method] = &table[i]
 	}
 }

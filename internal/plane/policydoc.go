@@ -63,9 +63,11 @@ type Credential struct {
 	Name string `json:"name"`
 	// Keys are, by profile, the names of the trial's secrets it may be;
 	// none for a credential keyed by a port, a door or a signature.
-	Keys    map[string][]string `json:"keys,omitempty"`
-	Rules   []string            `json:"rules,omitempty"`
-	Refusal string              `json:"refusal"` // the code it is refused with
+	Keys map[string][]string `json:"keys,omitempty"`
+	// GrantOf, for a credential that is a grant, is the principal it must be a grant of.
+	GrantOf string   `json:"grant_of,omitempty"`
+	Rules   []string `json:"rules,omitempty"`
+	Refusal string   `json:"refusal"` // the code it is refused with
 }
 
 // View is what a reader sees.
@@ -97,7 +99,7 @@ func (p PolicyTable) Keys() map[string]map[string][]string {
 // kindNames name the kinds of credential in the exported table.
 var kindNames = map[credKind]string{credWrite: "bearer", credAuth: "smtp_auth", credPort: "smtp_port",
 	credSelect: "smtp_select", credBootstrap: "bootstrap", credInbox: "inbox", credRead: "read",
-	credDoor: "netns_door", credSigV4: "sigv4"}
+	credDoor: "netns_door", credSigV4: "sigv4", credOperator: "operator"}
 
 // Policy is the table as exported.
 func Policy() PolicyTable {
@@ -131,12 +133,15 @@ func Policy() PolicyTable {
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		cr := credentials[k]
 		c := Credential{Kind: kindNames[k], Name: cr.name, Refusal: cr.refused.Code}
+		if cr.grantOf != nil {
+			c.GrantOf = cr.grantOf.String()
+		}
 		for _, prof := range profiles {
 			for _, s := range cr.keys[prof.name] {
 				if c.Keys == nil {
 					c.Keys = map[string][]string{}
 				}
-				c.Keys[prof.name] = append(c.Keys[prof.name], secretNames[s])
+				c.Keys[prof.name] = append(c.Keys[prof.name], string(s))
 			}
 		}
 		for _, r := range ruleNames {
@@ -151,7 +156,7 @@ func Policy() PolicyTable {
 			Faults: v.faults, Labels: v.labels, Agent: v.agent})
 	}
 	for _, pr := range profiles {
-		p.Profiles = append(p.Profiles, Profile{Name: pr.name, APIToken: secretNames[pr.apiToken]})
+		p.Profiles = append(p.Profiles, Profile{Name: pr.name, APIToken: string(pr.apiToken)})
 	}
 	return p
 }
@@ -214,6 +219,12 @@ func (p PolicyTable) Markdown() string {
 	}
 	b.WriteString("\n| credential | trail's name | candidate's keys | other profiles' keys | rules | refused with |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
+	keysOf := func(c Credential, profile string) string {
+		if c.GrantOf != "" {
+			return "a valid " + c.GrantOf + " grant"
+		}
+		return strings.Join(c.Keys[profile], ", ")
+	}
 	for _, c := range p.Credentials {
 		var others []string
 		for prof, ks := range c.Keys {
@@ -222,7 +233,10 @@ func (p PolicyTable) Markdown() string {
 			}
 		}
 		slices.Sort(others)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", c.Kind, c.Name, strings.Join(c.Keys["candidate"], ", "),
+		if c.GrantOf != "" {
+			others = []string{keysOf(c, "")}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", c.Kind, c.Name, keysOf(c, "candidate"),
 			strings.Join(others, "; "), strings.Join(c.Rules, ", "), c.Refusal)
 	}
 	b.WriteString("\n| view | door | recipient | html | faults | labels | agent |\n|---|---|---|---|---|---|---|\n")

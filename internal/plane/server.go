@@ -125,7 +125,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		w.Header().Set("Allow", http.MethodPost)
 		return fail(http.StatusMethodNotAllowed, rpc.Errorf(rpc.CodeBadRequest, "calls are POST"))
 	}
-	m, ok := rows[method]
+	m, ok := byMethod[method]
 	if !ok {
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnknownMethod, "no such method"))
 	}
@@ -163,6 +163,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		return fail(statusOf(e.Code), e)
 	}
 	return method, writeJSON(w, http.StatusOK, result, "")
+}
+
+// caller is who is calling, as the server established it from the peer's
+// credentials and the grant.
+type caller struct {
+	role  rpc.Role
+	trial int64 // the grant's trial, for bindTrial
+	access
+	accepts []*credential // the kinds of credential its method's row accepts
+}
+
+// principalOf is who holds g: a writer's or inbox's grant with no trial
+// is a shared surface's.
+func principalOf(g ledger.Grant) principal {
+	role := rpc.Role(g.Role)
+	return principal{role: role, shared: g.TrialID == 0 && (role == rpc.RoleWriter || role == rpc.RoleInbox)}
 }
 
 // errInternal is the answer to a handler's bug: fixed, naming nothing of
@@ -246,46 +262,6 @@ func callDeadline(now time.Time, header string, waits time.Duration) time.Time {
 		}
 	}
 	return deadline
-}
-
-// errFraming is a row whose framing its request type cannot take: a bug
-// in the table, answered 500 (Server.call).
-var errFraming = errors.New("the row's framing does not fit its request")
-
-// decode reads a call's request as its row frames it: JSON, or a send's
-// frame (rpc.SendRequest.Frame).
-func decode(f framing, body []byte, v any) error {
-	switch f {
-	case frameJSON:
-		return decodeJSON(body, v)
-	case frameSend:
-		s, ok := v.(*rpc.SendRequest)
-		if !ok {
-			return errFraming
-		}
-		head, raw, ok := rpc.SplitSendFrame(body)
-		if !ok {
-			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
-		}
-		if err := decodeJSON(head, s); err != nil {
-			return err
-		}
-		s.Raw = raw
-		return nil
-	}
-	return errFraming
-}
-
-func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return rpc.Errorf(rpc.CodeBadRequest, "malformed request body")
-	}
-	if dec.More() {
-		return rpc.Errorf(rpc.CodeBadRequest, "trailing data after the request body")
-	}
-	return nil
 }
 
 func statusOf(code string) int {

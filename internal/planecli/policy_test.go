@@ -2,10 +2,21 @@ package planecli
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+)
+
+// update rewrites docs/rpc.md's table and the golden file from the live
+// table (make policy), for a commit that changes a row on purpose.
+var update = flag.Bool("update", false, "rewrite docs/rpc.md's policy table and internal/plane/testdata/policy.json")
+
+// Where the table is shown and pinned.
+var (
+	docFile    = filepath.Join("..", "..", "docs", "rpc.md")
+	goldenFile = filepath.Join("..", "plane", "testdata", "policy.json")
 )
 
 // run runs mail-plane with args and returns what it printed.
@@ -29,17 +40,24 @@ const (
 // TestPolicyDoc: docs/rpc.md's table is exactly what `mail-plane policy`
 // prints.
 func TestPolicyDoc(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "rpc.md"))
+	doc, err := os.ReadFile(docFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), docBegin)
-	table, _, ok2 := strings.Cut(rest, docEnd)
+	before, rest, ok := strings.Cut(string(doc), docBegin)
+	table, after, ok2 := strings.Cut(rest, docEnd)
 	if !ok || !ok2 {
 		t.Fatalf("docs/rpc.md has no %q … %q block", docBegin, docEnd)
 	}
-	if got := run(t, "policy"); got != table {
-		t.Fatalf("docs/rpc.md's table differs from `mail-plane policy`; paste its output between the markers:\n%s", got)
+	got := run(t, "policy")
+	if *update {
+		if err := os.WriteFile(docFile, []byte(before+docBegin+got+docEnd+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got != table {
+		t.Fatalf("docs/rpc.md's table differs from `mail-plane policy` (make policy rewrites it):\n%s", got)
 	}
 }
 
@@ -47,11 +65,18 @@ func TestPolicyDoc(t *testing.T) {
 // file pins (internal/plane/testdata/policy.json), which the isolation
 // matrix reads.
 func TestPolicyJSON(t *testing.T) {
-	golden, err := os.ReadFile(filepath.Join("..", "plane", "testdata", "policy.json"))
+	got := run(t, "policy", "--json")
+	if *update {
+		if err := os.WriteFile(goldenFile, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	golden, err := os.ReadFile(goldenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, "policy", "--json"); got != string(golden) {
-		t.Fatalf("`mail-plane policy --json` differs from the golden file:\n%s", got)
+	if got != string(golden) {
+		t.Fatalf("`mail-plane policy --json` differs from the golden file (make policy rewrites it):\n%s", got)
 	}
 }

@@ -15,16 +15,19 @@ import (
 )
 
 // DefaultTimeout bounds a call whose context has no deadline. A call of a
-// waiting method gets its wait bound (WaitBounds) on top.
+// waiting method gets its wait bound (WaitBound) on top.
 const DefaultTimeout = 10 * time.Second
 
-// WaitBounds are the methods that may wait, each with the longest it
+// waitBounds are the methods that may wait, each with the longest it
 // waits: the plane's policy table's waits column (a plane test holds them
 // equal; this module cannot import the plane).
-var WaitBounds = map[string]time.Duration{
+var waitBounds = map[string]time.Duration{
 	MethodList: MaxWait, MethodLatest: MaxWait, MethodEvents: MaxWait,
 	MethodPortsSync: MaxWait, MethodConsoleWait: MaxWait,
 }
+
+// WaitBound is the longest a call of method may wait; 0 if it does not.
+func WaitBound(method string) time.Duration { return waitBounds[method] }
 
 // Client calls the plane over its Unix socket. It is safe for concurrent use
 // and keeps connections alive between calls.
@@ -78,7 +81,7 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout+WaitBounds[method])
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout+WaitBound(method))
 		defer cancel()
 	}
 	body, ctype, err := encode(req)
