@@ -45,7 +45,7 @@ const (
 	credRead               // the evaluator: a namespace and its read capability
 	credDoor               // plain SMTP on a trial's door inside its network namespace: the door's key
 	credSigV4              // a provider API signed with SigV4 (SES): a proof whose access key id is the namespace (providers.go)
-	credOperator           // the console's call: the operator's grant, which the console's own caller presented
+	credOperator           // the console's call: the operator's grant, which the console's own caller presented (the last kind)
 )
 
 // selector is what a call presents to be bound: a credential of a kind,

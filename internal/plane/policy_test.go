@@ -151,3 +151,21 @@ func TestPeerBeforeMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryKindIsRefused: every kind of credential a selector can name
+// has its row in credentials, with a refusal (refusal would otherwise
+// answer a bug), and every credential a row accepts is that row.
+func TestEveryKindIsRefused(t *testing.T) {
+	for k := credNone; k <= credOperator; k++ {
+		if cr := credentials[k]; cr == nil || cr.refused == nil || cr.kind != k {
+			t.Errorf("credential kind %d has no refusal: %+v", k, cr)
+		}
+	}
+	for _, r := range table {
+		for _, cr := range r.accepts {
+			if credentials[cr.kind] != cr {
+				t.Errorf("%s accepts a credential of kind %d that credentials does not hold", r.method, cr.kind)
+			}
+		}
+	}
+}
