@@ -12,7 +12,7 @@ export CGO_ENABLED := 0
 export MAILPLANE_BIN := $(BIN)
 export MAILPLANE_MAILPIT := $(MAILPIT)
 
-.PHONY: build run test check unit fuzz e2e bench profile images deps clean
+.PHONY: build run test check unit fuzz e2e bench profile images deps clean policy
 
 # How every binary is built (bench/README.md, "Idle memory", has what each
 # flag does to the figures): -trimpath keeps this machine's paths out of
@@ -124,6 +124,13 @@ PROFILE_BIN := $(CACHE)/profile-bin
 profile: $(MAILPIT)
 	$(GO) build $(BUILDFLAGS),profile -o $(PROFILE_BIN)/ ./cmd/...
 	$(GO) run ./bench -bin $(PROFILE_BIN) -only profile -out results/profile/
+
+# After a change to the plane's policy table (internal/plane/policy.go):
+# rewrite its golden file (internal/plane/testdata/policy.json, which the
+# isolation matrix reads) and docs/rpc.md's table from it. Review the diff
+# and commit it with the row.
+policy:
+	$(GO) test -count=1 ./internal/planecli/ -run '^TestPolicy(Doc|JSON)$$' -update
 
 clean:
 	rm -rf $(BIN)

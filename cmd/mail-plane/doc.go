@@ -7,7 +7,8 @@
 // Every connection is identified by the kernel (SO_PEERCRED, numeric
 // uid/gid, checked against per-role allow lists, before any grant is looked
 // up) and every call by a grant; the calls a grant may make, and what each
-// is bound to, are the rows of one table (internal/plane/authz.go). It holds
+// is bound to, are the rows of one table (internal/plane/policy.go;
+// `mail-plane policy` prints it). It holds
 // the ledger (hashed grants, capabilities and tokens; quotas; idempotency
 // keys; the message index; every trial's trail) and the message store:
 // embedded SQLite, Mailpit over its Unix sockets, or (--store postgres)

@@ -250,7 +250,7 @@ func netnsRPCCells(t *testing.T, w *world, up *upSys, bs [2]rpc.Bundle) {
 	}
 	// A door's key selects its trial: it opens a call the table binds to
 	// the credential presented, on a method whose row accepts a door.
-	authz, accepts := policy(), accepted()
+	authz, accepts := policy(t), accepted(t)
 	opensDoor := func(method, principal string) bool {
 		return authz[method][principal] == "credential" && slices.Contains(accepts[method], "netns")
 	}

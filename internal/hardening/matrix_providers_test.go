@@ -21,7 +21,6 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/websitebench/mailplane/internal/ident"
-	"github.com/websitebench/mailplane/internal/plane"
 	"github.com/websitebench/mailplane/internal/sendapi"
 	"github.com/websitebench/mailplane/internal/sendapi/mailgun"
 	"github.com/websitebench/mailplane/internal/sendapi/postmark"
@@ -35,7 +34,7 @@ import (
 // The writer's provider send APIs (internal/writer/providers.go) in the
 // isolation matrix: each is a writer route keyed as the table keys its
 // plane call. SendGrid, Postmark and Mailgun present a bearer credential
-// (the row of send accepts it as "mail_api_token", keyed by plane.Keys()
+// (the row of send accepts it as "mail_api_token", keyed by the golden table's keys
 // as POST /emails is); SES presents a SigV4 signature ("sigv4_signature")
 // whose access key id names the namespace, and which only the trial's SES
 // secret signs. The matrix signs with every credential as if it were that
@@ -54,10 +53,10 @@ const mailgunDomain = "mg.example.com"
 // sesSecretOf is trial id's SES secret access key, as its bundle hands it
 // out (rpc.Providers.SES; the plane makes it again from what it keeps and
 // its SES key): made from the first secret the table keys the mail API
-// by for its profile (keys, plane.Keys).
-func sesSecretOf(sesKey []byte, id rpc.Identity) string {
+// by for its profile (the golden table's profiles).
+func sesSecretOf(t testing.TB, sesKey []byte, id rpc.Identity) string {
 	token := id.MailAPIToken
-	if plane.Keys()[presentsToken][id.Profile][0] == "bootstrap_token" {
+	if apiTokenOf(t, id.Profile) == "bootstrap_token" {
 		token = id.BootstrapToken
 	}
 	return sigv4.Secret(sesKey, ident.Digest(token), id.Namespace)

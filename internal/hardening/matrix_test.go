@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -41,11 +42,13 @@ var noAuthWait = []string{"--auth-failure-delay", "0"}
 // and inbox's) and no credential at all, against every RPC method in the
 // plane's authorization table and every route of every surface instance,
 // aimed at both trials' namespaces (and, for plain SMTP, at both trials'
-// ports). What each cell should answer is computed from the plane's own
-// table: plane.Policy() (which principal may call which method, and what
-// its call is bound to: the grant's trial, the trial its credential opens,
-// the namespace its read capability opens) and plane.Keys() (which of a
-// trial's secrets each credential may be, per profile), with what each
+// ports). What each cell should answer is computed from the plane's table
+// as its golden file pins it (internal/plane/testdata/policy.json, which a
+// plane test holds equal to the live table; the matrix never reads the
+// live one, so a wrong row cannot pass it): which principal may call which
+// method, and what its call is bound to (the grant's trial, the trial its
+// credential opens, the namespace its read capability opens), and which of
+// a trial's secrets each credential may be, per profile, with what each
 // call or route presents (the credential, the namespace named, the port);
 // exactly the permitted cells succeed, every other cell
 // is a refusal (never an outage), and every message a permitted cell sent
@@ -99,7 +102,7 @@ func (c cred) String() string {
 
 func trialName(i int) string { return "ABCDEFGH"[i : i+1] }
 
-// principal is who a grant makes its holder, named as plane.Policy() names
+// principal is who a grant makes its holder, named as the table names
 // principals; "" for a credential that is no grant.
 func (c cred) principal() string {
 	switch c.kind {
@@ -132,13 +135,13 @@ func principalOf(role rpc.Role, shared bool) string {
 
 // credentials lists every credential of the world: each trial's eight,
 // the plane-wide grants, and none.
-func credentials(ids [2]rpc.Identity, plane map[credKind]string, sesKey []byte) []cred {
+func credentials(t testing.TB, ids [2]rpc.Identity, plane map[credKind]string, sesKey []byte) []cred {
 	out := []cred{{kind: noCred, trial: -1}}
 	for i, id := range ids {
 		for k, v := range map[credKind]string{
 			readCap: id.ReadCapability, writeCap: id.WriteCapability, inboxToken: id.InboxToken,
 			mailAPIToken: id.MailAPIToken, bootstrapToken: id.BootstrapToken,
-			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant, sesSecret: sesSecretOf(sesKey, id),
+			writerGrant: id.WriterGrant, inboxGrant: id.InboxGrant, sesSecret: sesSecretOf(t, sesKey, id),
 		} {
 			out = append(out, cred{kind: k, trial: i, value: v})
 		}
@@ -156,7 +159,7 @@ func credentials(ids [2]rpc.Identity, plane map[credKind]string, sesKey []byte) 
 }
 
 // keys are the credential kinds that open what a profile's trial offers,
-// as plane.Keys() says: the write credentials of POST /emails (and SMTP
+// as the golden table says: the write credentials of POST /emails (and SMTP
 // AUTH), the selector of SMTP select, the bootstrap token, the inbox
 // token of the inbox and the read capability of every evaluator read.
 type keys struct {
@@ -167,19 +170,19 @@ type keys struct {
 var secretKinds = map[string]credKind{"mail_api_token": mailAPIToken, "write_capability": writeCap,
 	"bootstrap_token": bootstrapToken, "inbox_token": inboxToken, "read_capability": readCap}
 
-// profileKeys reads plane.Keys() for profile.
+// profileKeys reads the golden table's keys for profile.
 func profileKeys(t testing.TB, profile string) keys {
-	table := plane.Keys()
+	table := golden(t).Keys()
 	kinds := func(credential string) []credKind {
 		names := table[credential][profile]
 		if len(names) == 0 {
-			t.Fatalf("plane.Keys() has no %s for profile %s", credential, profile)
+			t.Fatalf("the golden table has no %s for profile %s", credential, profile)
 		}
 		var out []credKind
 		for _, n := range names {
 			k, ok := secretKinds[n]
 			if !ok {
-				t.Fatalf("plane.Keys() names a secret %q the matrix does not hold", n)
+				t.Fatalf("the golden table names a secret %q the matrix does not hold", n)
 			}
 			out = append(out, k)
 		}
@@ -225,9 +228,9 @@ type world struct {
 	unowned       int    // an SMTP port no trial owns (the shared one), 0 without
 	shared        map[credKind]string
 	creds         []cred
-	authz         map[string]map[string]string // method → principal → binding (plane.Policy)
-	accepts       map[string][]string          // method → the credential kinds it may present (plane.Policy)
-	keys          keys                         // plane.Keys, of profile
+	authz         map[string]map[string]string // method → principal → binding (golden)
+	accepts       map[string][]string          // method → the credentials it may present, by the trail's names (golden)
+	keys          keys                         // the golden table's keys, of profile
 	instances     []instance
 	hc            *http.Client
 
@@ -302,7 +305,7 @@ func TestIsolationMatrixPostgres(t *testing.T) {
 // isolationMatrix runs the matrix on a plane started with store's flags
 // (none: the default store) and returns its number of cells.
 func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
-	w := &world{profile: profile, mode: mode, authz: policy(), accepts: accepted(), byPart: map[string]int{},
+	w := &world{profile: profile, mode: mode, authz: policy(t), accepts: accepted(t), byPart: map[string]int{},
 		expected: [2]map[string]bool{{}, {}}, hc: httpClient(4), keys: profileKeys(t, profile)}
 	var grantsDir string
 	var up *upSys
@@ -359,9 +362,9 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 		}
 	}
 	sesKey := planeSESKey(t, grantsDir)
-	w.creds = credentials(w.ids, w.shared, sesKey)
+	w.creds = credentials(t, w.ids, w.shared, sesKey)
 	for _, id := range w.ids {
-		s.secret(id.Namespace+" SES secret", sesSecretOf(sesKey, id))
+		s.secret(id.Namespace+" SES secret", sesSecretOf(t, sesKey, id))
 	}
 	// Message 1 of each namespace names its namespace, so that every page
 	// and answer shows whose mail it holds (its HTML part too, for the
@@ -574,21 +577,61 @@ func (w *world) rpcOps() []rpcOp {
 	}
 }
 
-// policy is plane.Policy() by method: each principal's binding.
-func policy() map[string]map[string]string {
+// goldenFile is the plane's policy table as pinned.
+var goldenFile = filepath.Join("..", "plane", "testdata", "policy.json")
+
+// golden is the pinned table.
+func golden(t testing.TB) plane.PolicyTable {
+	t.Helper()
+	b, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p plane.PolicyTable
+	if err := json.Unmarshal(b, &p); err != nil || len(p.Methods) == 0 {
+		t.Fatalf("%s: %v", goldenFile, err)
+	}
+	return p
+}
+
+// apiTokenOf is the secret a profile's mail API is keyed by, as the
+// golden table says.
+func apiTokenOf(t testing.TB, profile string) string {
+	for _, p := range golden(t).Profiles {
+		if p.Name == profile {
+			return p.APIToken
+		}
+	}
+	t.Fatalf("%s has no profile %s", goldenFile, profile)
+	return ""
+}
+
+// policy is the golden table by method: each principal's binding.
+func policy(t testing.TB) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for _, r := range plane.Policy() {
+	for _, r := range golden(t).Methods {
 		out[r.Method] = r.Principals
 	}
 	return out
 }
 
-// accepted is plane.Policy() by method: the kinds of credential its call
-// may present to be bound.
-func accepted() map[string][]string {
+// accepted is the golden table by method: the credentials its call may
+// present to be bound, by the names the trail gives them.
+func accepted(t testing.TB) map[string][]string {
+	p := golden(t)
+	names := map[string]string{}
+	for _, c := range p.Credentials {
+		names[c.Kind] = c.Name
+	}
 	out := map[string][]string{}
-	for _, r := range plane.Policy() {
-		out[r.Method] = r.Credentials
+	for _, r := range p.Methods {
+		for _, k := range r.Credentials {
+			if n, ok := names[k]; !ok {
+				t.Fatalf("%s: the row of %s accepts %q, which it does not describe", goldenFile, r.Method, k)
+			} else if !slices.Contains(out[r.Method], n) {
+				out[r.Method] = append(out[r.Method], n)
+			}
+		}
 	}
 	return out
 }

@@ -1,9 +1,13 @@
 package plane
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
-	"slices"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -11,13 +15,20 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// caller is who is calling, as the server established it from the peer's
-// credentials and the grant.
-type caller struct {
-	role    rpc.Role
-	trial   int64 // the grant's trial, for bindTrial
-	bind    binding
-	accepts []credKind // the kinds of credential its method's row accepts
+// Binding: a row's handler (bound, unbound, adminCall, operatorCall)
+// decodes its call, takes what the request presents (its selector) and
+// resolves it, by the row's binding for its caller, to the trial and
+// namespace the call acts on, checked against the row's credentials
+// (their keys and rules, policy.go), before the Broker's method runs.
+
+// accepted is the credential of kind its row accepts, or nil.
+func (c caller) accepted(kind credKind) *credential {
+	for _, cr := range c.accepts {
+		if cr.kind == kind {
+			return cr
+		}
+	}
+	return nil
 }
 
 // credKind is the kind of credential a call presents.
@@ -34,6 +45,7 @@ const (
 	credRead               // the evaluator: a namespace and its read capability
 	credDoor               // plain SMTP on a trial's door inside its network namespace: the door's key
 	credSigV4              // a provider API signed with SigV4 (SES): a proof whose access key id is the namespace (providers.go)
+	credOperator           // the console's call: the operator's grant, which the console's own caller presented (the last kind)
 )
 
 // selector is what a call presents to be bound: a credential of a kind,
@@ -49,21 +61,6 @@ type selector struct {
 	proof *rpc.SigV4Proof
 }
 
-// refusal is each kind's answer when its credential opens nothing, the same
-// whether the credential is unknown, of another trial, or of a closed one.
-var refusal = map[credKind]*rpc.Error{
-	credNone:      rpc.Errorf(rpc.CodeBadRequest, "the call names no credential"),
-	credWrite:     rpc.Errorf(rpc.CodeUnauthorized, "the credential does not open a trial's mail API"),
-	credAuth:      rpc.Errorf(rpc.CodeUnauthorized, "the credential does not open a trial's mail API"),
-	credPort:      rpc.Errorf(rpc.CodeUnauthorized, "no trial owns this SMTP port: authenticate"),
-	credSelect:    rpc.Errorf(rpc.CodeInvalidCapability, "namespace or capability does not match"),
-	credBootstrap: rpc.Errorf(rpc.CodeForbidden, "the token does not open a trial's bootstrap"),
-	credInbox:     rpc.Errorf(rpc.CodeNotFound, "no such inbox"),
-	credRead:      rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace"),
-	credDoor:      rpc.Errorf(rpc.CodeUnauthorized, "no trial owns this SMTP port: authenticate"),
-	credSigV4:     rpc.Errorf(rpc.CodeUnauthorized, "the signature does not open a trial's mail API"),
-}
-
 // nothingOpens is a digest no credential opens: a missing namespace's
 // capability is compared with it, as a real one's is with its own.
 var nothingOpens = ident.Digest(ident.Capability())
@@ -71,7 +68,7 @@ var nothingOpens = ident.Digest(ident.Capability())
 // target is what a call is bound to once resolved: the trial (zero for a
 // call bound to nothing or to the plane) and the namespace it acts on.
 type target struct {
-	role  rpc.Role
+	view  *view // its row's, for its caller: nil if it reads no mail
 	trial ledger.Trial
 	ns    ledger.Namespace
 	// credential is the kind of credential that opened it (or was
@@ -79,11 +76,182 @@ type target struct {
 	credential string
 }
 
-// credentialNames are the trail's names of credential kinds.
-var credentialNames = map[credKind]string{
-	credWrite: "mail_api_token", credAuth: "mail_api_token", credPort: "smtp_port", credSelect: "capability_header",
-	credBootstrap: "bootstrap_token", credInbox: "inbox_token", credRead: "read_capability", credDoor: "netns",
-	credSigV4: "sigv4_signature",
+// handler serves a row's call: run decodes its body, framed as its row
+// says, resolves its binding for c and answers. request and response are
+// its types, as the table exports them.
+type handler struct {
+	run               func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error)
+	request, response reflect.Type
+}
+
+// bound is a handler whose call is bound to a trial or namespace: the
+// selector its request presents is resolved before h runs. Its outcome,
+// allowed or refused, is recorded in the namespace's trail by ev
+// (evidence.go) before it is answered; a call refused before a namespace
+// was found has no trail, and is counted.
+func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Context, target, *Req) (Resp, error), ev evidencer[Req, Resp]) handler {
+	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
+		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+			var req Req
+			if err := decode(f, body, &req); err != nil {
+				return nil, err
+			}
+			t, err := b.resolve(ctx, c, sel(&req))
+			if err != nil {
+				if ev != nil && t.ns.Name != "" {
+					var none Resp
+					b.record(ctx, t, ev(t, &req, none, err))
+				} else if t.ns.Name == "" && !rpc.IsOutage(err) {
+					b.unbound.add()
+				}
+				return nil, err
+			}
+			resp, err := h(b, ctx, t, &req)
+			if ev != nil {
+				b.record(ctx, t, ev(t, &req, resp, err))
+			}
+			return resp, err
+		}}
+}
+
+// errFraming is a row whose framing its request type cannot take: a bug
+// in the table, answered 500 (Server.call).
+var errFraming = errors.New("the row's framing does not fit its request")
+
+// decode reads a call's request as its row frames it: JSON, or a send's
+// frame (rpc.SendRequest.Frame).
+func decode(f framing, body []byte, v any) error {
+	switch f {
+	case frameJSON:
+		return decodeJSON(body, v)
+	case frameSend:
+		s, ok := v.(*rpc.SendRequest)
+		if !ok {
+			return errFraming
+		}
+		head, raw, ok := rpc.SplitSendFrame(body)
+		if !ok {
+			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
+		}
+		if err := decodeJSON(head, s); err != nil {
+			return err
+		}
+		s.Raw = raw
+		return nil
+	}
+	return errFraming
+}
+
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return rpc.Errorf(rpc.CodeBadRequest, "malformed request body")
+	}
+	if dec.More() {
+		return rpc.Errorf(rpc.CodeBadRequest, "trailing data after the request body")
+	}
+	return nil
+}
+
+// unbound is a handler whose call touches no trial.
+func unbound[Req, Resp any](h func(*Broker, context.Context, caller, *Req) (Resp, error)) handler {
+	return handler{request: reflect.TypeFor[Req](), response: reflect.TypeFor[Resp](),
+		run: func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+			var req Req
+			if err := decode(f, body, &req); err != nil {
+				return nil, err
+			}
+			return h(b, ctx, c, &req)
+		}}
+}
+
+// adminCall is the handler of an operator's method, bound to the whole
+// plane.
+func adminCall[Req, Resp any](h func(*Broker, context.Context, *Req) (Resp, error)) handler {
+	return unbound(func(b *Broker, ctx context.Context, _ caller, req *Req) (Resp, error) {
+		return h(b, ctx, req)
+	})
+}
+
+// operatorRequest is a console call's request: it carries the operator's
+// admin grant, which its binding checks.
+type operatorRequest[Req any] interface {
+	*Req
+	AdminGrantOf() string
+}
+
+// operatorCall is the handler of a console's method, bound to the
+// operator whose admin grant its request carries: the request type must
+// carry one (checked when the table is compiled).
+func operatorCall[Req any, PReq operatorRequest[Req], Resp any](h func(*Broker, context.Context, PReq) (Resp, error)) handler {
+	return unbound(func(b *Broker, ctx context.Context, c caller, req *Req) (Resp, error) {
+		if _, err := b.resolve(ctx, c, selector{kind: credOperator, credential: PReq(req).AdminGrantOf()}); err != nil {
+			var none Resp
+			return none, err
+		}
+		return h(b, ctx, req)
+	})
+}
+
+// The selectors: what each bound row's request presents.
+
+func sendSelector(r *rpc.SendRequest) selector {
+	switch r.Via {
+	case rpc.ViaHTTP, rpc.ViaSMTPAuth:
+		return credentialSelector(&rpc.CredentialRequest{Via: r.Via, Credential: r.Credential, Port: r.Port, SigV4: r.SigV4})
+	case rpc.ViaSMTP:
+		if r.Door != "" {
+			return selector{kind: credDoor, door: r.Door}
+		}
+		return selector{kind: credPort, port: r.Port}
+	case rpc.ViaSMTPSelect:
+		return selector{kind: credSelect, credential: r.Credential, namespace: r.Namespace}
+	}
+	return selector{}
+}
+
+// credentialSelector is a write credential's selector: POST /emails's
+// Bearer token, or SMTP AUTH's password (on Port, if a trial's own).
+func credentialSelector(r *rpc.CredentialRequest) selector {
+	switch r.Via {
+	case rpc.ViaHTTP:
+		if r.SigV4 != nil {
+			return selector{kind: credSigV4, namespace: r.SigV4.AccessKeyID, proof: r.SigV4}
+		}
+		return selector{kind: credWrite, credential: r.Credential}
+	case rpc.ViaSMTPAuth:
+		return selector{kind: credAuth, credential: r.Credential, port: r.Port}
+	}
+	return selector{}
+}
+
+func refusalSelector(r *rpc.RefusalRequest) selector { return credentialSelector(&r.CredentialRequest) }
+
+func bootstrapSelector(r *rpc.BootstrapRequest) selector {
+	return selector{kind: credBootstrap, credential: r.Token}
+}
+
+func reportSelector(r *rpc.ReportRequest) selector {
+	if r.Door != "" {
+		return selector{kind: credDoor, door: r.Door}
+	}
+	return selector{kind: credPort, port: r.Port}
+}
+
+func readSelector(r *rpc.ReadRequest) selector {
+	if r.InboxToken != "" {
+		return selector{kind: credInbox, credential: r.InboxToken}
+	}
+	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+}
+
+func clickSelector(r *rpc.ClickRequest) selector {
+	return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken})
+}
+
+func eventsSelector(r *rpc.EventsRequest) selector {
+	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
 }
 
 // resolve binds a call: it finds the trial and namespace the caller's
@@ -92,7 +260,7 @@ var credentialNames = map[credKind]string{
 // a call was bound to is cached for the next call that presents the same
 // (see policyCache); a cached binding is checked again as a fresh one is.
 func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, error) {
-	t := target{role: c.role, credential: credentialNames[sel.kind]}
+	t := target{view: c.view, credential: credentials[sel.kind].name}
 	if c.bind == bindTrial && sel.kind == credRead {
 		t.credential = "" // a trial-bound inbox presents nothing: its grant is its trial
 	}
@@ -100,7 +268,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	case bindNothing, bindPlane:
 		return t, nil
 	case bindOperator:
-		return t, b.checkOperator(ctx, sel.credential)
+		return t, b.operatorOpens(ctx, sel, c)
 	case bindTrial, bindCredential, bindCapability:
 	default:
 		return t, rpc.Errorf(rpc.CodePermissionDenied, "no binding")
@@ -121,7 +289,7 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 			if _, _, _, err := b.sigV4Trial(ctx, sel); err != nil {
 				return t, err
 			}
-			return t, refusal[credSigV4] // t names no namespace, as bySigV4's
+			return t, refusal(credSigV4) // t names no namespace, as bySigV4's
 		}
 		cached = false
 	}
@@ -143,13 +311,47 @@ func (b *Broker) resolve(ctx context.Context, c caller, sel selector) (target, e
 	return t, err
 }
 
+// bindKey is what resolve binds a call by: the grant's binding and trial,
+// and what the call presents (its credential only as a digest).
+type bindKey struct {
+	bind      binding
+	trial     int64
+	kind      credKind
+	digest    [sha256.Size]byte
+	namespace string
+	port      int
+	door      string
+}
+
+func keyOf(c caller, sel selector) bindKey {
+	k := bindKey{bind: c.bind, trial: c.trial, kind: sel.kind, namespace: sel.namespace, port: sel.port, door: sel.door}
+	if sel.credential != "" {
+		k.digest = sha256.Sum256([]byte(sel.credential))
+	}
+	return k
+}
+
+// boundTo is a cached binding: the trial and namespace a call was bound
+// to. The namespace's counters are not kept (they change with every send;
+// nothing that binds a call reads them).
+type boundTo struct {
+	trial ledger.Trial
+	ns    ledger.Namespace
+}
+
+func boundToOf(t target) boundTo {
+	ns := t.ns
+	ns.NextSeq, ns.MessageCount, ns.ByteCount = 0, 0, 0
+	return boundTo{trial: t.trial, ns: ns}
+}
+
 // reopens checks a cached binding as lookup checked it: a gateway's read
 // capability against its namespace, any other credential by opens.
 func (b *Broker) reopens(t *target, sel selector, c caller) error {
 	switch c.bind {
 	case bindCapability:
 		if !ident.Equal(sel.credential, t.ns.ReadCapability) {
-			return refusal[credRead]
+			return refusal(credRead)
 		}
 		return nil
 	}
@@ -162,9 +364,9 @@ func closedRefusal(bind binding, kind credKind) error {
 	case bindTrial:
 		return rpc.Errorf(rpc.CodeUnauthenticated, "the grant's trial is closed")
 	case bindCapability:
-		return refusal[credRead]
+		return refusal(credRead)
 	}
-	return refusal[kind]
+	return refusal(kind)
 }
 
 // lookup binds a call from the ledger.
@@ -173,9 +375,9 @@ func (b *Broker) lookup(ctx context.Context, c caller, sel selector, t target) (
 	switch c.bind {
 	case bindCapability:
 		if sel.kind != credRead {
-			return t, refusal[credRead]
+			return t, refusal(credRead)
 		}
-		return b.byReadCapability(ctx, c.role, sel)
+		return b.byReadCapability(ctx, c.view, sel)
 	case bindTrial:
 		t.trial, err = b.ledger.Trial(ctx, c.trial)
 		if errors.Is(err, ledger.ErrNotFound) {
@@ -187,7 +389,7 @@ func (b *Broker) lookup(ctx context.Context, c caller, sel selector, t target) (
 		}
 		t.trial, err = b.findTrial(ctx, sel)
 		if errors.Is(err, ledger.ErrNotFound) {
-			return t, refusal[sel.kind]
+			return t, refusal(sel.kind)
 		}
 	}
 	if err != nil {
@@ -259,14 +461,14 @@ func (b *Broker) namespaceOf(ctx context.Context, t ledger.Trial, sel selector) 
 		}
 		if !fixed {
 			if !ident.ValidNamespace(sel.namespace) {
-				return ledger.Namespace{}, refusal[credSelect]
+				return ledger.Namespace{}, refusal(credSelect)
 			}
 			name = sel.namespace
 		}
 	}
 	ns, err := b.ledger.Namespace(ctx, name)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && ns.TrialID != t.ID) {
-		return ns, refusal[sel.kind]
+		return ns, refusal(sel.kind)
 	}
 	if err != nil {
 		return ns, b.storeErr("namespace", err)
@@ -275,14 +477,16 @@ func (b *Broker) namespaceOf(ctx context.Context, t ledger.Trial, sel selector) 
 }
 
 // opens checks in constant time that the credential sel presents opens t:
-// it must be of a kind c's row accepts; a shared surface's trial was found
-// by the credential's digest, and is checked again here for the
-// credential's profile; a trial-bound grant's trial must be the one a
+// it must be of a kind c's row accepts, and is compared with that kind's
+// keys for the trial's profile and checked by its rules (policy.go); a
+// shared surface's trial was found by the credential's digest, and is
+// checked again here; a trial-bound grant's trial must be the one a
 // presented credential opens.
 func (b *Broker) opens(t *target, sel selector, c caller) error {
-	tr, ns, kind, bind := t.trial, t.ns, &t.credential, c.bind
-	if !slices.Contains(c.accepts, sel.kind) {
-		return refusal[sel.kind]
+	tr, ns, bind := t.trial, t.ns, c.bind
+	cr := c.accepted(sel.kind)
+	if cr == nil {
+		return refusal(sel.kind)
 	}
 	ok := false
 	switch sel.kind {
@@ -290,41 +494,61 @@ func (b *Broker) opens(t *target, sel selector, c caller) error {
 		// The trail names the secret the credential was (or, refused,
 		// the profile's first).
 		var which secret
-		which, ok = opener(sel.credential, tr, ns, keys[sel.kind][tr.Profile])
-		*kind = secretNames[which]
-		if sel.kind == credAuth && sel.port > 0 && sel.port != tr.SMTPPort {
-			// AUTH on one trial's own port opens that trial only: another
-			// trial's token there is refused as a wrong one is.
+		which, ok = opener(sel.credential, tr, ns, cr.keys[tr.Profile])
+		t.credential = string(which)
+		if cr.rules.has(authPortMatches) && sel.port > 0 && sel.port != tr.SMTPPort {
 			ok = false
 		}
 	case credPort:
 		// A trial-bound writer's plain SMTP is its trial's; a shared one's
 		// port was looked up.
-		ok = bind == bindTrial || (sel.port > 0 && sel.port == tr.SMTPPort)
+		ok = bind == bindTrial || (cr.rules.has(portOwned) && sel.port > 0 && sel.port == tr.SMTPPort)
 	case credDoor:
-		// The trial was looked up by the door's key (or cached under it):
-		// only a shared writer serves doors.
-		ok = bind == bindCredential && sel.door != ""
+		// The trial was looked up by the door's key (or cached under it).
+		ok = cr.rules.has(sharedDoorsOnly) && bind == bindCredential && sel.door != ""
 	case credSelect:
 		if ns.Name != sel.namespace {
 			return nil // an authoring trial's fixed listener, after a rotation
 		}
-		_, ok = opener(sel.credential, tr, ns, keys[credSelect][tr.Profile])
+		_, ok = opener(sel.credential, tr, ns, cr.keys[tr.Profile])
 	case credBootstrap, credInbox:
-		_, ok = opener(sel.credential, tr, ns, keys[sel.kind][tr.Profile])
+		_, ok = opener(sel.credential, tr, ns, cr.keys[tr.Profile])
 	case credSigV4:
 		ok = b.sigV4Opens(tr, ns, sel.proof, time.Now())
 	case credRead:
-		// A trial-bound inbox names nothing but, at most, its own
-		// namespace: its grant is its trial. (A gateway's capability was
-		// checked by byReadCapability.)
-		if bind == bindTrial && sel.namespace != "" && sel.namespace != ns.Name {
+		// Only a trial-bound inbox presents it here: its grant is its
+		// trial. (A gateway's capability was checked by byReadCapability.)
+		if cr.rules.has(ownNamespaceOnly) && bind == bindTrial && sel.namespace != "" && sel.namespace != ns.Name {
 			return rpc.Errorf(rpc.CodePermissionDenied, "this grant reads only its own namespace")
 		}
 		ok = bind == bindTrial
 	}
 	if !ok {
-		return refusal[sel.kind]
+		return refusal(sel.kind)
+	}
+	return nil
+}
+
+// operatorOpens checks that the grant an operator's call presents is
+// valid, unrevoked and a grant of the principal its credential names (the
+// admin's), looked up by its digest as every grant is.
+func (b *Broker) operatorOpens(ctx context.Context, sel selector, c caller) error {
+	cr := c.accepted(sel.kind)
+	if cr == nil {
+		return refusal(sel.kind)
+	}
+	if !strings.HasPrefix(sel.credential, ident.GrantPrefix) {
+		return cr.refused
+	}
+	g, err := b.ledger.Grant(ctx, ident.Digest(sel.credential))
+	if errors.Is(err, ledger.ErrNotFound) {
+		return cr.refused
+	}
+	if err != nil {
+		return b.storeErr("grant", err)
+	}
+	if g.Revoked || principalOf(g) != *cr.grantOf {
+		return cr.refused
 	}
 	return nil
 }
@@ -334,7 +558,7 @@ func (b *Broker) opens(t *target, sel selector, c caller) error {
 // names the first.
 func opener(credential string, tr ledger.Trial, ns ledger.Namespace, secrets []secret) (secret, bool) {
 	if len(secrets) == 0 {
-		return 0, false
+		return "", false
 	}
 	which, ok := secrets[0], false
 	for _, s := range secrets {
@@ -368,8 +592,8 @@ func digestOf(s secret, tr ledger.Trial, ns ledger.Namespace) []byte {
 // its time: a missing namespace costs the same one store round trip and
 // one constant-time comparison (against a digest nothing opens) as a real
 // one with a wrong capability, and neither is written into a trail.
-func (b *Broker) byReadCapability(ctx context.Context, role rpc.Role, sel selector) (target, error) {
-	t := target{role: role, credential: credentialNames[credRead]}
+func (b *Broker) byReadCapability(ctx context.Context, v *view, sel selector) (target, error) {
+	t := target{view: v, credential: readCred.name}
 	if !ident.ValidNamespace(sel.namespace) {
 		return t, rpc.Errorf(rpc.CodeInvalidNamespace, "invalid namespace")
 	}
@@ -383,11 +607,11 @@ func (b *Broker) byReadCapability(ctx context.Context, role rpc.Role, sel select
 		digest = nothingOpens
 	}
 	if !ident.Equal(sel.credential, digest) || !found {
-		return t, refusal[credRead]
+		return t, refusal(credRead)
 	}
 	t.trial, err = b.ledger.Trial(ctx, ns.TrialID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && t.trial.Expired(time.Now())) {
-		return t, refusal[credRead]
+		return t, refusal(credRead)
 	}
 	if err != nil {
 		return t, b.storeErr("trial", err)

@@ -98,16 +98,16 @@ func (b *Broker) storeErr(op string, err error) *rpc.Error {
 }
 
 // Health reports the store's state.
-func (b *Broker) Health(ctx context.Context, role rpc.Role) rpc.HealthResponse {
-	h := rpc.HealthResponse{Role: role, Store: "ok", EvidencePublicKey: b.PublicKey()}
-	if role == rpc.RoleAdmin {
+func (b *Broker) Health(ctx context.Context, c caller, _ *rpc.Empty) (rpc.HealthResponse, error) {
+	h := rpc.HealthResponse{Role: c.role, Store: "ok", EvidencePublicKey: b.PublicKey()}
+	if c.unbounds {
 		h.UnboundRefusals = b.unbound.n.Load()
 	}
 	if err := b.ping(ctx); err != nil {
 		b.log.Warn().Err(err).Msg("health: store unavailable")
 		h.Store = "unavailable"
 	}
-	return h
+	return h, nil
 }
 
 func (b *Broker) ping(ctx context.Context) error {
@@ -321,7 +321,7 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	if req.WaitMillis < 0 || req.After < 0 {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "wait_ms and after must not be negative")
 	}
-	if !views[t.role].recipient {
+	if !t.view.recipient {
 		req.Recipient = "" // it sees the whole namespace
 	}
 	ns := t.ns
@@ -353,7 +353,7 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 	if err != nil {
 		return nil, err
 	}
-	if views[t.role].agent && len(msgs) > 0 {
+	if t.view.agent && len(msgs) > 0 {
 		if err := b.markUnread(ctx, t, msgs); err != nil {
 			return nil, err
 		}
@@ -386,7 +386,7 @@ func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message) e
 func (b *Broker) stillOpen(ctx context.Context, t target) error {
 	ns, err := b.ledger.Namespace(ctx, t.ns.Name)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && ns.TrialID != t.ns.TrialID) {
-		return refusal[views[t.role].closed]
+		return refusal(t.view.closed)
 	}
 	if err != nil {
 		return b.storeErr("namespace", err)
@@ -482,7 +482,7 @@ func (b *Broker) load(ctx context.Context, t target, e ledger.Entry) (rpc.Messag
 	if mailmsg.SameAddress(x.FromAddress, e.From) {
 		m.FromName = x.FromName
 	}
-	v := views[t.role]
+	v := t.view
 	if v.agent {
 		m.HTMLText = x.HTMLText // its MCP tools show it
 	} else {

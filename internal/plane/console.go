@@ -114,7 +114,7 @@ func (b *Broker) subjectIn(ctx context.Context, name, s string, budget int) (hit
 	if err != nil {
 		return false, 0, b.storeErr("entries", err)
 	}
-	t := target{role: rpc.RoleConsole, ns: ns}
+	t := target{view: operatorView, ns: ns}
 	for _, e := range entries {
 		if used == budget {
 			return false, used, nil
@@ -314,24 +314,4 @@ func (b *Broker) consoleVersion(ctx context.Context, ns string) (uint64, error) 
 	var e struct{ Seq uint64 }
 	json.Unmarshal([]byte(lines[0]), &e)
 	return e.Seq, nil
-}
-
-// checkOperator accepts a valid, unrevoked admin grant, looked up by its
-// digest as every grant is.
-func (b *Broker) checkOperator(ctx context.Context, grant string) error {
-	refused := rpc.Errorf(rpc.CodeUnauthenticated, "the operator's credential is not a valid admin grant")
-	if !strings.HasPrefix(grant, ident.GrantPrefix) {
-		return refused
-	}
-	g, err := b.ledger.Grant(ctx, ident.Digest(grant))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return refused
-	}
-	if err != nil {
-		return b.storeErr("grant", err)
-	}
-	if g.Revoked || rpc.Role(g.Role) != rpc.RoleAdmin {
-		return refused
-	}
-	return nil
 }

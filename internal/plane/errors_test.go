@@ -90,13 +90,13 @@ func (p *socketPlane) call(t *testing.T, method, body string) (int, string) {
 
 // withMethod adds a row to the authorization table for one test: the
 // test-only way to put a buggy handler behind the real server.
-func withMethod(t *testing.T, name string, h handler) {
+func withMethod(t *testing.T, name string, run func(*Broker, context.Context, caller, framing, []byte) (any, error)) {
 	t.Helper()
-	if _, ok := methods[name]; ok {
+	if _, ok := byMethod[name]; ok {
 		t.Fatalf("method %s exists", name)
 	}
-	methods[name] = method{roles: map[principal]binding{admin: bindPlane}, call: h}
-	t.Cleanup(func() { delete(methods, name) })
+	byMethod[name] = &row{method: name, who: map[principal]access{admin: {bind: bindPlane}}, call: handler{run: run}}
+	t.Cleanup(func() { delete(byMethod, name) })
 }
 
 // TestErrorAnswers: over the plane's socket, a bad request is a 4xx

@@ -211,9 +211,9 @@ func bootstrapEvent(t target, _ *rpc.BootstrapRequest, _ rpc.BootstrapResponse, 
 // not_found.
 func readEvent(action string) func(target, *rpc.ReadRequest, []int64, error) *evidence.Event {
 	return func(t target, req *rpc.ReadRequest, ids []int64, err error) *evidence.Event {
-		e := &evidence.Event{Door: views[t.role].door, Action: action, Credential: t.credential,
+		e := &evidence.Event{Door: t.view.door, Action: action, Credential: t.credential,
 			Recipient: address(req.Recipient), MessageIDs: ids}
-		if views[t.role].agent {
+		if t.view.agent {
 			e.Door = agentDoor(req)
 			if action == rpc.MethodGet && req.Door != rpc.DoorInboxFrame {
 				e.Action = evidence.ActionOpen // the agent opened a message (its frame is a get)

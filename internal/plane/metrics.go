@@ -88,9 +88,10 @@ func outcomeOf(err error) string {
 // metered counts a send row's calls by door and outcome and times them;
 // the door is read from the send's frame, as the plane's send reads it.
 func metered(h handler) handler {
-	return func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+	next := h.run
+	h.run = func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
 		start := time.Now()
-		resp, err := h(b, ctx, c, f, body)
+		resp, err := next(b, ctx, c, f, body)
 		var req struct {
 			Via rpc.Via `json:"via"`
 		}
@@ -101,13 +102,15 @@ func metered(h handler) handler {
 		b.metrics.latency.WithLabelValues(rpc.MethodSend).Observe(time.Since(start).Seconds())
 		return resp, err
 	}
+	return h
 }
 
 // meteredRefusal counts the writer's refusal of a malformed request as
 // a refused send of its door, whatever its credential opened.
 func meteredRefusal(h handler) handler {
-	return func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
-		resp, err := h(b, ctx, c, f, body)
+	next := h.run
+	h.run = func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+		resp, err := next(b, ctx, c, f, body)
 		var req struct {
 			Via rpc.Via `json:"via"`
 		}
@@ -119,23 +122,26 @@ func meteredRefusal(h handler) handler {
 		b.metrics.sends.WithLabelValues(sendDoor(req.Via), o).Inc()
 		return resp, err
 	}
+	return h
 }
 
-// meteredRead counts a read row's calls by the door of its caller's role
+// meteredRead counts a read row's calls by the door of its caller's view
 // and times those that did not wait (a wait's time is its caller's, not
 // the plane's; its wake-up is timed by waitFor). The read itself says
 // whether it waits (markWaits), so the request is decoded once.
 func meteredRead(h handler) handler {
-	return func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
+	next := h.run
+	h.run = func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
 		start := time.Now()
 		var waits bool
-		resp, err := h(b, context.WithValue(ctx, waitsKey{}, &waits), c, f, body)
-		b.metrics.reads.WithLabelValues(views[c.role].door, outcomeOf(err)).Inc()
+		resp, err := next(b, context.WithValue(ctx, waitsKey{}, &waits), c, f, body)
+		b.metrics.reads.WithLabelValues(c.view.door, outcomeOf(err)).Inc()
 		if !waits {
 			b.metrics.latency.WithLabelValues("read").Observe(time.Since(start).Seconds())
 		}
 		return resp, err
 	}
+	return h
 }
 
 // waitsKey is the context key of a metered read's flag that it waits.

@@ -1,11 +1,6 @@
 package plane
 
-import (
-	"crypto/sha256"
-	"sync"
-
-	"github.com/websitebench/mailplane/internal/ledger"
-)
+import "sync"
 
 // policyCacheEntries bounds each policy cache; a full cache starts over.
 // Entries are made only by credentials that open a trial, so an attacker
@@ -51,38 +46,4 @@ func (c *policyCache[K, V]) put(gen uint64, k K, v V) {
 		c.gen, c.m = gen, map[K]V{}
 	}
 	c.m[k] = v
-}
-
-// bindKey is what resolve binds a call by: the grant's binding and trial,
-// and what the call presents (its credential only as a digest).
-type bindKey struct {
-	bind      binding
-	trial     int64
-	kind      credKind
-	digest    [sha256.Size]byte
-	namespace string
-	port      int
-	door      string
-}
-
-func keyOf(c caller, sel selector) bindKey {
-	k := bindKey{bind: c.bind, trial: c.trial, kind: sel.kind, namespace: sel.namespace, port: sel.port, door: sel.door}
-	if sel.credential != "" {
-		k.digest = sha256.Sum256([]byte(sel.credential))
-	}
-	return k
-}
-
-// boundTo is a cached binding: the trial and namespace a call was bound
-// to. The namespace's counters are not kept (they change with every send;
-// nothing that binds a call reads them).
-type boundTo struct {
-	trial ledger.Trial
-	ns    ledger.Namespace
-}
-
-func boundToOf(t target) boundTo {
-	ns := t.ns
-	ns.NextSeq, ns.MessageCount, ns.ByteCount = 0, 0, 0
-	return boundTo{trial: t.trial, ns: ns}
 }

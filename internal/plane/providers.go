@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -31,12 +30,12 @@ func ephemeralKey() []byte {
 
 // providers is a trial's part of a bundle for the writer's
 // provider-compatible send APIs at writerURL: the token that opens its
-// mail API (a candidate's mail-API token, another profile's bootstrap
-// token: keys) for SendGrid, Postmark and Mailgun, and for SES the
+// mail API (its profile's apiToken: a candidate's mail-API token,
+// another profile's bootstrap token) for SendGrid, Postmark and Mailgun, and for SES the
 // trial's key pair, made from that token with the plane's SES key.
 func (b *Broker) providers(writerURL string, id rpc.Identity) *rpc.Providers {
 	token := id.MailAPIToken
-	if keyedByBootstrap(id.Profile) {
+	if profileOf(id.Profile).apiToken == secretBootstrapToken {
 		token = id.BootstrapToken
 	}
 	return &rpc.Providers{
@@ -55,17 +54,10 @@ var sesSecret = sigv4.Secret
 // writeDigest is the digest of the token providers hands out for trial
 // tr, which its SES secret is made from.
 func writeDigest(tr ledger.Trial) []byte {
-	if keyedByBootstrap(tr.Profile) {
+	if profileOf(tr.Profile).apiToken == secretBootstrapToken {
 		return tr.BootstrapToken
 	}
 	return tr.MailAPIToken
-}
-
-// keyedByBootstrap reports whether a trial of profile opens its mail API
-// with its bootstrap token rather than a mail-API token (keys).
-func keyedByBootstrap(profile string) bool {
-	ks := keys[credWrite][profile]
-	return len(ks) > 0 && ks[0] == secretBootstrapToken
 }
 
 // sigV4Opens reports whether proof is a valid SES signature for trial tr,
@@ -98,8 +90,8 @@ func (b *Broker) bySigV4(ctx context.Context, c caller, sel selector, t target) 
 	}
 	now := time.Now()
 	ok := b.sigV4Opens(tr, ns, sel.proof, now)
-	if !found || !ok || tr.Expired(now) || !slices.Contains(c.accepts, credSigV4) {
-		return t, refusal[credSigV4] // t names no namespace: the refusal is only counted
+	if !found || !ok || tr.Expired(now) || c.accepted(credSigV4) == nil {
+		return t, refusal(credSigV4) // t names no namespace: the refusal is only counted
 	}
 	t.trial, t.ns = tr, ns
 	return t, nil

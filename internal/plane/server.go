@@ -1,6 +1,6 @@
 // Package plane is mail-plane's broker: an HTTP/1.1 + JSON server on one
 // Unix socket that authenticates every connection by SO_PEERCRED and every
-// call by a grant, authorizes it from one table (authz.go), and answers it
+// call by a grant, authorizes it from one table (policy.go), and answers it
 // from the ledger and the message store (broker.go, trials.go).
 package plane
 
@@ -29,7 +29,7 @@ import (
 )
 
 // Timeouts of the RPC server. A call's own deadline (from the caller) is
-// honoured up to callLimit; a waiting read gets rpc.MaxWait on top.
+// honoured up to callLimit; a waiting call gets its row's wait on top.
 const (
 	DefaultReadTimeout = 10 * time.Second
 	callLimit          = 15 * time.Second
@@ -112,6 +112,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		return method, writeJSON(w, status, e, e.Code)
 	}
 	version, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	// The kernel's word first, as at ttrpc's handshake: a peer that no
+	// role admits is refused before anything it sent is looked at.
+	cred, ok := r.Context().Value(credKey{}).(peercred.Cred)
+	if !ok || !s.peers.AdmitsAny(cred, rpc.RoleNames) {
+		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
+	}
 	if version != rpc.Version {
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnsupportedVersion, "this plane speaks protocol %s", rpc.Version))
 	}
@@ -119,18 +125,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		w.Header().Set("Allow", http.MethodPost)
 		return fail(http.StatusMethodNotAllowed, rpc.Errorf(rpc.CodeBadRequest, "calls are POST"))
 	}
-	m, ok := methods[method]
+	m, ok := byMethod[method]
 	if !ok {
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnknownMethod, "no such method"))
 	}
 	if r.ContentLength > rpc.MaxRequestBytes {
 		return fail(http.StatusRequestEntityTooLarge, rpc.Errorf(rpc.CodeFrameTooLarge, "request exceeds %d bytes", rpc.MaxRequestBytes))
-	}
-	// The kernel's word first, as at ttrpc's handshake: a peer that no
-	// role admits is refused before its grant is even looked up.
-	cred, ok := r.Context().Value(credKey{}).(peercred.Cred)
-	if !ok || !s.peers.AdmitsAny(cred, rpc.RoleNames) {
-		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
 	}
 	grant, ok, err := s.grant(r)
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not use a %s grant", grant.Role))
 	}
 	p := principalOf(grant)
-	bind, ok := m.roles[p]
+	a, ok := m.who[p]
 	if !ok {
 		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", p, method))
 	}
@@ -158,11 +158,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 		}
 		return fail(http.StatusBadRequest, rpc.Errorf(rpc.CodeBadRequest, "incomplete request"))
 	}
-	result, e := s.call(m, ctx, method, caller{role: p.role, trial: grant.TrialID, bind: bind, accepts: m.accepts}, body)
+	result, e := s.call(m, ctx, caller{role: p.role, trial: grant.TrialID, access: a, accepts: m.accepts}, body)
 	if e != nil {
 		return fail(statusOf(e.Code), e)
 	}
 	return method, writeJSON(w, http.StatusOK, result, "")
+}
+
+// caller is who is calling, as the server established it from the peer's
+// credentials and the grant.
+type caller struct {
+	role  rpc.Role
+	trial int64 // the grant's trial, for bindTrial
+	access
+	accepts []*credential // the kinds of credential its method's row accepts
+}
+
+// principalOf is who holds g: a writer's or inbox's grant with no trial
+// is a shared surface's.
+func principalOf(g ledger.Grant) principal {
+	role := rpc.Role(g.Role)
+	return principal{role: role, shared: g.TrialID == 0 && (role == rpc.RoleWriter || role == rpc.RoleInbox)}
 }
 
 // errInternal is the answer to a handler's bug: fixed, naming nothing of
@@ -173,7 +189,8 @@ var errInternal = rpc.Errorf(rpc.CodeInternal, "the plane failed to answer this 
 // (the broker turns every store failure into one, by storeErr); any other
 // error, and a panic, is a bug in the plane: answered 500, never as an
 // outage nor as a refusal, and logged without the call's body.
-func (s *Server) call(m method, ctx context.Context, method string, c caller, body []byte) (result any, rerr *rpc.Error) {
+func (s *Server) call(m *row, ctx context.Context, c caller, body []byte) (result any, rerr *rpc.Error) {
+	method := m.method
 	defer func() {
 		if v := recover(); v != nil {
 			// A runtime error's text is the code's (an index, a nil map),
@@ -186,7 +203,7 @@ func (s *Server) call(m method, ctx context.Context, method string, c caller, bo
 			result, rerr = nil, errInternal
 		}
 	}()
-	result, err := m.call(s.broker, ctx, c, m.framing, body)
+	result, err := m.call.run(s.broker, ctx, c, m.framing, body)
 	if err == nil {
 		return result, nil
 	}
@@ -221,63 +238,30 @@ func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
 	return g, true, nil
 }
 
-// callContext bounds a call by the caller's deadline header, by callLimit,
-// and for a waiting read by its wait on top. A call runs to its end even
-// if its caller half-closes the connection (HTTP/1.0 clients do, after a
-// whole request); only a waiting call (its row's waits: a read, the
+// callContext bounds a call by the caller's deadline header, and by
+// callLimit plus its row's wait bound (docs/rpc.md). A call runs to its
+// end even if its caller half-closes the connection (HTTP/1.0 clients do,
+// after a whole request); only a waiting call (its row waits: a read, the
 // supervisor's ports.sync) stops when its caller goes away.
-func (s *Server) callContext(r *http.Request, waits bool) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(callLimit + rpc.MaxWait)
-	if h := r.Header.Get(rpc.DeadlineHeader); h != "" {
-		if t, err := time.Parse(time.RFC3339Nano, h); err == nil && t.Before(deadline) {
+func (s *Server) callContext(r *http.Request, waits time.Duration) (context.Context, context.CancelFunc) {
+	parent := context.WithoutCancel(r.Context())
+	if waits > 0 {
+		parent = r.Context()
+	}
+	return context.WithDeadline(parent, callDeadline(time.Now(), r.Header.Get(rpc.DeadlineHeader), waits))
+}
+
+// callDeadline is the deadline of a call that starts at now, whose caller
+// asked for header's (RFC 3339; "" or unreadable: none) and whose row
+// waits up to waits.
+func callDeadline(now time.Time, header string, waits time.Duration) time.Time {
+	deadline := now.Add(callLimit + waits)
+	if header != "" {
+		if t, err := time.Parse(time.RFC3339Nano, header); err == nil && t.Before(deadline) {
 			deadline = t
 		}
 	}
-	parent := context.WithoutCancel(r.Context())
-	if waits {
-		parent = r.Context()
-	}
-	return context.WithDeadline(parent, deadline)
-}
-
-// errFraming is a row whose framing its request type cannot take: a bug
-// in the table, answered 500 (Server.call).
-var errFraming = errors.New("the row's framing does not fit its request")
-
-// decode reads a call's request as its row frames it: JSON, or a send's
-// frame (rpc.SendRequest.Frame).
-func decode(f framing, body []byte, v any) error {
-	switch f {
-	case frameJSON:
-		return decodeJSON(body, v)
-	case frameSend:
-		s, ok := v.(*rpc.SendRequest)
-		if !ok {
-			return errFraming
-		}
-		head, raw, ok := rpc.SplitSendFrame(body)
-		if !ok {
-			return rpc.Errorf(rpc.CodeBadRequest, "a send is framed as one line of JSON, a newline, then the message")
-		}
-		if err := decodeJSON(head, s); err != nil {
-			return err
-		}
-		s.Raw = raw
-		return nil
-	}
-	return errFraming
-}
-
-func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return rpc.Errorf(rpc.CodeBadRequest, "malformed request body")
-	}
-	if dec.More() {
-		return rpc.Errorf(rpc.CodeBadRequest, "trailing data after the request body")
-	}
-	return nil
+	return deadline
 }
 
 func statusOf(code string) int {

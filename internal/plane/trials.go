@@ -15,8 +15,6 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-var profiles = []string{rpc.ProfileCandidate, rpc.ProfileSidecar, rpc.ProfileAuthoring}
-
 // CreateTrial mints a trial's whole identity from the CSPRNG, stores only
 // digests of its secrets (and the one capability /internal/bootstrap hands
 // out), and returns the identity once. Its writer and inbox grants bind
@@ -35,7 +33,7 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
 	}
-	if !slices.Contains(profiles, req.Profile) {
+	if profileOf(req.Profile).name == "" {
 		return rpc.Identity{}, ledger.Trial{}, rpc.Errorf(rpc.CodeBadRequest, "profile must be candidate, sidecar or authoring")
 	}
 	if req.Namespace == "" {

@@ -14,9 +14,20 @@ import (
 	"time"
 )
 
-// DefaultTimeout bounds a call whose context has no deadline. Waiting reads
-// get their wait on top.
+// DefaultTimeout bounds a call whose context has no deadline. A call of a
+// waiting method gets its wait bound (WaitBound) on top.
 const DefaultTimeout = 10 * time.Second
+
+// waitBounds are the methods that may wait, each with the longest it
+// waits: the plane's policy table's waits column (a plane test holds them
+// equal; this module cannot import the plane).
+var waitBounds = map[string]time.Duration{
+	MethodList: MaxWait, MethodLatest: MaxWait, MethodEvents: MaxWait,
+	MethodPortsSync: MaxWait, MethodConsoleWait: MaxWait,
+}
+
+// WaitBound is the longest a call of method may wait; 0 if it does not.
+func WaitBound(method string) time.Duration { return waitBounds[method] }
 
 // Client calls the plane over its Unix socket. It is safe for concurrent use
 // and keeps connections alive between calls.
@@ -69,19 +80,8 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // *Error: the plane's own, or CodePlaneUnavailable when it cannot be asked.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if _, ok := ctx.Deadline(); !ok {
-		timeout := DefaultTimeout
-		switch r := req.(type) {
-		case *ReadRequest:
-			timeout += time.Duration(r.WaitMillis) * time.Millisecond
-		case *PortsSyncRequest:
-			timeout += time.Duration(r.WaitMillis) * time.Millisecond
-		case *EventsRequest:
-			timeout += time.Duration(r.WaitMillis) * time.Millisecond
-		case *ConsoleWaitRequest:
-			timeout += time.Duration(r.WaitMillis) * time.Millisecond
-		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout+WaitBound(method))
 		defer cancel()
 	}
 	body, ctype, err := encode(req)
