@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,13 +162,13 @@ func (b *Broker) Metrics(ctx context.Context, _ *rpc.MetricsRequest) (rpc.Metric
 	b.metrics.storeUp.Set(up)
 	families, err := b.metrics.reg.Gather()
 	if err != nil {
-		return rpc.MetricsResponse{}, rpc.Errorf(rpc.CodeBadRequest, "metrics: %v", err)
+		return rpc.MetricsResponse{}, fmt.Errorf("metrics: %w", err) // a bug: Server.call answers 500
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range families {
 		if err := enc.Encode(f); err != nil {
-			return rpc.MetricsResponse{}, rpc.Errorf(rpc.CodeBadRequest, "metrics: %v", err)
+			return rpc.MetricsResponse{}, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	return rpc.MetricsResponse{Text: buf.String()}, nil
