@@ -80,8 +80,8 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return evidence.Accepted
-	case rpc.IsOutage(err):
-		return evidence.Failed
+	case rpc.ClassOf(err) != rpc.Refused:
+		return evidence.Failed // an outage or a bug
 	}
 	return evidence.Refused
 }
@@ -114,7 +114,7 @@ func meteredRefusal(h handler) handler {
 		}
 		json.Unmarshal(body, &req)
 		o := evidence.Refused
-		if rpc.IsOutage(err) {
+		if err != nil && rpc.ClassOf(err) != rpc.Refused {
 			o = evidence.Failed
 		}
 		b.metrics.sends.WithLabelValues(sendDoor(req.Via), o).Inc()
