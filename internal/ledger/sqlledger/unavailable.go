@@ -20,7 +20,14 @@ import (
 // is busy, full or out of time. Any other error of the ledger's (a
 // constraint the code broke, a corrupt file, a row that does not scan) is
 // a bug, which waiting does not mend: the plane answers it 500.
-func (l *DB) Unavailable(err error) bool { return unavailable(err) }
+func (l *DB) Unavailable(err error) bool {
+	select {
+	case <-l.closed:
+		return err != nil // closed: whatever failed, the ledger cannot answer
+	default:
+	}
+	return unavailable(err)
+}
 
 func unavailable(err error) bool {
 	if err == nil {
@@ -30,10 +37,6 @@ func unavailable(err error) bool {
 		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) {
-		return true
-	}
-	// database/sql's own error for a closed *sql.DB is not exported.
-	if strings.HasPrefix(err.Error(), "sql: database is closed") {
 		return true
 	}
 	var se *sqlite.Error
