@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -376,5 +377,86 @@ func TestStoppedStoreIsAnOutage(t *testing.T) {
 	itest.Eventually(t, "the writer to send again", itest.Bound, func() bool { return send() == http.StatusOK })
 	if r, pg := read(), page(); r != 200 || pg != 200 {
 		t.Errorf("reads with the store back: gateway %d, inbox %d", r, pg)
+	}
+}
+
+// TestHandlerBugAtTheDoors: the real plane, built with a handler that
+// panics (get) and one that fails with a plain error (list) — the
+// planebughook tag, which no release binary has — answers 500
+// internal_error, and the gateway, the inbox page and MCP answer their
+// 500 (-32603), never 503; the plane logs each with its method.
+func TestHandlerBugAtTheDoors(t *testing.T) {
+	t.Parallel()
+	dir := itest.ShortTempDir(t)
+	build := exec.Command("go", "build", "-tags", "planebughook", "-o", dir+"/", "./cmd/mail-plane")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags planebughook: %v\n%s", err, out)
+	}
+	p := &itest.Plane{Socket: filepath.Join(dir, "run", "plane.sock"), Data: filepath.Join(dir, "data")}
+	cmd := exec.Command(filepath.Join(dir, "mail-plane"), "--log-level", "debug", "serve", "--socket", p.Socket, "--data", p.Data)
+	cmd.Env = append(os.Environ(), "MAILPLANE_TEST_FAIL=get=panic,list=error")
+	p.Proc = itest.StartCmd(t, cmd, "mail-plane")
+	itest.Eventually(t, "the plane to answer", itest.Bound, func() bool {
+		g, err := rpc.ReadSecretFile(filepath.Join(p.Data, "admin.grant"))
+		if err != nil {
+			return false
+		}
+		if p.Admin == nil {
+			p.Admin = p.Client(t, g)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = p.Admin.Health(ctx)
+		return err == nil
+	})
+	id := p.Trial(t, rpc.ProfileCandidate)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Client(t, id.WriterGrant).Send(ctx, &rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"agent@example.com"},
+		Raw: []byte("Subject: bug\r\n\r\nbody\r\n")}); err != nil {
+		t.Fatal(err)
+	}
+	gw := itest.StartGateway(t, p)
+	in := itest.StartInbox(t, p, id.InboxGrant, id.InboxToken)
+	hc := httpClient(2)
+	ask := func(method, u string, header map[string]string, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + id.ReadCapability}
+	for what, path := range map[string]string{"gateway get (a panic)": "/messages/1", "gateway list (an error)": "/messages"} {
+		if s, b := ask(http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+path, bearer, ""); s != 500 || !strings.Contains(b, `"error":"internal_error"`) {
+			t.Errorf("%s: %d %s, want 500 internal_error", what, s, b)
+		}
+	}
+	if s, b := ask(http.MethodGet, in.URL+"/inbox/"+id.InboxToken, nil, ""); s != 500 {
+		t.Errorf("inbox page (list, an error): %d %s, want 500", s, b)
+	}
+	s, b := ask(http.MethodPost, in.URL+"/mcp/"+id.InboxToken, map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_message","arguments":{"id":1}}}`)
+	if !strings.Contains(mcpJSON(b), `"code":-32603`) {
+		t.Errorf("MCP read_message (get, a panic): %d %s, want JSON-RPC -32603", s, b)
+	}
+	out := p.Output()
+	for _, want := range []string{`"method":"get","panic":"assignment to entry in nil map"`, `"method":"list","error":"a handler's own failure`, `"method":"get","code":"internal_error"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plane's log does not say %s:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{id.ReadCapability, id.InboxToken} {
+		if strings.Contains(out+gw.Output()+in.Output(), secret) {
+			t.Error("a credential reached a log")
+		}
 	}
 }

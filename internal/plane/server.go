@@ -166,6 +166,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	return method, writeJSON(w, http.StatusOK, result, "")
 }
 
+// failHandler, when set, runs before every handler and may panic or fail
+// it: a test's way to put a handler bug behind the real binary. Only a
+// plane built with -tags planebughook sets it (failhandler.go); make
+// build never does.
+var failHandler func(method string) error
+
 // errInternal is the answer to a handler's bug: fixed, naming nothing of
 // the call; what went wrong goes to the log.
 var errInternal = rpc.Errorf(rpc.CodeInternal, "the plane failed to answer this call")
@@ -187,6 +193,12 @@ func (s *Server) call(m method, ctx context.Context, method string, c caller, bo
 			result, rerr = nil, errInternal
 		}
 	}()
+	if failHandler != nil {
+		if err := failHandler(method); err != nil {
+			s.log.Error().Str("method", method).Err(err).Msg("handler failed")
+			return nil, errInternal
+		}
+	}
 	result, err := m.call(s.broker, ctx, c, m.framing, body)
 	if err == nil {
 		return result, nil
