@@ -227,7 +227,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	var v rpc.ConsoleWaitResponse
 	if err := c.call(r.Context(), rpc.MethodConsoleWait, &rpc.ConsoleWaitRequest{Operator: rpc.Operator{AdminGrant: grant}}, &v); err != nil {
-		if code := rpc.CodeOf(err); code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied {
+		if a, _ := planeAnswers.For(err); a.signIn {
 			c.render(w, http.StatusUnauthorized, "login", pageData{Title: "Sign in", Next: next, Error: "That is not the admin grant."})
 			return
 		}

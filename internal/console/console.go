@@ -10,7 +10,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -191,29 +190,53 @@ func (c *Console) call(ctx context.Context, method string, req, resp any) error 
 	return c.plane.Call(ctx, method, req, resp)
 }
 
-// fail answers a plane error: a credential the plane refused is 401 (and
-// ends the session that carried it), an outage 503, the rest as they are.
+// answer is the console's page for a plane error; signIn ends the
+// session that carried the credential the plane refused and asks for the
+// grant again (401).
+type answer struct {
+	signIn          bool
+	status          int
+	title, sentence string
+}
+
+// planeAnswers is the console's answer to each class of plane error: a
+// refused credential signs out, an outage is 503, a bug 500; a refusal
+// not named here is the console's bug.
+var planeAnswers = rpc.Answers[answer]{
+	Refused: map[string]answer{
+		rpc.CodeUnauthenticated:  {signIn: true},
+		rpc.CodePermissionDenied: {signIn: true},
+		rpc.CodeNotFound:         {status: http.StatusNotFound, title: "Not found", sentence: "No such trial."},
+		rpc.CodeInvalidNamespace: {status: http.StatusNotFound, title: "Not found", sentence: "No such trial."},
+		rpc.CodeBadRequest:       {status: http.StatusBadRequest, title: "Bad request", sentence: "The plane refused this request."},
+	},
+	Outage: answer{status: http.StatusServiceUnavailable, title: "Unavailable", sentence: "The plane or its store is unavailable; try again shortly."},
+	Bug:    answer{status: http.StatusInternalServerError, title: "Internal error", sentence: "The console could not answer; its log says why."},
+}
+
+// fail answers a plane error, from planeAnswers.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v visit, err error) {
-	code := rpc.CodeOf(err)
-	switch {
-	case r.Context().Err() != nil:
+	if r.Context().Err() != nil {
 		// The browser left (a page closed while its stream waited): no one
 		// to answer, nothing to log.
-	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
+		return
+	}
+	a, class := planeAnswers.For(err)
+	code := rpc.CodeOf(err)
+	switch class {
+	case rpc.Outage:
+		c.log.Warn().Str("code", code).Msg("the plane did not answer the console")
+	case rpc.Bug:
+		c.log.Error().Str("code", code).Msg("the plane failed or refused the console's call")
+	default:
+		c.log.Info().Str("code", code).Msg("the plane refused the console's call")
+	}
+	if a.signIn {
 		if v.sess != nil {
 			c.sessions.end(v.key)
 		}
 		c.unauthorized(w, r, strings.TrimPrefix(r.URL.Path, v.base))
-	case rpc.IsOutage(err):
-		c.log.Warn().Str("code", code).Msg("the plane did not answer the console")
-		c.notice(w, v, http.StatusServiceUnavailable, "Unavailable", "The plane or its store is unavailable; try again shortly.")
-	case code == rpc.CodeNotFound || code == rpc.CodeInvalidNamespace:
-		c.notice(w, v, http.StatusNotFound, "Not found", "No such trial.")
-	default:
-		var e *rpc.Error
-		if errors.As(err, &e) {
-			c.log.Info().Str("code", e.Code).Msg("the plane refused the console's call")
-		}
-		c.notice(w, v, http.StatusBadRequest, "Bad request", "The plane refused this request.")
+		return
 	}
+	c.notice(w, v, a.status, a.title, a.sentence)
 }

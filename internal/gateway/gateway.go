@@ -279,33 +279,38 @@ func (g *Gateway) health(w http.ResponseWriter, r *http.Request) (int, string) {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// planeError answers a refused or failed plane call. An outage is 503 and
-// never a refusal; a refusal is never 503.
+// planeAnswers is the gateway's answer to each class of plane error, by
+// the gateway's code (apiErrors has its status and body). A refusal not
+// named here is the plane refusing the gateway itself (a revoked or wrong
+// grant): the caller did nothing wrong, and retrying will not help.
+var planeAnswers = rpc.Answers[string]{
+	Refused: map[string]string{
+		rpc.CodeInvalidNamespace:   mailclient.CodeInvalidNamespace,
+		rpc.CodeForbidden:          mailclient.CodeForbidden,
+		rpc.CodeRecipientForbidden: mailclient.CodeRecipientForbidden,
+		rpc.CodeNotFound:           mailclient.CodeMessageNotFound,
+	},
+	Outage: mailclient.CodeUnavailable,
+	Bug:    mailclient.CodeInternal,
+}
+
+// planeError answers a refused or failed plane call, from planeAnswers.
 func (g *Gateway) planeError(w http.ResponseWriter, r *http.Request, err error) (int, string) {
-	code := rpc.CodeOf(err)
-	switch {
-	case r.Context().Err() != nil:
+	if r.Context().Err() != nil {
 		// The caller went away (or the gateway is stopping) while the plane
 		// was still answering: not an outage worth a warning. Should anyone
 		// still listen, it is told to try again.
 		g.log.Debug().Msg("request ended before the plane answered")
 		return writeError(w, mailclient.CodeUnavailable)
-	case rpc.IsOutage(err):
-		g.log.Warn().Err(err).Msg("plane unavailable")
-		return writeError(w, mailclient.CodeUnavailable)
-	case code == rpc.CodeInvalidNamespace:
-		return writeError(w, mailclient.CodeInvalidNamespace)
-	case code == rpc.CodeForbidden:
-		return writeError(w, mailclient.CodeForbidden)
-	case code == rpc.CodeRecipientForbidden:
-		return writeError(w, mailclient.CodeRecipientForbidden)
-	case code == rpc.CodeNotFound:
-		return writeError(w, mailclient.CodeMessageNotFound)
 	}
-	// The plane refused the gateway itself (a revoked or wrong grant): the
-	// caller did nothing wrong, and retrying will not help.
-	g.log.Error().Err(err).Msg("the plane refused the gateway's call")
-	return writeError(w, mailclient.CodeInternal)
+	code, class := planeAnswers.For(err)
+	switch class {
+	case rpc.Outage:
+		g.log.Warn().Err(err).Msg("plane unavailable")
+	case rpc.Bug:
+		g.log.Error().Err(err).Msg("the plane failed or refused the gateway's call")
+	}
+	return writeError(w, code)
 }
 
 // wire is the evaluator's view of a message: the reference's keys plus the

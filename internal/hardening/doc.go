@@ -9,6 +9,10 @@
 //     and on a mail-plane up stack whose surfaces every trial shares;
 //   - faults: SIGKILL of the plane under load, the store's disk full,
 //     Mailpit killed, surfaces killed and restarted;
+//   - errors by class: a handler's bug, a corrupt stored row, an answer
+//     that does not decode and a stopped PostgreSQL, each as every door
+//     answers it (500 for a bug, 503 for an outage, never one for the
+//     other);
 //   - exhaustion: connection caps, slow clients, floods of bad
 //     credentials, oversized frames and bodies, with the good clients'
 //     latency and every process's memory measured;

@@ -355,32 +355,47 @@ func (in *Inbox) health(w http.ResponseWriter, r *http.Request) int {
 	return write(w, http.StatusOK, jsonType, []byte(`{"status":"ok"}`))
 }
 
-// planeError answers a failed read: an outage is 503; a bug in the plane
-// is 500; anything else (no such message, or a grant that no longer opens
-// anything because its trial was destroyed) is "Not found".
+// planeAnswers is the inbox's answer to each class of plane error: an
+// outage is 503, a bug 500; no such message, or a grant that no longer
+// opens anything because its trial was destroyed, is "Not found", as a
+// wrong token is. Any other refusal is the inbox's bug.
+var planeAnswers = rpc.Answers[func(http.ResponseWriter) int]{
+	Refused: map[string]func(http.ResponseWriter) int{
+		rpc.CodeNotFound:         notFound,
+		rpc.CodeForbidden:        notFound,
+		rpc.CodeUnauthenticated:  notFound,
+		rpc.CodePermissionDenied: notFound,
+	},
+	Outage: unavailable,
+	Bug:    internalError,
+}
+
+// planeError answers a failed read, from planeAnswers.
 func (in *Inbox) planeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if r.Context().Err() != nil {
 		in.log.Debug().Msg("request ended before the plane answered")
 		return unavailable(w)
 	}
-	if rpc.IsOutage(err) {
+	answer, class := planeAnswers.For(err)
+	switch code := rpc.CodeOf(err); {
+	case class == rpc.Outage:
 		in.log.Warn().Err(err).Msg("plane unavailable")
-		return unavailable(w)
+	case class == rpc.Bug:
+		in.log.Error().Str("code", code).Msg("the plane failed or refused the inbox's read")
+	case code != rpc.CodeNotFound:
+		in.log.Error().Str("code", code).Msg("the plane refused the inbox's grant")
 	}
-	if rpc.CodeOf(err) == rpc.CodeInternal {
-		in.log.Error().Msg("the plane failed to answer the inbox's read")
-		return write(w, http.StatusInternalServerError, "text/html; charset=utf-8", render.Notice("Internal error", "The inbox could not be read; try again later."))
-	}
-	if code := rpc.CodeOf(err); code != rpc.CodeNotFound {
-		in.log.Error().Str("code", code).Msg("the plane refused the inbox's read")
-	}
-	return notFound(w)
+	return answer(w)
 }
 
 const jsonType = "application/json; charset=utf-8"
 
 func unavailable(w http.ResponseWriter) int {
 	return write(w, http.StatusServiceUnavailable, jsonType, []byte(`{"status":"unavailable"}`))
+}
+
+func internalError(w http.ResponseWriter) int {
+	return write(w, http.StatusInternalServerError, "text/html; charset=utf-8", render.Notice("Internal error", "The inbox could not be read; try again later."))
 }
 
 func notFound(w http.ResponseWriter) int {

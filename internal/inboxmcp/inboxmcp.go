@@ -241,25 +241,44 @@ var (
 	// Code -32001 is ours (the JSON-RPC range for servers).
 	errNoMailbox   = &jsonrpc.Error{Code: -32001, Message: "no mailbox here"}
 	errUnavailable = &jsonrpc.Error{Code: -32002, Message: "the mailbox is unavailable; try again shortly"}
+	errInternal    = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 )
 
-// fail maps a plane error: an outage is "unavailable"; for read_message
-// (one) not_found is "no such message", as the inbox page's "Not found"
-// says no more for a wrong token; anything else (a wrong or closed token)
-// is "no mailbox here". The plane's message is only logged.
+// planeAnswers is the MCP errors each class of plane error gets: an
+// outage is "unavailable", a bug "internal error"; not_found (no message)
+// and a wrong or closed token are "no mailbox here", as the inbox page's
+// "Not found" says no more for a wrong token. Any other refusal is the
+// inbox's bug.
+var planeAnswers = rpc.Answers[error]{
+	Refused: map[string]error{
+		rpc.CodeNotFound:         errNoMailbox,
+		rpc.CodeForbidden:        errNoMailbox,
+		rpc.CodeUnauthenticated:  errNoMailbox,
+		rpc.CodePermissionDenied: errNoMailbox,
+	},
+	Outage: errUnavailable,
+	Bug:    errInternal,
+}
+
+// fail maps a plane error by planeAnswers; for read_message (one)
+// not_found is "no such message". The plane's message is only logged.
 func (t tools) fail(ctx context.Context, err error, one bool) error {
-	switch code := rpc.CodeOf(err); {
-	case ctx.Err() != nil || rpc.IsOutage(err):
-		t.log.Warn().Str("code", code).Msg("mcp: plane unavailable")
+	if ctx.Err() != nil {
+		t.log.Warn().Msg("mcp: the call ended before the plane answered")
 		return errUnavailable
+	}
+	answer, class := planeAnswers.For(err)
+	switch code := rpc.CodeOf(err); {
+	case class == rpc.Outage:
+		t.log.Warn().Str("code", code).Msg("mcp: plane unavailable")
+	case class == rpc.Bug:
+		t.log.Error().Str("code", code).Msg("mcp: the plane failed or refused the inbox's read")
 	case code == rpc.CodeNotFound && one:
 		return errNoMessage
-	default:
-		if code != rpc.CodeNotFound {
-			t.log.Error().Str("code", code).Msg("mcp: the plane refused the inbox's read")
-		}
-		return errNoMailbox
+	case code != rpc.CodeNotFound:
+		t.log.Error().Str("code", code).Msg("mcp: the plane refused the inbox's grant")
 	}
+	return answer
 }
 
 func summaries(msgs []rpc.Message) List {

@@ -82,6 +82,11 @@ type Ledger interface {
 	ConsolePage(ctx context.Context, f ConsoleFilter, offset, limit int) ([]ConsoleRow, error)
 	ConsoleTrails(ctx context.Context, nss []string) (map[string]TrailStats, error)
 	LastEvents(ctx context.Context, ns string, limit int) ([]string, error)
+
+	// Unavailable reports whether err, which the ledger returned, means
+	// its database cannot answer now (closed, unreachable, busy, full, out
+	// of time): an outage. Its other errors are bugs.
+	Unavailable(err error) bool
 }
 
 // ErrNotFound means no row matched.

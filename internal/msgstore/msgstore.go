@@ -50,6 +50,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store.
 	Close() error
+	// Unavailable reports whether err, which the store returned, means it
+	// cannot answer now (not running, unreachable, out of time): an
+	// outage. Its other errors, but ErrNotFound and ErrRefused, are bugs.
+	Unavailable(err error) bool
 }
 
 // ErrRefused wraps a store's refusal of a message it will never take (as

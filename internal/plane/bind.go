@@ -101,7 +101,7 @@ func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Conte
 				if ev != nil && t.ns.Name != "" {
 					var none Resp
 					b.record(ctx, t, ev(t, &req, none, err))
-				} else if t.ns.Name == "" && !rpc.IsOutage(err) {
+				} else if t.ns.Name == "" && rpc.ClassOf(err) == rpc.Refused {
 					b.unbound.add()
 				}
 				return nil, err

@@ -85,16 +85,23 @@ func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) 
 	return b
 }
 
-// storeErr turns an unexpected ledger or store error into an outage answer;
-// the detail goes to the log only.
+// storeErr classifies an unexpected ledger or store error, as the ledger
+// and the store say (their Unavailable): an outage is store_unavailable
+// (or deadline_exceeded, when the call ran out of time); anything else,
+// a corrupt row or a broken invariant, is a bug, answered 500
+// internal_error. The detail goes to the log only.
 func (b *Broker) storeErr(op string, err error) *rpc.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// The caller went away or ran out of time: not the store's fault.
 		b.log.Debug().Err(err).Str("op", op).Msg("call ended before the store answered")
 		return rpc.Errorf(rpc.CodeDeadlineExceeded, "the call ended before the store answered")
 	}
-	b.log.Error().Err(err).Str("op", op).Msg("store failure")
-	return rpc.Errorf(rpc.CodeStoreUnavailable, "the plane's store is unavailable")
+	if b.ledger.Unavailable(err) || b.store != nil && b.store.Unavailable(err) {
+		b.log.Error().Err(err).Str("op", op).Msg("store failure")
+		return rpc.Errorf(rpc.CodeStoreUnavailable, "the plane's store is unavailable")
+	}
+	b.log.Error().Err(err).Str("op", op).Msg("store answered what the plane cannot use: a bug or corrupt data")
+	return rpc.Errorf(rpc.CodeInternal, "the plane failed to answer this call")
 }
 
 // Health reports the store's state.

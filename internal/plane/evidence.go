@@ -155,7 +155,8 @@ func outcome(e *evidence.Event, err error) *evidence.Event {
 	switch {
 	case err == nil:
 		e.Outcome = evidence.Accepted
-	case rpc.IsOutage(err):
+	case rpc.ClassOf(err) != rpc.Refused:
+		// An outage or a bug: the call failed, the caller was not refused.
 		e.Outcome, e.Code = evidence.Failed, code
 	default:
 		e.Outcome, e.Code = evidence.Refused, code

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,8 +80,8 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return evidence.Accepted
-	case rpc.IsOutage(err):
-		return evidence.Failed
+	case rpc.ClassOf(err) != rpc.Refused:
+		return evidence.Failed // an outage or a bug
 	}
 	return evidence.Refused
 }
@@ -116,7 +117,7 @@ func meteredRefusal(h handler) handler {
 		}
 		json.Unmarshal(body, &req)
 		o := evidence.Refused
-		if rpc.IsOutage(err) {
+		if err != nil && rpc.ClassOf(err) != rpc.Refused {
 			o = evidence.Failed
 		}
 		b.metrics.sends.WithLabelValues(sendDoor(req.Via), o).Inc()
@@ -167,13 +168,13 @@ func (b *Broker) Metrics(ctx context.Context, _ *rpc.MetricsRequest) (rpc.Metric
 	b.metrics.storeUp.Set(up)
 	families, err := b.metrics.reg.Gather()
 	if err != nil {
-		return rpc.MetricsResponse{}, rpc.Errorf(rpc.CodeBadRequest, "metrics: %v", err)
+		return rpc.MetricsResponse{}, fmt.Errorf("metrics: %w", err) // a bug: Server.call answers 500
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range families {
 		if err := enc.Encode(f); err != nil {
-			return rpc.MetricsResponse{}, rpc.Errorf(rpc.CodeBadRequest, "metrics: %v", err)
+			return rpc.MetricsResponse{}, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	return rpc.MetricsResponse{Text: buf.String()}, nil

@@ -134,8 +134,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	}
 	grant, ok, err := s.grant(r)
 	if err != nil {
-		// The ledger did not answer: an outage, not a refusal.
-		return fail(http.StatusServiceUnavailable, s.broker.storeErr("grant", err))
+		// The ledger did not answer: an outage (or a bug), not a refusal.
+		e := s.broker.storeErr("grant", err)
+		return fail(statusOf(e), e)
 	}
 	if !ok {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "no valid grant"))
@@ -160,7 +161,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	}
 	result, e := s.call(m, ctx, caller{role: p.role, trial: grant.TrialID, access: a, accepts: m.accepts}, body)
 	if e != nil {
-		return fail(statusOf(e.Code), e)
+		return fail(statusOf(e), e)
 	}
 	return method, writeJSON(w, http.StatusOK, result, "")
 }
@@ -180,6 +181,12 @@ func principalOf(g ledger.Grant) principal {
 	role := rpc.Role(g.Role)
 	return principal{role: role, shared: g.TrialID == 0 && (role == rpc.RoleWriter || role == rpc.RoleInbox)}
 }
+
+// failHandler, when set, runs before every handler and may panic or fail
+// it: a test's way to put a handler bug behind the real binary. Only a
+// plane built with -tags planebughook sets it (failhandler.go); make
+// build never does.
+var failHandler func(method string) error
 
 // errInternal is the answer to a handler's bug: fixed, naming nothing of
 // the call; what went wrong goes to the log.
@@ -203,6 +210,12 @@ func (s *Server) call(m *row, ctx context.Context, c caller, body []byte) (resul
 			result, rerr = nil, errInternal
 		}
 	}()
+	if failHandler != nil {
+		if err := failHandler(method); err != nil {
+			s.log.Error().Str("method", method).Err(err).Msg("handler failed")
+			return nil, errInternal
+		}
+	}
 	result, err := m.call.run(s.broker, ctx, c, m.framing, body)
 	if err == nil {
 		return result, nil
@@ -264,20 +277,25 @@ func callDeadline(now time.Time, header string, waits time.Duration) time.Time {
 	return deadline
 }
 
-func statusOf(code string) int {
-	switch code {
+// statusOf is the HTTP status of e, by its class first: every outage is
+// 503 (504 when the call ran out of time), every bug 500, never a 4xx.
+func statusOf(e *rpc.Error) int {
+	switch rpc.ClassOf(e) {
+	case rpc.Outage:
+		if e.Code == rpc.CodeDeadlineExceeded {
+			return http.StatusGatewayTimeout
+		}
+		return http.StatusServiceUnavailable
+	case rpc.Bug:
+		return http.StatusInternalServerError
+	}
+	switch e.Code {
 	case rpc.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case rpc.CodePermissionDenied:
 		return http.StatusForbidden
 	case rpc.CodeFrameTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case rpc.CodeStoreUnavailable:
-		return http.StatusServiceUnavailable
-	case rpc.CodeInternal:
-		return http.StatusInternalServerError
-	case rpc.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
 	case rpc.CodeBadRequest:
 		return http.StatusBadRequest
 	}
@@ -297,7 +315,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, code string) string {
 	if err := enc.Encode(v); err != nil {
 		status, code = http.StatusInternalServerError, rpc.CodeInternal
 		buf.Reset()
-		enc.Encode(rpc.Error{Code: code, Message: "the plane could not encode its answer"})
+		enc.Encode(rpc.Error{Code: code, Class: rpc.Bug, Message: "the plane could not encode its answer"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))

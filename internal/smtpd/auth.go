@@ -123,22 +123,21 @@ func (s *session) authenticate(password string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
 	defer cancel()
 	err := s.srv.plane.CheckCredential(ctx, &rpc.CredentialRequest{Via: rpc.ViaSMTPAuth, Credential: password, Port: s.authPort()})
-	switch code := rpc.CodeOf(err); {
-	case err == nil:
+	if err == nil {
 		s.password, s.authFailed = password, false
 		return nil
-	case code == rpc.CodeUnauthorized:
-		return s.authFailure()
-	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
-		s.srv.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
-		return s.authFailure()
-	case rpc.IsOutage(err):
-		s.srv.log.Warn().Str("code", code).Msg("smtp auth: plane unavailable")
-		return errAuthUnavailable
-	default:
-		s.srv.log.Error().Err(err).Msg("smtp auth: unexpected answer from the plane")
-		return errAuthUnavailable
 	}
+	r, class := planeReplies.For(err)
+	s.srv.logPlaneError("smtp auth", err, class)
+	if class == rpc.Refused && r.refusesPassword {
+		return s.authFailure()
+	}
+	if class == rpc.Refused {
+		// A refusal of a message, to a credential check: the writer's bug.
+		s.srv.log.Error().Str("code", rpc.CodeOf(err)).Msg("smtp auth: unexpected answer from the plane")
+	}
+	// Whether the password is good cannot be known now.
+	return errAuthUnavailable
 }
 
 // authFailure answers a refused AUTH, after the listener's delay

@@ -232,39 +232,59 @@ var (
 	errTrialBusy         = &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "Too many messages of this trial in flight; try again later"}
 )
 
-// refusal turns a plane error into the reply for a DATA that was not
-// accepted. Policy gets 5xx or 452; an outage always 451.
-func (s *Server) refusal(err error) *smtp.SMTPError {
-	code := rpc.CodeOf(err)
-	switch code {
-	case rpc.CodeInvalidCapability:
-		return errInvalidCapability
-	case rpc.CodeInvalidEnvelope, rpc.CodeSealed:
-		return errNotAllowed
-	case rpc.CodeUnauthorized:
+// reply is the SMTP door's answer to a plane error: data is the reply
+// to a DATA that was not accepted; refusesPassword, on a credential
+// check at AUTH, means the password is refused (535, a counted failure).
+type reply struct {
+	data            *smtp.SMTPError
+	refusesPassword bool
+}
+
+// planeReplies is the SMTP door's answer to each class of plane error.
+// Policy gets 5xx or 452; an outage always 451 (and 454 at AUTH), a bug
+// 451 "Local error in processing". A refusal not named here is the
+// writer's bug.
+var planeReplies = rpc.Answers[reply]{
+	Refused: map[string]reply{
+		rpc.CodeInvalidCapability: {data: errInvalidCapability},
+		rpc.CodeInvalidEnvelope:   {data: errNotAllowed},
+		rpc.CodeSealed:            {data: errNotAllowed},
 		// A shared listener whose port no trial owns: the client must say
 		// which trial it writes to, by AUTH.
-		return errAuthRequired
-	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied:
+		rpc.CodeUnauthorized: {data: errAuthRequired, refusesPassword: true},
 		// The plane no longer honours this writer's grant: its trial was
 		// destroyed (or the grant is wrong). Policy, not an outage.
+		rpc.CodeUnauthenticated:     {data: errNotAllowed, refusesPassword: true},
+		rpc.CodePermissionDenied:    {data: errNotAllowed, refusesPassword: true},
+		rpc.CodeTooManyRecipients:   {data: errTooManyRecipients},
+		rpc.CodeMailboxCapacity:     {data: errCapacity},
+		rpc.CodeMessageTooLarge:     {data: errTooLarge},
+		rpc.CodeIdempotencyConflict: {data: errIdemConflict},
+	},
+	Outage: reply{data: errUnavailable},
+	Bug:    reply{data: errLocal},
+}
+
+// refusal turns a plane error into the reply for a DATA that was not
+// accepted, from planeReplies.
+func (s *Server) refusal(err error) *smtp.SMTPError {
+	r, class := planeReplies.For(err)
+	s.logPlaneError("smtp", err, class)
+	return r.data
+}
+
+// logPlaneError logs a plane error of class at what: an outage as a
+// warning; a bug, and the plane refusing the writer's own grant, as an
+// error.
+func (s *Server) logPlaneError(what string, err error, class rpc.Class) {
+	switch code := rpc.CodeOf(err); {
+	case class == rpc.Outage:
+		s.log.Warn().Str("code", code).Msg(what + ": plane unavailable")
+	case class == rpc.Bug:
+		s.log.Error().Err(err).Msg(what + ": the plane failed, or answered what the writer does not know")
+	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
 		s.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
-		return errNotAllowed
-	case rpc.CodeTooManyRecipients:
-		return errTooManyRecipients
-	case rpc.CodeMailboxCapacity:
-		return errCapacity
-	case rpc.CodeMessageTooLarge:
-		return errTooLarge
-	case rpc.CodeIdempotencyConflict:
-		return errIdemConflict
 	}
-	if rpc.IsOutage(err) {
-		s.log.Warn().Str("code", code).Msg("smtp: plane unavailable")
-		return errUnavailable
-	}
-	s.log.Error().Err(err).Msg("smtp: unexpected answer from the plane")
-	return errLocal
 }
 
 // session is one SMTP connection's envelope. go-smtp calls it from the

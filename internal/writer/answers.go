@@ -8,6 +8,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/apierr"
 	"github.com/websitebench/mailplane/internal/limits"
+	"github.com/websitebench/mailplane/internal/sendapi"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -34,6 +35,52 @@ var (
 	errTrialBusy      = apierr.TrialBusy
 	errInternal       = &apierr.Error{Status: http.StatusInternalServerError, Code: "internal_error", Name: "internal_server_error", Message: "Unexpected error."}
 )
+
+// answer is the writer's answer to a plane error in each of its shapes:
+// POST /emails' (resend) and the provider APIs' (provider).
+type answer struct {
+	resend   *apierr.Error
+	provider sendapi.Failure
+}
+
+// planeAnswers is the writer's one table from a plane error to its answer,
+// for a send, a credential check and a bootstrap alike. A refused envelope
+// (errMessage, sendapi.Invalid) also names its field (envelopeRule). A
+// refusal not named here is the writer's bug.
+var planeAnswers = rpc.Answers[answer]{
+	Refused: map[string]answer{
+		rpc.CodeUnauthorized: {errUnauthorized, sendapi.Unauthorized},
+		// The plane no longer honours this writer's grant: its trial was
+		// destroyed (or the grant is wrong). The client's credential is
+		// dead with it.
+		rpc.CodeUnauthenticated:   {errUnauthorized, sendapi.Unauthorized},
+		rpc.CodePermissionDenied:  {errUnauthorized, sendapi.Unauthorized},
+		rpc.CodeForbidden:         {errForbidden, sendapi.Unauthorized}, // a bootstrap token that opens nothing
+		rpc.CodeInvalidEnvelope:   {errMessage, sendapi.Invalid},
+		rpc.CodeTooManyRecipients: {errMessage, sendapi.Invalid},
+		rpc.CodeMessageTooLarge:   {errTooLarge, sendapi.TooLarge},
+		rpc.CodeMailboxCapacity:   {errCapacity, sendapi.Quota},
+		rpc.CodeSealed:            {errSealed, sendapi.Sealed},
+		// Only POST /emails takes an idempotency key.
+		rpc.CodeIdempotencyConflict: {errIdemConflict, sendapi.Internal},
+	},
+	Outage: answer{errUnavailable, sendapi.Unavailable},
+	Bug:    answer{errInternal, sendapi.Internal},
+}
+
+// planeAnswer is the answer to err, a plane error, logged by its class.
+func (h *Handler) planeAnswer(err error) answer {
+	a, class := planeAnswers.For(err)
+	switch code := rpc.CodeOf(err); {
+	case class == rpc.Outage:
+		h.log.Warn().Str("code", code).Msg("http: plane unavailable")
+	case class == rpc.Bug:
+		h.log.Error().Err(err).Msg("http: the plane failed, or answered what the writer does not know")
+	case code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
+		h.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
+	}
+	return a
+}
 
 // What each field of a message must be. A refusal of a value names its
 // field and its rule ("from must be …"), in every API's shape: never the

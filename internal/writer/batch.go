@@ -227,14 +227,15 @@ func atIndex(i int, fail *apierr.Error) *apierr.Error {
 	return &f
 }
 
-// wholeBatch reports whether a plane refusal of one email holds for every
-// email of the batch, or is an outage.
+// wholeBatch reports whether a plane error on one email holds for every
+// email of the batch: a refusal of its credential, its trial or its key,
+// an outage, or a bug (the whole request is a 500).
 func wholeBatch(err error) bool {
 	switch rpc.CodeOf(err) {
 	case rpc.CodeUnauthorized, rpc.CodeUnauthenticated, rpc.CodePermissionDenied, rpc.CodeSealed, rpc.CodeIdempotencyConflict:
 		return true
 	}
-	return rpc.IsOutage(err)
+	return rpc.ClassOf(err) != rpc.Refused
 }
 
 // batchFingerprint is a digest of a batch's meaning: its mode and every

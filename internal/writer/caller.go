@@ -73,33 +73,22 @@ func (h *Handler) resolve(r *http.Request, req rpc.CredentialRequest) (string, e
 // callerAnswer is the answer to a credential check that failed with
 // err, or nil if it did not.
 func (h *Handler) callerAnswer(err error) *apierr.Error {
-	switch code := rpc.CodeOf(err); {
+	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, errShareTaken):
 		return errTrialBusy
-	case code == rpc.CodeUnauthorized || code == rpc.CodeUnauthenticated || code == rpc.CodePermissionDenied:
-		return errUnauthorized
-	case rpc.IsOutage(err):
-		// Whether the credential is good cannot be known now.
-		return errUnavailable
-	default:
-		h.log.Error().Str("code", code).Msg("http: the plane failed to check a credential")
-		return errInternal
 	}
+	return h.planeAnswer(err).resend
 }
 
 // providerAnswer is callerAnswer in a provider API's shape.
 func (h *Handler) providerAnswer(err error) *sendapi.Error {
-	switch h.callerAnswer(err) {
-	case nil:
+	switch {
+	case err == nil:
 		return nil
-	case errTrialBusy:
+	case errors.Is(err, errShareTaken):
 		return sendapi.Fail(sendapi.Busy)
-	case errUnauthorized:
-		return sendapi.Fail(sendapi.Unauthorized)
-	case errUnavailable:
-		return sendapi.Fail(sendapi.Unavailable)
 	}
-	return sendapi.Fail(sendapi.Internal)
+	return sendapi.Fail(h.planeAnswer(err).provider)
 }

@@ -221,18 +221,14 @@ func (h *Handler) bootstrap(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	br, err := h.plane.Bootstrap(ctx, token)
 	if err != nil {
-		if rpc.IsOutage(err) {
-			h.log.Warn().Str("code", rpc.CodeOf(err)).Msg("bootstrap: plane unavailable")
-			writeError(w, errUnavailable)
-			return
+		a := h.planeAnswer(err).resend
+		if a == errUnauthorized {
+			// A bootstrap token is no API key: whichever credential the
+			// plane refused (the token, or the writer's grant with its
+			// trial), the bootstrap is forbidden.
+			a = errForbidden
 		}
-		if rpc.CodeOf(err) == rpc.CodeInternal {
-			h.log.Error().Msg("bootstrap: the plane failed to answer")
-			writeError(w, errInternal)
-			return
-		}
-		h.log.Info().Str("code", rpc.CodeOf(err)).Msg("bootstrap refused")
-		writeError(w, errForbidden)
+		writeError(w, a)
 		return
 	}
 	host, port := h.cfg.SMTPHost, h.cfg.SMTPPort
@@ -390,36 +386,14 @@ func (h *Handler) authenticated(r *http.Request, cred string, fail *apierr.Error
 	return fail
 }
 
-// refusal maps the plane's verdict on a well-formed message to an answer.
+// refusal maps the plane's verdict on a well-formed message to an
+// answer; a refused envelope names its field.
 func (h *Handler) refusal(err error) *apierr.Error {
-	code := rpc.CodeOf(err)
-	switch code {
-	case rpc.CodeUnauthorized:
-		return errUnauthorized
-	case rpc.CodeUnauthenticated, rpc.CodePermissionDenied:
-		// The plane no longer honours this writer's grant: its trial was
-		// destroyed (or the grant is wrong). The client's credential is
-		// dead with it.
-		h.log.Error().Str("code", code).Msg("the plane refused the writer's grant")
-		return errUnauthorized
-	case rpc.CodeInvalidEnvelope, rpc.CodeTooManyRecipients:
+	a := h.planeAnswer(err)
+	if a.resend == errMessage {
 		if field, must := envelopeRule(err); field != "" {
 			return invalid(field, must)
 		}
-		return errMessage
-	case rpc.CodeMessageTooLarge:
-		return errTooLarge
-	case rpc.CodeMailboxCapacity:
-		return errCapacity
-	case rpc.CodeIdempotencyConflict:
-		return errIdemConflict
-	case rpc.CodeSealed:
-		return errSealed
 	}
-	if rpc.IsOutage(err) {
-		h.log.Warn().Str("code", code).Msg("http: plane unavailable")
-		return errUnavailable
-	}
-	h.log.Error().Err(err).Msg("http: unexpected answer from the plane")
-	return errInternal
+	return a.resend
 }

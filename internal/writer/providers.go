@@ -383,37 +383,21 @@ func (h *Handler) checkPresented(r *http.Request, api sendapi.API, who presented
 	}
 	err := h.plane.Refused(ctx, &rpc.RefusalRequest{Code: code,
 		CredentialRequest: rpc.CredentialRequest{Via: rpc.ViaHTTP, Credential: who.credential, SigV4: who.proof, API: api.Name()}})
-	switch c := rpc.CodeOf(err); {
-	case c == rpc.CodeUnauthorized || c == rpc.CodeUnauthenticated || c == rpc.CodePermissionDenied:
-		return sendapi.Fail(sendapi.Unauthorized)
-	case rpc.IsOutage(err):
-		return sendapi.Fail(sendapi.Unavailable)
-	case c == rpc.CodeInternal:
-		h.log.Error().Str("api", api.Name()).Msg("http: the plane failed to check a credential")
-		return sendapi.Fail(sendapi.Internal)
+	if err == nil {
+		return nil
 	}
-	return nil
+	return sendapi.Fail(h.planeAnswer(err).provider)
 }
 
 // providerRefusal maps the plane's verdict on a well-formed email; a
 // refused envelope names its field as api spells it.
 func (h *Handler) providerRefusal(api sendapi.API, err error) *sendapi.Error {
-	switch h.refusal(err).Code {
-	case errUnauthorized.Code:
-		return sendapi.Fail(sendapi.Unauthorized)
-	case errMessage.Code:
+	a := h.planeAnswer(err)
+	if a.provider == sendapi.Invalid {
 		if field, must := envelopeRule(err); field != "" {
 			return bad(api, field, must)
 		}
 		return errProviderValue
-	case errTooLarge.Code:
-		return sendapi.Fail(sendapi.TooLarge)
-	case errCapacity.Code:
-		return sendapi.Fail(sendapi.Quota)
-	case errSealed.Code:
-		return sendapi.Fail(sendapi.Sealed)
-	case errUnavailable.Code:
-		return sendapi.Fail(sendapi.Unavailable)
 	}
-	return sendapi.Fail(sendapi.Internal)
+	return sendapi.Fail(a.provider)
 }

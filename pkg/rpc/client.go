@@ -77,7 +77,10 @@ func ReadSecretFile(path string) (string, error) {
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 // Call invokes method with req and decodes the answer into resp. Errors are
-// *Error: the plane's own, or CodePlaneUnavailable when it cannot be asked.
+// *Error: the plane's own; CodePlaneUnavailable (an Outage) when it cannot
+// be asked or its answer breaks off; CodeInternal (a Bug) when its answer
+// does not decode, since that is drift between the two sides' types, not
+// an outage that waiting mends.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -118,7 +121,10 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if hresp.StatusCode != http.StatusOK {
 		var e Error
 		if json.Unmarshal(data, &e) != nil || e.Code == "" {
-			return Errorf(CodePlaneUnavailable, "%s: unexpected answer %d from the plane", method, hresp.StatusCode)
+			return Errorf(CodeInternal, "%s: undecodable answer %d from the plane", method, hresp.StatusCode)
+		}
+		if e.Class == "" {
+			e.Class = classOfCode(e.Code)
 		}
 		return &e
 	}
@@ -126,7 +132,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		return nil
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return Errorf(CodePlaneUnavailable, "%s: undecodable answer: %v", method, err)
+		return Errorf(CodeInternal, "%s: undecodable answer: %v", method, err)
 	}
 	return nil
 }

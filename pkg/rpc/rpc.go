@@ -13,7 +13,6 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -106,10 +105,15 @@ const (
 	ViaSMTPAuth   Via = "smtp-auth"   // SMTP after AUTH: Credential is the AUTH password, judged as ViaHTTP's Bearer
 )
 
-// Error is a refusal from the plane. Code is stable; Message is for humans
-// and never holds a secret.
+// Error is the plane's answer to a call it did not do: a refusal, an
+// outage or its own bug (Class). Code is stable; Message is for humans and
+// never holds a secret.
 type Error struct {
-	Code    string `json:"code"`
+	Code string `json:"code"`
+	// Class is what the error means to the caller (errclass.go). The
+	// plane sets it on every answer; one decoded without it takes the
+	// class its Code has.
+	Class   Class  `json:"class,omitempty"`
 	Message string `json:"message"`
 	// Field, on CodeInvalidEnvelope and CodeTooManyRecipients, is the part
 	// of the envelope refused: "from" or "to". With "from", Allowed is
@@ -147,37 +151,10 @@ const (
 	CodeIdempotencyConflict = "idempotency_conflict" // same key, different payload
 	CodeConflict            = "conflict"             // admin: namespace exists with another identity
 
-	CodeStoreUnavailable = "store_unavailable" // the plane is up, its store is not
-	CodeInternal         = "internal_error"    // a bug in the plane (500): neither a refusal nor an outage
-	CodePlaneUnavailable = "plane_unavailable" // the plane cannot be reached (set by the client)
+	CodeStoreUnavailable = "store_unavailable" // the plane is up, its store cannot answer now (Outage)
+	CodeInternal         = "internal_error"    // a bug (500): in the plane, or an answer the client cannot decode (Bug)
+	CodePlaneUnavailable = "plane_unavailable" // the plane cannot be reached (set by the client; Outage)
 )
-
-// Errorf builds an *Error.
-func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// CodeOf returns the code of a plane error, CodePlaneUnavailable for any
-// other error (the plane could not be asked), and "" for nil.
-func CodeOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return CodePlaneUnavailable
-}
-
-// IsOutage reports whether err means "try again later" rather than "no".
-func IsOutage(err error) bool {
-	switch CodeOf(err) {
-	case CodeStoreUnavailable, CodePlaneUnavailable, CodeDeadlineExceeded:
-		return true
-	}
-	return false
-}
 
 // HealthResponse answers MethodHealth.
 type HealthResponse struct {

@@ -1,4 +1,4 @@
-"""The exceptions of mailplane: one base class and three kinds of failure.
+"""The exceptions of mailplane: one base class and four kinds of failure.
 
 Every exception carries ``.code``, a stable machine-readable code (the
 gateway's ``error`` code such as ``forbidden`` or ``mailpit_unavailable``,
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Optional
 
-__all__ = ["MailplaneError", "Refused", "Unavailable", "Timeout", "redact"]
+__all__ = ["MailplaneError", "Refused", "Unavailable", "Bug", "Timeout", "redact"]
 
 
 class MailplaneError(Exception):
@@ -46,6 +46,13 @@ class Unavailable(MailplaneError):
     """An outage: the plane or its store is down (``mailpit_unavailable``,
     ``store_unavailable``), or nothing answers (``unreachable``). Retrying
     later may help."""
+
+
+class Bug(MailplaneError):
+    """A bug, neither a refusal nor an outage: the gateway or the plane
+    failed (500 ``internal_error``), or answered what this client cannot
+    decode (``undecodable_answer``, ``internal_error``). Retrying will not
+    help; the server's log says why."""
 
 
 class Timeout(MailplaneError):

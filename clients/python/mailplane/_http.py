@@ -13,13 +13,16 @@ import time
 import urllib.parse
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
-from ._errors import MailplaneError, Refused, Unavailable, redact
+from ._errors import Bug, MailplaneError, Refused, Unavailable, redact
 
 USER_AGENT = "mailplane-python"
 MAX_RESPONSE_BYTES = 64 << 20  # as pkg/mailclient and pkg/rpc
 
-# Plane RPC codes that mean "try again later" rather than "no" (pkg/rpc IsOutage).
+# Plane RPC codes that mean "try again later" rather than "no", and the
+# code of a bug (pkg/rpc: a plane answer without its class has its code's).
 RPC_OUTAGE_CODES = frozenset({"store_unavailable", "plane_unavailable", "deadline_exceeded"})
+RPC_BUG_CODE = "internal_error"
+RPC_CLASSES = {"refused": Refused, "outage": Unavailable, "bug": Bug}
 
 
 def _read_body(resp: http.client.HTTPResponse) -> bytes:
@@ -38,8 +41,9 @@ def gateway_get(
     secrets: Iterable[str] = (),
 ) -> Any:
     """GET api_url + path?query with the capability as Bearer; returns the
-    decoded JSON of a 200 answer, raises Refused (4xx), Unavailable (5xx,
-    no connection, no answer in time)."""
+    decoded JSON of a 200 answer, raises Refused (4xx), Bug (500, an answer
+    that does not decode), Unavailable (any other 5xx, no connection, no
+    answer in time)."""
     u = urllib.parse.urlsplit(api_url)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise MailplaneError("invalid_api_url", f"api_url must be an http(s) URL, not {redact(api_url, secrets)!r}")
@@ -70,7 +74,7 @@ def gateway_get(
         try:
             return json.loads(body)
         except ValueError:
-            raise Unavailable("undecodable_answer", f"{where} sent an answer that is not JSON") from None
+            raise Bug("undecodable_answer", f"{where} sent an answer that is not JSON") from None
     code, message = "unexpected_answer", resp.reason or "unexpected answer"
     try:
         obj = json.loads(body)
@@ -79,7 +83,9 @@ def gateway_get(
     except ValueError:
         pass
     text = f"{where}: {redact(message, secrets)}"
-    if resp.status >= 500:
+    if resp.status == 500:
+        raise Bug(code, text, status=resp.status)
+    if resp.status > 500:
         raise Unavailable(code, text, status=resp.status)
     raise Refused(code, text, status=resp.status)
 
@@ -133,7 +139,8 @@ def rpc_call(
     secrets: Iterable[str] = (),
 ) -> Tuple[int, Dict[str, Any]]:
     """POST /v1/{method} to the plane; returns (200, answer) or raises
-    Refused / Unavailable with the plane's code (pkg/rpc)."""
+    Refused / Unavailable / Bug with the plane's code and class (pkg/rpc);
+    an answer that does not decode is a Bug, as pkg/rpc's client says."""
     secrets = list(secrets) + [grant]
     where = f"the plane at {socket_path}"
     conn = _UnixHTTPConnection(socket_path, timeout)
@@ -159,12 +166,17 @@ def rpc_call(
         obj = None
     if resp.status == 200:
         if not isinstance(obj, dict):
-            raise Unavailable("plane_unavailable", f"{method}: {where} sent an answer that is not a JSON object")
+            raise Bug(RPC_BUG_CODE, f"{method}: {where} sent an answer that is not a JSON object")
         return resp.status, obj
     if not isinstance(obj, dict) or not isinstance(obj.get("code"), str) or not obj["code"]:
-        raise Unavailable("plane_unavailable", f"{method}: unexpected answer {resp.status} from {where}", status=resp.status)
+        raise Bug(RPC_BUG_CODE, f"{method}: undecodable answer {resp.status} from {where}", status=resp.status)
     code, message = obj["code"], redact(str(obj.get("message") or ""), secrets)
-    cls = Unavailable if code in RPC_OUTAGE_CODES else Refused
+    if "class" in obj:
+        cls = RPC_CLASSES.get(obj["class"], Bug)  # a class this client does not know: drift
+    elif code in RPC_OUTAGE_CODES:
+        cls = Unavailable
+    else:
+        cls = Bug if code == RPC_BUG_CODE else Refused
     raise cls(code, f"{method}: {where}: {message}", status=resp.status)
 
 

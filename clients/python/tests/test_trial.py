@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import http.server
 import threading
 import time
 from typing import Any, List
@@ -11,7 +12,7 @@ import pytest
 
 import mailplane._trial
 from conftest import plane_pid, send
-from mailplane import MailplaneError, Message, Refused, Stack, Timeout, Trial, Unavailable
+from mailplane import Bug, MailplaneError, Message, Refused, Stack, Timeout, Trial, Unavailable
 
 
 def test_read_messages_latest_get(stack: Stack) -> None:
@@ -237,3 +238,44 @@ def test_stack_stopped_mid_wait_is_a_clear_outage(own_stack: Stack) -> None:
     with pytest.raises(Unavailable) as e:
         trial.messages()
     assert e.value.code == "unreachable" and "the stack has been stopped" in str(e.value)
+
+
+class _Answers(http.server.BaseHTTPRequestHandler):
+    """A gateway that answers every read with the status and body set on
+    the class."""
+
+    status = 500
+    body = b""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_bug_is_not_an_outage() -> None:
+    """The gateway's 500 internal_error and an answer that does not decode
+    are Bug, never Unavailable; a 503 is Unavailable; a 403 Refused."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        reader = Trial.attach(api_url=f"http://127.0.0.1:{srv.server_address[1]}", namespace="trial-" + "2" * 32, read_capability="c" * 64)
+        for status, body, cls, code in (
+            (500, b'{"error":"internal_error","message":"Unexpected error.","name":"internal_server_error","statusCode":500}', Bug, "internal_error"),
+            (200, b'{"messages": [', Bug, "undecodable_answer"),
+            (503, b'{"error":"mailpit_unavailable","message":"down","name":"application_error","statusCode":503}', Unavailable, "mailpit_unavailable"),
+            (403, b'{"error":"forbidden","message":"no","name":"invalid_api_key","statusCode":403}', Refused, "forbidden"),
+        ):
+            _Answers.status, _Answers.body = status, body
+            with pytest.raises(MailplaneError) as e:
+                reader.messages()
+            assert type(e.value) is cls and e.value.code == code, (status, e.value)
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from conftest import send
-from mailplane import MailplaneError, Refused, Stack, Trial, Unavailable
+from mailplane import Bug, MailplaneError, Refused, Stack, Trial, Unavailable
 from mailplane._http import rpc_call
 
 
@@ -155,6 +155,9 @@ def test_open_and_close_speak_the_admin_rpc(stack: Stack, tmp_path: Path) -> Non
             ((422, {"code": "not_found", "message": "no trial"}), None),
             ((403, {"code": "permission_denied", "message": "no"}), Refused),
             ((503, {"code": "store_unavailable", "message": "down"}), Unavailable),
+            ((500, {"code": "internal_error", "class": "bug", "message": "a bug"}), Bug),
+            ((500, {"code": "internal_error", "message": "a bug, no class"}), Bug),
+            ((503, {"code": "store_unavailable", "class": "outage", "message": "down"}), Unavailable),
         ):
             _RecordingPlane.close_answer = answer
             t = s.open_trial()

@@ -25,6 +25,7 @@ func TestEngines(t *testing.T) {
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
 		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
 		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes},
+		{"Unavailable", testUnavailable},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {

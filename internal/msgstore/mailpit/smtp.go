@@ -96,7 +96,7 @@ func dialSMTP(ctx context.Context, path string) (*smtpConn, error) {
 		nc.Close()
 		if _, ok := err.(*smtpError); ok {
 			// Mailpit is up but will not talk: an outage, whatever the code.
-			return nil, fmt.Errorf("mailpit: SMTP session refused: %s", err)
+			return nil, fmt.Errorf("mailpit: SMTP session refused: %s: %w", err, errDown)
 		}
 		return nil, err
 	}

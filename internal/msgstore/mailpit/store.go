@@ -383,7 +383,7 @@ func (s *Store) fetch(ctx context.Context, path string) ([]byte, error) {
 	case http.StatusNotFound:
 		return nil, fmt.Errorf("%w: Mailpit does not hold the message", msgstore.ErrNotFound)
 	}
-	return nil, fmt.Errorf("mailpit: API answered HTTP %d", status)
+	return nil, statusErr("API", status)
 }
 
 // Purge deletes every message stored under ns's tag, indexed or not (a
@@ -399,7 +399,7 @@ func (s *Store) Purge(ctx context.Context, ns msgstore.Namespace) error {
 		return err
 	}
 	if status != http.StatusOK {
-		return fmt.Errorf("mailpit: delete by tag answered HTTP %d", status)
+		return statusErr("delete by tag", status)
 	}
 	return nil
 }
@@ -442,7 +442,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	if status != http.StatusOK {
-		return fmt.Errorf("mailpit: /readyz answered HTTP %d", status)
+		return fmt.Errorf("mailpit: /readyz answered HTTP %d: %w", status, errDown)
 	}
 	for attempt := 0; ; attempt++ {
 		c, reused, err := s.conn(ctx)
