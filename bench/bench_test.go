@@ -414,3 +414,19 @@ func TestRegressionGoals(t *testing.T) {
 		t.Errorf("without a previous run %d goals, with one %d: want 4 more", n, len(r.Goals))
 	}
 }
+
+func TestParseCPU(t *testing.T) {
+	// A command name with spaces and a parenthesis; utime 150, stime 25.
+	line := "4242 (mail plane) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 150 25 0 0 20 0 12 0 100 0 0\n"
+	got, err := parseCPU(line)
+	if err != nil || got != 1750*time.Millisecond {
+		t.Fatalf("parseCPU: %v, %v", got, err)
+	}
+	if _, err := parseCPU("4242 (short) S 1 2"); err == nil {
+		t.Fatal("a short line parsed")
+	}
+	// The real file reads (its value may still be 0 ticks).
+	if _, err := cpuTime(os.Getpid()); err != nil {
+		t.Fatalf("this process's CPU time: %v", err)
+	}
+}

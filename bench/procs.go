@@ -640,3 +640,31 @@ func (h *harness) trialWriter(ctx context.Context, pl *plane) (*surface, rpc.Ide
 	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
 	return w, id, err
 }
+
+// cpuTime is the CPU time (user and system, utime+stime of /proc/PID/stat,
+// in clock ticks of 10 ms) a process has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseCPU(string(b))
+}
+
+// parseCPU reads utime and stime from a /proc/PID/stat line.
+func parseCPU(s string) (time.Duration, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/PID/stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/PID/stat: %d fields", len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/PID/stat: utime %q, stime %q", f[11], f[12])
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
+}
