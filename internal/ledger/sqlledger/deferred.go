@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // The rows a batch adds to the tables only it writes and nothing in the
@@ -15,6 +17,13 @@ import (
 // batch commits, so a send is still durable, with its event, before it is
 // answered; if writing them fails, the whole batch fails and nothing of it
 // is kept.
+
+// The counters and trail head of a namespace the batch holds, as its
+// sends left them.
+const (
+	qSetCounters      = `UPDATE namespaces SET next_seq = ?, message_count = ?, byte_count = ? WHERE name = ?`
+	qSetCountersTrail = `UPDATE namespaces SET next_seq = ?, message_count = ?, byte_count = ?, trail_seq = ?, trail_hash = ? WHERE name = ?`
+)
 
 // deferrable are the inserts a batch defers, in the order they are written.
 var deferrable = []string{qInsertMessage, qPutBody, qPutIndex, qInsertEvent}
@@ -34,9 +43,10 @@ func multiRow(query string, n int) string {
 	return query[:i+len("VALUES ")] + strings.Repeat(row+", ", n-1) + row + query[i+j+1:]
 }
 
-// multiRowQueries are the prepared multi-row forms (writeQueries).
+// multiRowQueries are the prepared multi-row forms and the held rows'
+// updates (writeQueries).
 func multiRowQueries() []string {
-	var out []string
+	out := []string{qSetCounters, qSetCountersTrail}
 	for _, q := range deferrable {
 		for _, n := range chunks {
 			if n > 1 {
@@ -47,12 +57,59 @@ func multiRowQueries() []string {
 	return out
 }
 
-// deferred holds a batch's deferred rows, per insert.
+// deferred holds a batch's deferred rows, per insert, and the namespace
+// rows its plain sends decided on. A namespace's row is read once per
+// batch (locking it, on PostgreSQL, for the rest of the transaction);
+// the sends after the first decide on the row as the batch left it, and
+// their counters and trail head are written once, when the batch flushes.
 type deferred struct {
 	rows map[string][][]any
+	ns   map[string]*nsRow
 }
 
-func newDeferred() *deferred { return &deferred{rows: map[string][][]any{}} }
+func newDeferred() *deferred { return &deferred{rows: map[string][][]any{}, ns: map[string]*nsRow{}} }
+
+// nsRow is a namespace's row as the batch's sends left it.
+type nsRow struct {
+	state             string
+	seq, count, bytes int64 // seq: the next one
+	head              trail
+	moved             bool // head moved: an event was written
+	dirty             bool
+}
+
+// row is the namespace's row the batch holds, or nil.
+func (d *deferred) row(ns string) *nsRow {
+	if d == nil {
+		return nil
+	}
+	return d.ns[ns]
+}
+
+// hold keeps a row as read. A trail with events left out of it is not
+// held: its accepted sends write their summary first (appendEvent), which
+// reads the row.
+func (d *deferred) hold(ns, state string, seq, count, bytes int64, head trail) {
+	if d == nil || len(head.suppressed) > 0 || head.closed {
+		return
+	}
+	d.ns[ns] = &nsRow{state: state, seq: seq, count: count, bytes: bytes, head: head}
+}
+
+// count1 applies an accepted offer to the row, as countOffer's UPDATE
+// would: its seq taken, its quota counted unless exempt, the trail's head
+// moved to head when its event was written.
+func (r *nsRow) count1(o *Offer, head *trail) {
+	r.seq++
+	if !o.Exempt {
+		r.count++
+		r.bytes += int64(o.Size)
+	}
+	if head != nil {
+		r.head, r.moved = *head, true
+	}
+	r.dirty = true
+}
 
 func (d *deferred) takes(query string) bool {
 	for _, q := range deferrable {
@@ -86,6 +143,20 @@ func (d *deferred) drop(m mark) {
 // flush writes every held row inside q's transaction and forgets them.
 func (d *deferred) flush(ctx context.Context, q txq) error {
 	imm := txq{tx: q.tx, s: q.s}
+	for name, r := range d.ns {
+		var err error
+		switch {
+		case !r.dirty:
+		case r.moved:
+			_, err = imm.exec(ctx, qSetCountersTrail, r.seq, r.count, r.bytes, r.head.recorded, r.head.lastHash, name)
+		default:
+			_, err = imm.exec(ctx, qSetCounters, r.seq, r.count, r.bytes, name)
+		}
+		if err != nil {
+			return err
+		}
+		delete(d.ns, name)
+	}
 	for _, query := range deferrable {
 		rows := d.rows[query]
 		for len(rows) > 0 {

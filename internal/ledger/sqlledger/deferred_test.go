@@ -29,12 +29,13 @@ func TestMultiRow(t *testing.T) {
 }
 
 // testDeferredBatches: plain sends (their message, body, index and event
-// written once per table per batch) from many senders at once into two
-// namespaces, one of which runs out of quota mid-way, with sends keyed by
-// an idempotency key and the agent's events between them in the same
-// batches. Every accepted send has its entry, its own body and index, and
-// its event in a trail that verifies; every refused one has none of them;
-// the counters match.
+// written once per table per batch, their namespace's row read once and
+// written once per batch) from many senders at once into two namespaces,
+// one of which runs out of quota mid-way, with exempt sends, sends
+// without an event, sends keyed by an idempotency key and gateway events
+// between them in the same batches. Every accepted send has its entry,
+// its own body and index, and its event in a trail that verifies; every
+// refused one has none of them; the counters match.
 func testDeferredBatches(t *testing.T) {
 	ctx := context.Background()
 	l := open(t)
@@ -43,9 +44,10 @@ func testDeferredBatches(t *testing.T) {
 	const n, quotaB = 240, 50
 	var wg sync.WaitGroup
 	type result struct {
-		ns, body string
-		e        Entry
-		err      error
+		ns, body      string
+		exempt, event bool
+		e             Entry
+		err           error
 	}
 	results := make([]result, n)
 	for i := range n {
@@ -63,19 +65,32 @@ func testDeferredBatches(t *testing.T) {
 			if i%10 == 0 {
 				o.IdempotencyKey, o.Fingerprint = fmt.Sprint("k", i), "fp"
 			}
+			if i%3 == 0 {
+				o.Exempt, o.MaxMessages = true, 0 // the evaluator's: counts toward nothing
+			}
+			if i%4 == 0 {
+				o.Event = nil // a send recorded without its event
+			}
 			if i%7 == 0 {
 				l.AppendEvent(ctx, ns, evidence.Event{Door: evidence.DoorGateway, Action: "list", Outcome: evidence.Accepted})
 			}
 			e, _, err := l.Accept(ctx, o)
-			results[i] = result{ns, body, e, err}
+			results[i] = result{ns, body, o.Exempt, o.Event != nil, e, err}
 		}()
 	}
 	wg.Wait()
-	accepted := map[string]int{}
+	accepted, counted, size, events := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	for _, r := range results {
 		switch {
 		case r.err == nil:
 			accepted[r.ns]++
+			if !r.exempt {
+				counted[r.ns]++
+				size[r.ns] += len(r.body)
+			}
+			if r.event {
+				events[r.ns]++
+			}
 			raw, err := l.Body(ctx, r.ns, r.e.Ref)
 			if err != nil || string(raw) != r.body {
 				t.Fatalf("%s's body: %q %v", r.body, raw, err)
@@ -89,8 +104,8 @@ func testDeferredBatches(t *testing.T) {
 			t.Fatalf("%s: %v", r.body, r.err)
 		}
 	}
-	if accepted["a"] != n/2 || accepted["b"] != quotaB {
-		t.Fatalf("accepted %v", accepted)
+	if accepted["a"] != n/2 || counted["b"] != quotaB || accepted["b"] == counted["b"] {
+		t.Fatalf("accepted %v, counted %v", accepted, counted)
 	}
 	for _, ns := range []string{"a", "b"} {
 		es, err := l.Entries(ctx, ns, 0)
@@ -112,12 +127,13 @@ func testDeferredBatches(t *testing.T) {
 				}
 			}
 		}
-		if sends != accepted[ns] {
-			t.Fatalf("%s: %d send events for %d messages", ns, sends, accepted[ns])
+		if sends != events[ns] {
+			t.Fatalf("%s: %d send events for %d sent with one", ns, sends, events[ns])
 		}
 		got, _ := l.Namespace(ctx, ns)
-		if got.MessageCount != int64(accepted[ns]) || got.NextSeq != int64(accepted[ns]+1) {
-			t.Fatalf("%s: counters %d/%d after %d accepted", ns, got.MessageCount, got.NextSeq, accepted[ns])
+		if got.MessageCount != int64(counted[ns]) || got.ByteCount != int64(size[ns]) || got.NextSeq != int64(accepted[ns]+1) {
+			t.Fatalf("%s: counters %d messages, %d bytes, next %d after %d accepted (%d counted, %d bytes)",
+				ns, got.MessageCount, got.ByteCount, got.NextSeq, accepted[ns], counted[ns], size[ns])
 		}
 	}
 }

@@ -123,14 +123,15 @@ func (l *DB) commitBatch(batch []*pending) {
 			}
 			continue
 		}
+		// Faults and idempotency keys read back messages this batch may
+		// hold, and every event reads its namespace's trail head: write
+		// what the batch holds first.
+		if err := d.flush(ctx, q); err != nil {
+			fail(err)
+			return
+		}
 		tq := qd
 		if p.offer != nil {
-			// Faults and idempotency keys read back messages this batch
-			// may hold: write them first.
-			if err := d.flush(ctx, q); err != nil {
-				fail(err)
-				return
-			}
 			tq = q
 		}
 		if _, err := q.exec(ctx, qSavepoint); err != nil {
@@ -250,13 +251,19 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (se
 	if head != nil {
 		q = qLockNamespace // deciding to write: no other plane decides on ns until this commits
 	}
-	err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
-	if err != nil {
-		return 0, Entry{}, false, notFound(err)
-	}
-	if head != nil {
-		if *head, err = headOf(trailSeq, hash, supp); err != nil {
-			return 0, Entry{}, false, err
+	if r := tx.d.row(o.Namespace); r != nil && head != nil {
+		// This batch holds the row, with its earlier sends applied.
+		state, seq, count, bytes, *head = r.state, r.seq, r.count, r.bytes, r.head
+	} else {
+		err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
+		if err != nil {
+			return 0, Entry{}, false, notFound(err)
+		}
+		if head != nil {
+			if *head, err = headOf(trailSeq, hash, supp); err != nil {
+				return 0, Entry{}, false, err
+			}
+			tx.d.hold(o.Namespace, state, seq, count, bytes, *head)
 		}
 	}
 	*seen = &hint{active: state == StateActive, count: count, bytes: bytes}
@@ -353,6 +360,10 @@ func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, 
 // countOffer takes o's seq and counts o toward its namespace's quota unless it
 // is exempt; with head, it also moves the trail's head there.
 func countOffer(ctx context.Context, tx txq, o *Offer, head *trail) error {
+	if r := tx.d.row(o.Namespace); r != nil {
+		r.count1(o, head)
+		return nil
+	}
 	var err error
 	switch {
 	case o.Exempt && head != nil:
