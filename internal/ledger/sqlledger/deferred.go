@@ -10,7 +10,8 @@ import (
 )
 
 // The rows a batch adds to the tables only it writes and nothing in the
-// batch reads back (a message's index entry, body, parsed index and event)
+// batch reads back (a message's index entry, body, parsed index and event,
+// and the recipients it learns)
 // are written once per table per batch, as one multi-row INSERT, instead
 // of one INSERT per send: in make profile each statement cost the
 // committer about as much as the row it wrote. They are written before the
@@ -26,7 +27,7 @@ const (
 )
 
 // deferrable are the inserts a batch defers, in the order they are written.
-var deferrable = []string{qInsertMessage, qPutBody, qPutIndex, qInsertEvent}
+var deferrable = []string{qInsertMessage, qPutBody, qPutIndex, qInsertEvent, qLearn}
 
 // chunks are the row counts prepared for each deferrable insert; a batch's
 // rows of a table go out in the largest chunks that fit, so n rows take at
@@ -65,9 +66,14 @@ func multiRowQueries() []string {
 type deferred struct {
 	rows map[string][][]any
 	ns   map[string]*nsRow
+	// learned are the recipients the batch learns, each once however many
+	// of its sends name it.
+	learned map[[2]any]bool
 }
 
-func newDeferred() *deferred { return &deferred{rows: map[string][][]any{}, ns: map[string]*nsRow{}} }
+func newDeferred() *deferred {
+	return &deferred{rows: map[string][][]any{}, ns: map[string]*nsRow{}, learned: map[[2]any]bool{}}
+}
 
 // nsRow is a namespace's row as the batch's sends left it.
 type nsRow struct {
@@ -120,7 +126,16 @@ func (d *deferred) takes(query string) bool {
 	return false
 }
 
-func (d *deferred) add(query string, args []any) { d.rows[query] = append(d.rows[query], args) }
+func (d *deferred) add(query string, args []any) {
+	if query == qLearn {
+		k := [2]any{args[0], args[1]}
+		if d.learned[k] {
+			return
+		}
+		d.learned[k] = true
+	}
+	d.rows[query] = append(d.rows[query], args)
+}
 
 // mark is how many rows each insert holds, to undo an offer's with drop.
 type mark map[string]int
@@ -137,6 +152,10 @@ func (d *deferred) mark() mark {
 func (d *deferred) drop(m mark) {
 	for q, r := range d.rows {
 		d.rows[q] = r[:m[q]]
+	}
+	clear(d.learned)
+	for _, r := range d.rows[qLearn] {
+		d.learned[[2]any{r[0], r[1]}] = true
 	}
 }
 
@@ -182,6 +201,7 @@ func (d *deferred) flush(ctx context.Context, q txq) error {
 		}
 		delete(d.rows, query)
 	}
+	clear(d.learned)
 	return nil
 }
 

@@ -59,7 +59,7 @@ func testDeferredBatches(t *testing.T) {
 				ns, max = "b", quotaB
 			}
 			body := fmt.Sprintf("body %d", i)
-			o := &Offer{Namespace: ns, UUID: fmt.Sprint("u", i), From: "a@example.com", To: []string{"to@example.com"},
+			o := &Offer{Namespace: ns, UUID: fmt.Sprint("u", i), From: "a@example.com", To: []string{"to@example.com", fmt.Sprintf("R%d@example.com", i)},
 				Size: len(body), MaxMessages: max, Body: []byte(body), Index: []byte("index " + body),
 				Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}}
 			if i%10 == 0 {
@@ -99,7 +99,13 @@ func testDeferredBatches(t *testing.T) {
 			if err != nil || string(idx) != "index "+r.body {
 				t.Fatalf("%s's index: %q %v", r.body, idx, err)
 			}
+			if _, known, err := l.Learned(ctx, r.ns, r.e.To[1]); !known || err != nil {
+				t.Fatalf("%s's recipient %s not learned: %v", r.body, r.e.To[1], err)
+			}
 		case r.ns == "b" && errors.Is(r.err, ErrCapacity):
+			if _, known, err := l.Learned(ctx, r.ns, fmt.Sprintf("r%s@example.com", r.body[len("body "):])); known || err != nil {
+				t.Fatalf("%s, refused, learned its recipient: %v", r.body, err)
+			}
 		default:
 			t.Fatalf("%s: %v", r.body, r.err)
 		}
