@@ -9,15 +9,16 @@ import (
 	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
-// The rows a batch adds to the tables only it writes and nothing in the
-// batch reads back (a message's index entry, body, parsed index and event,
-// and the recipients it learns)
-// are written once per table per batch, as one multi-row INSERT, instead
-// of one INSERT per send: in make profile each statement cost the
-// committer about as much as the row it wrote. They are written before the
-// batch commits, so a send is still durable, with its event, before it is
-// answered; if writing them fails, the whole batch fails and nothing of it
-// is kept.
+// The rows a batch adds to tables that nothing in the batch reads back (a
+// message's index entry, body, parsed index and event, and the recipients
+// it learns) are written once per table per batch, as one multi-row
+// INSERT, instead of one INSERT per send: in make profile each statement
+// cost the committer about as much as the row it wrote. The same holds for
+// the namespace's row its plain sends decide on (read once, written once).
+// All of it is written before the batch commits, so a send is still
+// durable, with its event, before it is answered; if writing fails, the
+// whole batch fails and nothing of it is kept. Whatever reads these rows
+// by SQL within the batch (commitBatch) has them written first.
 
 // The counters and trail head of a namespace the batch holds, as its
 // sends left them.

@@ -106,12 +106,11 @@ func (l *DB) commitBatch(batch []*pending) {
 			continue
 		}
 		if p.offer != nil && plain(p.offer) {
-			// A plain send writes nothing before its decision and, once
-			// decided, nothing that can be refused: its only immediate
-			// writes are its counters and learned recipients, after
-			// which any failure is the storage's, and fails the batch.
-			// So it needs no savepoint, and runs to its end whatever its
-			// caller does meanwhile (ctx, the batch's).
+			// A plain send writes nothing before its decision, and what
+			// it writes after it the batch holds (deferred.go): once
+			// decided, only the storage can fail it, and that fails the
+			// batch. So it needs no savepoint, and runs to its end
+			// whatever its caller does meanwhile (ctx, the batch's).
 			m := d.mark()
 			p.entry, p.replayed, p.err = l.accept(ctx, qd, p.offer, &p.seen)
 			if p.err != nil {
