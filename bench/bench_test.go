@@ -68,10 +68,11 @@ func TestBodySizes(t *testing.T) {
 func sample() *Report {
 	r := newReport(time.Second, "")
 	load := func(rate, p99 float64) Load { return Load{Label: "x", Rate: rate, P50: p99 / 2, P99: p99, Ops: 10} }
-	r.add(Pair{Section: "ingest", Store: "embedded", Path: "POST /emails", Size: "512 B", Conc: 8, Mailplane: load(6000, 3), Baseline: load(10000, 1)})
+	peer := func(rate, p99 float64) *Load { l := load(rate, p99); l.Label = "peer"; return &l }
+	r.add(Pair{Section: "ingest", Store: "embedded", Path: "POST /emails", Size: "512 B", Conc: 8, Mailplane: load(6000, 3), Baseline: load(10000, 1), Peer: peer(1500, 20)})
 	r.add(Pair{Section: "ingest", Store: "embedded", Path: "POST /emails", Size: "100 KiB", Conc: 8, Mailplane: load(160, 30), Baseline: load(1000, 3)})
 	r.add(Pair{Section: "ingest", Store: "embedded", Path: planeSend, Size: "512 B", Conc: 8, Mailplane: load(4900, 3), Baseline: load(10000, 1)})
-	r.add(Pair{Section: "ingest", Store: "embedded", Path: smtpPath(1), Size: "512 B", Conc: 8, Mailplane: load(400, 9), Baseline: load(1000, 2)})
+	r.add(Pair{Section: "ingest", Store: "embedded", Path: smtpPath(1), Size: "512 B", Conc: 8, Mailplane: load(400, 9), Baseline: load(1000, 2), Peer: peer(300, 8)})
 	r.add(Pair{Section: "ingest", Store: "embedded", Path: smtpPath(50), Size: "512 B", Conc: 8, Mailplane: load(400, 9), Baseline: load(1000, 2)})
 	r.add(Pair{Section: "ingest", Store: "Mailpit", Path: smtpPath(50), Size: "512 B", Conc: 8, Mailplane: load(900, 4), Baseline: load(1000, 3)})
 	r.add(Pair{Section: "reads", Store: "embedded", Path: "list of 32", Conc: 1, Mailplane: load(800, 4.9), Baseline: load(1500, 1)})
@@ -120,6 +121,8 @@ func TestGoals(t *testing.T) {
 		"whole stack (up, plane, 3 surfaces) ≤ 100 KB per live trial at 10,000 trials (PSS)": false, // 102.4 KB
 		"trial.open over the RPC: p99 ≤ 5 ms":                                                true,
 		"processes constant in the number of trials":                                         true,
+		"POST /emails, 512 B, concurrency 8: ≥ 3.0× peer":                                    true,  // 4×
+		"SMTP 1/conn, 512 B, concurrency 8: ≥ 2.0× peer":                                     false, // 1.33×
 	}
 	for goal, w := range want {
 		got, ok := met[goal]
@@ -137,6 +140,8 @@ func TestOutputs(t *testing.T) {
 	r := sample()
 	md := r.markdown()
 	for _, s := range []string{"## Goals", "| POST /emails | 512 B | 8 | 6000 |", "**no**", "![throughput and p99 per path](bench.png)",
+		"## Ingest, embedded store vs raw Mailpit (the peer)", "| POST /emails | 512 B | 8 | 6000 | 3.00 | peer | 1500 | 20.00 | 4.00× |",
+		"| SMTP 1/conn | 512 B | 8 | 400 | 9.00 | peer | 300 | 8.00 | 1.33× |",
 		"## Density", "| mailplane: 10000 live trials | 10,000 | 1075.2 | 537.6 | 1076.2 | 5 | 0 | **102.4** | 51.2 |", "| reference (CPython 3 process) | 1,000 |",
 		"| trial open, 0 to 1,000 live | 1 | 900 |", "| processes (up and its tree) | 5 | 5 |",
 		"| **plane + 3 surfaces** | **36.9** | 8.2 | 28.7 | 32.8 | **49.2** |", "| whole `mail-plane up` tree (with the supervisor) | | | | 37.9 |",
@@ -407,5 +412,21 @@ func TestRegressionGoals(t *testing.T) {
 	}
 	if n := len(sample().Goals); n != len(r.Goals)-4 {
 		t.Errorf("without a previous run %d goals, with one %d: want 4 more", n, len(r.Goals))
+	}
+}
+
+func TestParseCPU(t *testing.T) {
+	// A command name with spaces and a parenthesis; utime 150, stime 25.
+	line := "4242 (mail plane) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 150 25 0 0 20 0 12 0 100 0 0\n"
+	got, err := parseCPU(line)
+	if err != nil || got != 1750*time.Millisecond {
+		t.Fatalf("parseCPU: %v, %v", got, err)
+	}
+	if _, err := parseCPU("4242 (short) S 1 2"); err == nil {
+		t.Fatal("a short line parsed")
+	}
+	// The real file reads (its value may still be 0 ticks).
+	if _, err := cpuTime(os.Getpid()); err != nil {
+		t.Fatalf("this process's CPU time: %v", err)
 	}
 }

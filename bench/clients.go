@@ -47,6 +47,14 @@ func emailJSON(n int) []byte {
 	return b
 }
 
+// mailpitSendJSON is the same message for Mailpit's own send API (POST
+// /api/v1/send), the peer's answer to POST /emails.
+func mailpitSendJSON(n int) []byte {
+	b, _ := json.Marshal(map[string]any{"From": map[string]string{"Email": sender}, "To": []map[string]string{{"Email": recipient}},
+		"Subject": subject, "Text": bodyText(n)})
+	return b
+}
+
 // rfc5322 is the same message as SMTP DATA; net/smtp's writer turns "\n"
 // into CRLF and dot-stuffs.
 func rfc5322(n int) []byte {
@@ -104,7 +112,9 @@ func postWorkers(url, token string, body []byte, conc int) (workerFactory, func(
 			return timed(func() error {
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+token)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
 				return do(hc, req, http.StatusOK)
 			})
 		}}, nil

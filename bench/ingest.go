@@ -42,11 +42,18 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The peer: raw Mailpit, what a user would run instead, taking turns
+	// with mailplane and the null server in each figure it has one for.
+	peer, err := h.startPeer(ctx, "mailpit-peer")
+	if err != nil {
+		return err
+	}
 	const store = "embedded"
 	pc := rpc.NewClient(pl.socket, id.WriterGrant)
 	defer pc.Close()
 	for _, size := range sizes {
 		post, data := emailJSON(size.Bytes), rfc5322(size.Bytes)
+		peerPost := mailpitSendJSON(size.Bytes)
 		raw := crlf(string(data))
 		for _, conc := range concurrencies {
 			// The plane alone, as the writer calls it: the ceiling of any
@@ -57,15 +64,19 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 			}
 			subj, closeS := postWorkers(w.url+"/emails", id.MailAPIToken, post, conc)
 			base, closeB := postWorkers("http://"+nh.addr+"/emails", id.MailAPIToken, post, conc)
-			err := h.ingestPair(ctx, store, "POST /emails", size.Name, conc, subj, "null HTTP handler", base)
+			mp, closeP := postWorkers("http://"+peer.httpAddr+"/api/v1/send", "", peerPost, conc)
+			err := h.ingestTrio(ctx, store, "POST /emails", size.Name, conc, subj, "null HTTP handler", base,
+				&sideSpec{"raw Mailpit, POST /api/v1/send", mp})
 			closeS()
 			closeB()
+			closeP()
 			if err != nil {
 				return err
 			}
 			for _, n := range perConn {
-				err := h.ingestPair(ctx, store, smtpPath(n), size.Name, conc,
-					smtpWorkers(tcpDialer(w.smtpAddr), data, n), "null go-smtp server", smtpWorkers(tcpDialer(ns.addr), data, n))
+				err := h.ingestTrio(ctx, store, smtpPath(n), size.Name, conc,
+					smtpWorkers(tcpDialer(w.smtpAddr), data, n), "null go-smtp server", smtpWorkers(tcpDialer(ns.addr), data, n),
+					&sideSpec{"raw Mailpit, " + smtpPath(n), smtpWorkers(tcpDialer(peer.smtpAddr), data, n)})
 				if err != nil {
 					return err
 				}
@@ -75,7 +86,7 @@ func (h *harness) ingestEmbedded(ctx context.Context) error {
 	if err := h.ingestProviders(ctx, store, pl, w, id); err != nil {
 		return err
 	}
-	for _, p := range []*proc{pl.proc, w.proc, nh.proc, ns.proc} {
+	for _, p := range []*proc{pl.proc, w.proc, nh.proc, ns.proc, peer.proc} {
 		h.report.noteRSS("after ingest (embedded store)", p)
 	}
 	return nil
@@ -132,13 +143,28 @@ func smtpPath(perConn int) string { return fmt.Sprintf("SMTP %d/conn", perConn) 
 
 // ingestPair measures one ingest figure and records it.
 func (h *harness) ingestPair(ctx context.Context, store, path, size string, conc int, subj workerFactory, baseLabel string, base workerFactory) error {
-	s, b, err := pair(ctx, h.cell, conc, "mailplane", subj, baseLabel, base)
+	return h.ingestTrio(ctx, store, path, size, conc, subj, baseLabel, base, nil)
+}
+
+// ingestTrio measures one ingest figure, with the peer taking turns too
+// when there is one, and records it.
+func (h *harness) ingestTrio(ctx context.Context, store, path, size string, conc int, subj workerFactory, baseLabel string, base workerFactory, peer *sideSpec) error {
+	specs := []sideSpec{{baseLabel, base}, {"mailplane", subj}}
+	if peer != nil {
+		specs = append(specs, *peer)
+	}
+	l, err := turns(ctx, h.cell, conc, specs...)
 	if err != nil {
 		return err
 	}
-	p := Pair{Section: "ingest", Store: store, Path: path, Size: size, Conc: conc, Mailplane: s, Baseline: b}
+	p := Pair{Section: "ingest", Store: store, Path: path, Size: size, Conc: conc, Mailplane: l[1], Baseline: l[0]}
+	peerNote := ""
+	if peer != nil {
+		p.Peer = &l[2]
+		peerNote = fmt.Sprintf("  peer %7.0f/s p99 %6.1fms", l[2].Rate, l[2].P99)
+	}
 	h.report.add(p)
-	h.logf("  %-8s %-13s %-7s c%-2d  mailplane %7.0f/s p99 %6.1fms  %s %7.0f/s p99 %6.1fms  %s",
-		store, path, size, conc, s.Rate, s.P99, baseLabel, b.Rate, b.P99, p.errNote())
+	h.logf("  %-8s %-13s %-7s c%-2d  mailplane %7.0f/s p99 %6.1fms  %s %7.0f/s p99 %6.1fms%s  %s",
+		store, path, size, conc, p.Mailplane.Rate, p.Mailplane.P99, baseLabel, p.Baseline.Rate, p.Baseline.P99, peerNote, p.errNote())
 	return nil
 }

@@ -152,23 +152,48 @@ const (
 // pair measures mailplane next to its baseline: both warmed up, then
 // rounds turns of d/rounds each, baseline first.
 func pair(ctx context.Context, d time.Duration, conc int, subjLabel string, subj workerFactory, baseLabel string, base workerFactory) (Load, Load, error) {
-	b, err := newSide(baseLabel, conc, base)
+	l, err := turns(ctx, d, conc, sideSpec{baseLabel, base}, sideSpec{subjLabel, subj})
 	if err != nil {
 		return Load{}, Load{}, err
 	}
-	defer b.close()
-	s, err := newSide(subjLabel, conc, subj)
-	if err != nil {
-		return Load{}, Load{}, err
+	return l[1], l[0], ctx.Err()
+}
+
+// sideSpec is one side of a figure: its label and its workers.
+type sideSpec struct {
+	label string
+	mk    workerFactory
+}
+
+// turns measures every side at conc: each warmed up, then rounds turns of
+// d/rounds each, in the order given, so that whatever else the machine
+// does weighs on each alike. The loads come back in the same order.
+func turns(ctx context.Context, d time.Duration, conc int, specs ...sideSpec) ([]Load, error) {
+	var sides []*side
+	defer func() {
+		for _, s := range sides {
+			s.close()
+		}
+	}()
+	for _, sp := range specs {
+		s, err := newSide(sp.label, conc, sp.mk)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, s)
 	}
-	defer s.close()
-	b.run(ctx, warmup, false)
-	s.run(ctx, warmup, false)
+	for _, s := range sides {
+		s.run(ctx, warmup, false)
+	}
 	for range rounds {
-		b.run(ctx, d/rounds, true)
-		s.run(ctx, d/rounds, true)
+		for _, s := range sides {
+			s.run(ctx, d/rounds, true)
+		}
 	}
-	s.load.finish()
-	b.load.finish()
-	return s.load, b.load, ctx.Err()
+	out := make([]Load, len(sides))
+	for i, s := range sides {
+		s.load.finish()
+		out[i] = s.load
+	}
+	return out, ctx.Err()
 }

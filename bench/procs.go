@@ -207,6 +207,18 @@ func childrenOf(pid int) (map[string]int, error) {
 
 // tcpListener opens a listener on a free loopback port and its file, to be
 // handed to a child as fd:N (as mail-plane up does), so no port is raced.
+// freeAddr is a loopback TCP address free a moment ago, for a process
+// that binds its own ports (the peer Mailpit): another process could take
+// it first, which fails that start plainly.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
 func tcpListener() (net.Listener, *os.File, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -351,12 +363,26 @@ func healthy(url string) bool {
 type mailpit struct {
 	*proc
 	http, smtp string
+	// httpAddr and smtpAddr are the loopback TCP addresses of a peer
+	// (startPeer), instead of the sockets.
+	httpAddr, smtpAddr string
 }
 
 // startMailpit runs Mailpit with the settings the plane gives its own
 // (Unix sockets only, no message cap, 2 MB messages, nothing outbound)
 // and waits for /readyz.
 func (h *harness) startMailpit(ctx context.Context, name string) (*mailpit, error) {
+	return h.runMailpit(ctx, name, false)
+}
+
+// startPeer runs Mailpit as a user who picked it instead of mailplane
+// would: its HTTP API and SMTP on loopback TCP ports, its own SQLite file,
+// the same settings otherwise.
+func (h *harness) startPeer(ctx context.Context, name string) (*mailpit, error) {
+	return h.runMailpit(ctx, name, true)
+}
+
+func (h *harness) runMailpit(ctx context.Context, name string, tcp bool) (*mailpit, error) {
 	if h.mailpitPath == "" {
 		return nil, errors.New("no Mailpit binary (-mailpit, $MAILPLANE_MAILPIT or .cache/bin/mailpit; make deps builds it)")
 	}
@@ -365,9 +391,19 @@ func (h *harness) startMailpit(ctx context.Context, name string) (*mailpit, erro
 		return nil, err
 	}
 	m := &mailpit{http: filepath.Join(dir, "http.sock"), smtp: filepath.Join(dir, "smtp.sock")}
+	uiBind, smtpBind := "unix:"+m.http+":660", "unix:"+m.smtp+":660"
+	if tcp {
+		if m.httpAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if m.smtpAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		uiBind, smtpBind = m.httpAddr, m.smtpAddr
+	}
 	env := []string{
-		"MP_UI_BIND_ADDR=unix:" + m.http + ":660",
-		"MP_SMTP_BIND_ADDR=unix:" + m.smtp + ":660",
+		"MP_UI_BIND_ADDR=" + uiBind,
+		"MP_SMTP_BIND_ADDR=" + smtpBind,
 		"MP_DATABASE=" + filepath.Join(dir, "mailpit.db"),
 		"MP_MAX_MESSAGES=0",
 		"MP_MAX_MESSAGE_SIZE=2",
@@ -380,10 +416,13 @@ func (h *harness) startMailpit(ctx context.Context, name string) (*mailpit, erro
 	if m.proc, err = h.procs.start(name, h.mailpitPath, nil, env); err != nil {
 		return nil, err
 	}
-	hc := unixHTTPClient(m.http, 1)
+	hc, base := unixHTTPClient(m.http, 1), "http://mailpit"
+	if tcp {
+		hc, base = httpClient(1), "http://"+m.httpAddr
+	}
 	defer hc.CloseIdleConnections()
 	return m, m.poll(ctx, func() bool {
-		resp, err := hc.Get("http://mailpit/readyz")
+		resp, err := hc.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -600,4 +639,32 @@ func (h *harness) trialWriter(ctx context.Context, pl *plane) (*surface, rpc.Ide
 	}
 	w, err := h.startSurface(ctx, "mail-writer", pl, id.WriterGrant, "")
 	return w, id, err
+}
+
+// cpuTime is the CPU time (user and system, utime+stime of /proc/PID/stat,
+// in clock ticks of 10 ms) a process has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseCPU(string(b))
+}
+
+// parseCPU reads utime and stime from a /proc/PID/stat line.
+func parseCPU(s string) (time.Duration, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/PID/stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/PID/stat: %d fields", len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/PID/stat: utime %q, stime %q", f[11], f[12])
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }

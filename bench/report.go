@@ -69,13 +69,26 @@ type Pair struct {
 	Mailplane Load    `json:"mailplane"`
 	Baseline  Load    `json:"baseline"`
 	Pct       float64 `json:"pct_of_baseline"` // 100 × mailplane's rate / the baseline's
+	// Peer is raw Mailpit on the same path, taking turns with both (the
+	// embedded store's ingest figures); PeerRatio is mailplane's rate over
+	// its.
+	Peer      *Load   `json:"peer,omitempty"`
+	PeerRatio float64 `json:"ratio_to_peer,omitempty"`
 }
 
 func (p Pair) errNote() string {
-	if p.Mailplane.Errors+p.Baseline.Errors == 0 {
+	peer := 0
+	if p.Peer != nil {
+		peer = p.Peer.Errors
+	}
+	if p.Mailplane.Errors+p.Baseline.Errors+peer == 0 {
 		return ""
 	}
-	return fmt.Sprintf("errors: mailplane %d (%s), baseline %d (%s)", p.Mailplane.Errors, p.Mailplane.FirstErr, p.Baseline.Errors, p.Baseline.FirstErr)
+	s := fmt.Sprintf("errors: mailplane %d (%s), baseline %d (%s)", p.Mailplane.Errors, p.Mailplane.FirstErr, p.Baseline.Errors, p.Baseline.FirstErr)
+	if peer > 0 {
+		s += fmt.Sprintf(", peer %d (%s)", peer, p.Peer.FirstErr)
+	}
+	return s
 }
 
 // Startup is one start-up figure over several runs, in milliseconds.
@@ -168,6 +181,12 @@ func (r *Report) add(p Pair) {
 	if p.Baseline.Rate > 0 {
 		p.Pct = 100 * p.Mailplane.Rate / p.Baseline.Rate
 	}
+	if p.Peer != nil {
+		p.Peer.lat = nil
+		if p.Peer.Rate > 0 {
+			p.PeerRatio = p.Mailplane.Rate / p.Peer.Rate
+		}
+	}
 	r.Pairs = append(r.Pairs, p)
 }
 
@@ -218,6 +237,18 @@ var ratioGoals = func() []ratioGoal {
 	return g
 }()
 
+// peerGoals are issue #37's goals against the peer (raw Mailpit over
+// loopback TCP, its own SQLite file), at concurrency 8, 512 B: mailplane's
+// rate at least ratio times the peer's in the same figure.
+var peerGoals = []struct {
+	path  string
+	ratio float64
+}{
+	{smtpPath(1), 2},
+	{smtpPath(50), 1.5},
+	{"POST /emails", 3},
+}
+
 // The other goals, as numbers.
 const (
 	goalWakeP99    = 10.0 // ms
@@ -242,6 +273,13 @@ func (r *Report) finish() {
 				name = fmt.Sprintf("Mailpit store, %s, %s, concurrency 8: ≥ %.0f%% of %s", g.path, g.size, g.pct, p.Baseline.Label)
 			}
 			r.goal(name, fmt.Sprintf("%.0f%% (%.0f vs %.0f msg/s)", p.Pct, p.Mailplane.Rate, p.Baseline.Rate), p.Pct >= g.pct)
+		}
+	}
+	for _, g := range peerGoals {
+		if p, ok := r.find("ingest", "embedded", g.path, "512 B", 8); ok && p.Peer != nil {
+			r.goal(fmt.Sprintf("%s, 512 B, concurrency 8: ≥ %.1f× %s", g.path, g.ratio, p.Peer.Label),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f msg/s; p99 %.2f vs %.2f ms)", p.PeerRatio, p.Mailplane.Rate, p.Peer.Rate, p.Mailplane.P99, p.Peer.P99),
+				p.PeerRatio >= g.ratio)
 		}
 	}
 	for _, store := range []string{"embedded", "Mailpit"} {
@@ -487,6 +525,7 @@ func (r *Report) markdown() string {
 	if len(r.section("ingest", "embedded")) > 0 {
 		w("\n\"%s\" is the plane alone, called as mail-writer calls it (one writer grant, the same socket, a 512 B or 100 KiB message, durable before the answer), next to its health RPC (the same socket, grant check and JSON, nothing stored): the ceiling of any door in front of the plane. SMTP 1/conn times the whole connection (connect, greeting, EHLO, one transaction, QUIT); SMTP 50/conn times each transaction.\n", planeSend)
 	}
+	r.peerMarkdown(w)
 	ingest("Mailpit", "Ingest, Mailpit store (mail-writer → mail-plane → Mailpit) vs raw SMTP into the same Mailpit")
 	ingest(postgresStore, "Ingest, --store postgres (mail-writer → mail-plane → PostgreSQL, fsync on) vs the embedded store; two planes on the database vs one")
 
@@ -583,4 +622,25 @@ func rate(l Load) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", l.Rate)
+}
+
+// peerMarkdown is the embedded store's ingest figures next to the peer's,
+// measured in the same turns.
+func (r *Report) peerMarkdown(w func(string, ...any)) {
+	var rows []Pair
+	for _, p := range r.section("ingest", "embedded") {
+		if p.Peer != nil {
+			rows = append(rows, p)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("\n## Ingest, embedded store vs raw Mailpit (the peer)\n\n")
+	w("| path | body | conc | mailplane msg/s | p99 ms | peer | peer msg/s | p99 ms | ratio |\n|---|---|--:|--:|--:|---|--:|--:|--:|\n")
+	for _, p := range rows {
+		w("| %s | %s | %d | %.0f | %.2f | %s | %.0f | %.2f | %.2f× |\n", p.Path, p.Size, p.Conc,
+			p.Mailplane.Rate, p.Mailplane.P99, p.Peer.Label, p.Peer.Rate, p.Peer.P99, p.PeerRatio)
+	}
+	w("\nThe peer is a Mailpit of its own (%s), as a user who runs it instead would: SMTP and its HTTP API on loopback TCP, its own SQLite file, no message cap. It takes turns with mailplane and the null server in the same figures as the table above (same clients, same message); mailplane answers each message only once it is durable (fsynced); how durable Mailpit's answer is is Mailpit's own choice, not measured here. The ratio is mailplane's rate over the peer's.\n", r.Machine.Mailpit)
 }

@@ -27,8 +27,11 @@ type portKeeper struct {
 	// moveTaken is up --move-taken-ports: a trial whose port another
 	// process took moves to a new port instead of being sealed.
 	moveTaken bool
-	log       zerolog.Logger
-	ready     chan struct{} // closed once the plane holds the first spare ports
+	// ports is where a new port is picked (portpick.go); its zero value
+	// lets the kernel pick.
+	ports portRange
+	log   zerolog.Logger
+	ready chan struct{} // closed once the plane holds the first spare ports
 }
 
 // syncWait is how long one ports.sync waits for work.
@@ -86,7 +89,13 @@ func (k *portKeeper) run(ctx context.Context) {
 
 // pass binds port (0: any) and hands the listener to the writer.
 func (k *portKeeper) pass(port int) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(k.host, strconv.Itoa(port)))
+	var ln net.Listener
+	var err error
+	if port == 0 {
+		ln, err = k.ports.listenAny(k.host)
+	} else {
+		ln, err = net.Listen("tcp", net.JoinHostPort(k.host, strconv.Itoa(port)))
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -151,7 +151,7 @@ func up(c *cli.Context) error {
 	}
 	defer ctl.Close()
 	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
-		log: log, ready: make(chan struct{})}
+		ports: hostPortRange(), log: log, ready: make(chan struct{})}
 	go keeper.run(ctx)
 	select {
 	case <-keeper.ready:

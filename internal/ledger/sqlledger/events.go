@@ -245,7 +245,7 @@ func (l *DB) saveTrail(ctx context.Context, tx txq, t *trail, ns string) error {
 // lifecycle appends a lifecycle event to ns's trail inside tx and saves it.
 func (l *DB) lifecycle(ctx context.Context, tx *sql.Tx, ns, action, detail string) error {
 	e := &evidence.Event{Namespace: ns, Door: evidence.DoorPlane, Action: action, Outcome: evidence.Accepted, Detail: detail}
-	return l.appendEvent(ctx, txq{tx, l.ws}, e, true)
+	return l.appendEvent(ctx, txq{tx: tx, s: l.ws}, e, true)
 }
 
 // Events returns up to limit canonical lines of ns's trail with a seq
@@ -267,7 +267,7 @@ func (l *DB) TrailOf(ctx context.Context, ns string) (exists, closed bool, err e
 // trail as a summary event, so that an export ends with them.
 func (l *DB) FlushTrail(ctx context.Context, ns string) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
-		q := txq{tx, l.ws}
+		q := txq{tx: tx, s: l.ws}
 		t, err := l.loadTrail(ctx, q, ns)
 		if err != nil || t.closed || len(t.suppressed) == 0 {
 			return err

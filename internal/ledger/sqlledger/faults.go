@@ -71,7 +71,7 @@ ON CONFLICT (trial_id) DO UPDATE SET schedule = excluded.schedule, http_sends = 
 		rules = int64(len(s))
 	}
 	e := &evidence.Event{Namespace: ns, Door: evidence.DoorPlane, Action: evidence.ActionFaults, Outcome: evidence.Accepted, Count: rules}
-	return l.appendEvent(ctx, txq{tx, l.ws}, e, true)
+	return l.appendEvent(ctx, txq{tx: tx, s: l.ws}, e, true)
 }
 
 // FaultsInjected returns how many faults trial id's schedules have
@@ -275,7 +275,7 @@ func (l *DB) DeliverDue(ctx context.Context, now time.Time) ([]string, error) {
 	err = l.tx(ctx, func(tx *sql.Tx) error {
 		shown = shown[:0]
 		for _, d := range due {
-			ok, err := l.deliver(ctx, txq{tx, l.ws}, d, now)
+			ok, err := l.deliver(ctx, txq{tx: tx, s: l.ws}, d, now)
 			if err != nil {
 				return err
 			}

@@ -94,33 +94,70 @@ func (l *DB) commitBatch(batch []*pending) {
 		finish(err)
 		return
 	}
-	q := txq{tx, l.ws}
+	d := newDeferred()
+	q, qd := txq{tx: tx, s: l.ws}, txq{tx: tx, s: l.ws, d: d}
+	fail := func(err error) {
+		tx.Rollback()
+		finish(err)
+	}
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
 			p.err = err
 			continue
 		}
-		if _, err := q.exec(ctx, qSavepoint); err != nil {
-			tx.Rollback()
-			finish(err)
+		if p.offer != nil && plain(p.offer) {
+			// A plain send writes nothing before its decision, and what
+			// it writes after it the batch holds (deferred.go): once
+			// decided, only the storage can fail it, and that fails the
+			// batch. So it needs no savepoint, and runs to its end
+			// whatever its caller does meanwhile (ctx, the batch's).
+			m := d.mark()
+			p.entry, p.replayed, p.err = l.accept(ctx, qd, p.offer, &p.seen)
+			if p.err != nil {
+				if !refusal(p.err) {
+					fail(p.err)
+					return
+				}
+				d.drop(m)
+			}
+			continue
+		}
+		// Faults and idempotency keys read back messages this batch may
+		// hold, and every event reads its namespace's trail head: write
+		// what the batch holds first.
+		if err := d.flush(ctx, q); err != nil {
+			fail(err)
 			return
 		}
+		tq := qd
 		if p.offer != nil {
-			p.entry, p.replayed, p.err = l.accept(p.ctx, q, p.offer, &p.seen)
+			tq = q
+		}
+		if _, err := q.exec(ctx, qSavepoint); err != nil {
+			fail(err)
+			return
+		}
+		m := d.mark()
+		if p.offer != nil {
+			p.entry, p.replayed, p.err = l.accept(p.ctx, tq, p.offer, &p.seen)
 		} else {
-			p.err = l.appendEvent(p.ctx, q, p.event, false)
+			p.err = l.appendEvent(p.ctx, tq, p.event, false)
 		}
 		undo := []string{qRelease}
 		if p.err != nil {
 			undo = []string{qRollbackTo, qRelease}
+			d.drop(m)
 		}
 		for _, u := range undo {
 			if _, err := q.exec(ctx, u); err != nil {
-				tx.Rollback()
-				finish(err)
+				fail(err)
 				return
 			}
 		}
+	}
+	if err := d.flush(ctx, q); err != nil {
+		fail(err)
+		return
 	}
 	last := ""
 	for _, p := range batch {
@@ -143,6 +180,16 @@ func (l *DB) commitBatch(batch []*pending) {
 		}
 	}
 	finish(err)
+}
+
+// plain reports whether o is a send without a fault schedule or an
+// idempotency key: one whose decision reads only its namespace's row.
+func plain(o *Offer) bool { return o.Faults == nil && o.IdempotencyKey == "" }
+
+// refusal reports whether err is accept's refusal of an offer, which it
+// answers before writing anything.
+func refusal(err error) bool {
+	return errors.Is(err, ErrNotActive) || errors.Is(err, ErrCapacity) || errors.Is(err, ErrNotFound)
 }
 
 func (p *pending) namespace() string {
@@ -179,7 +226,7 @@ func (l *DB) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, er
 	}
 	defer tx.Rollback()
 	var seen *hint
-	_, e, replayed, err = decide(ctx, txq{tx, l.rs}, o, nil, &seen)
+	_, e, replayed, err = decide(ctx, txq{tx: tx, s: l.rs}, o, nil, &seen)
 	if seen != nil {
 		seen.gen = gen
 		l.hints.put(o.Namespace, *seen)
@@ -203,13 +250,19 @@ func decide(ctx context.Context, tx txq, o *Offer, head *trail, seen **hint) (se
 	if head != nil {
 		q = qLockNamespace // deciding to write: no other plane decides on ns until this commits
 	}
-	err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
-	if err != nil {
-		return 0, Entry{}, false, notFound(err)
-	}
-	if head != nil {
-		if *head, err = headOf(trailSeq, hash, supp); err != nil {
-			return 0, Entry{}, false, err
+	if r := tx.d.row(o.Namespace); r != nil && head != nil {
+		// This batch holds the row, with its earlier sends applied.
+		state, seq, count, bytes, *head = r.state, r.seq, r.count, r.bytes, r.head
+	} else {
+		err = tx.queryRow(ctx, q, o.Namespace).Scan(&state, &seq, &count, &bytes, &trailSeq, &hash, &supp)
+		if err != nil {
+			return 0, Entry{}, false, notFound(err)
+		}
+		if head != nil {
+			if *head, err = headOf(trailSeq, hash, supp); err != nil {
+				return 0, Entry{}, false, err
+			}
+			tx.d.hold(o.Namespace, state, seq, count, bytes, *head)
 		}
 	}
 	*seen = &hint{active: state == StateActive, count: count, bytes: bytes}
@@ -306,6 +359,10 @@ func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, 
 // countOffer takes o's seq and counts o toward its namespace's quota unless it
 // is exempt; with head, it also moves the trail's head there.
 func countOffer(ctx context.Context, tx txq, o *Offer, head *trail) error {
+	if r := tx.d.row(o.Namespace); r != nil {
+		r.count1(o, head)
+		return nil
+	}
 	var err error
 	switch {
 	case o.Exempt && head != nil:

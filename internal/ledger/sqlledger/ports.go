@@ -81,7 +81,7 @@ func (l *DB) MovePort(ctx context.Context, from, to int) (Trial, error) {
 		t.SMTPPort = to
 		e := &evidence.Event{Namespace: t.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionPortMoved,
 			Outcome: evidence.Accepted, OldPort: from, NewPort: to}
-		if err := l.appendEvent(ctx, txq{tx, l.ws}, e, true); err != nil {
+		if err := l.appendEvent(ctx, txq{tx: tx, s: l.ws}, e, true); err != nil {
 			return err
 		}
 		return l.announce(ctx, tx, changePolicy, t.Namespace)

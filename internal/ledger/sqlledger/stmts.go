@@ -50,8 +50,8 @@ var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
 		qTrialByDoor, qOpened, qBody, qIndex}
-	writeQueries = []string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
-		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex}
+	writeQueries = append([]string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
+		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex}, multiRowQueries()...)
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was
@@ -100,12 +100,19 @@ func (s *stmts) close() {
 }
 
 // txq runs prepared statements inside one transaction of s's database.
+// With d, the inserts d takes are held there until the batch flushes them
+// (deferred.go).
 type txq struct {
 	tx *sql.Tx
 	s  *stmts
+	d  *deferred
 }
 
 func (q txq) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if q.d != nil && q.d.takes(query) {
+		q.d.add(query, args)
+		return deferredResult{}, nil
+	}
 	if st := q.s.stmt(query); st != nil {
 		return q.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}

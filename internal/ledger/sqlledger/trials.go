@@ -135,7 +135,7 @@ func (l *DB) SealTrial(ctx context.Context, id int64, reason string) (Trial, err
 		}
 		t.SealedReason = reason
 		e := &evidence.Event{Namespace: t.Namespace, Door: evidence.DoorPlane, Action: evidence.ActionSeal, Outcome: evidence.Accepted, Code: reason}
-		if err := l.appendEvent(ctx, txq{tx, l.ws}, e, true); err != nil {
+		if err := l.appendEvent(ctx, txq{tx: tx, s: l.ws}, e, true); err != nil {
 			return err
 		}
 		return l.announce(ctx, tx, changePolicy, t.Namespace)
