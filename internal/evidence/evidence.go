@@ -32,6 +32,7 @@ const (
 	DoorWriterSMTP = "writer-smtp"
 	DoorInbox      = "inbox"
 	DoorInboxMCP   = "inbox-mcp" // the agent's mailbox over MCP
+	DoorIMAP       = "imap"      // the agent's mailbox over IMAP
 	DoorGateway    = "gateway"
 	DoorPlane      = "plane"
 )

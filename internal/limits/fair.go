@@ -66,3 +66,33 @@ const (
 	// writer's --auth-failure-delay may lower it.
 	AuthFailureMaxDelay = time.Second
 )
+
+// The agent's mailbox over IMAP (package inboximap): a mail client keeps
+// its connections open for hours, so they are counted per trial rather
+// than cut short, and nothing it sends before LOGIN may cost more than a
+// few lines.
+const (
+	// IMAPPreauthBytes bounds what one IMAP connection may send before
+	// its login is accepted (the TLS handshake included): a greeting's
+	// worth of commands. One byte more ends the connection.
+	IMAPPreauthBytes = 16 << 10
+	// IMAPPreauthTimeout bounds how long a connection may take to log in.
+	IMAPPreauthTimeout = 20 * time.Second
+	// IMAPLineBytes bounds one command line after login, literals apart
+	// (IMAPLiteralBytes bounds those): a FETCH or SEARCH of many ids.
+	IMAPLineBytes = 64 << 10
+	// IMAPLiteralBytes is the largest literal a command may carry
+	// (go-imap's MaxLiteralSize): the mailbox takes no mail (APPEND is
+	// refused), so a literal is a login's password or a search string.
+	IMAPLiteralBytes = 8 << 10
+	// IMAPIdle bounds how long a logged-in connection may send nothing;
+	// RFC 3501 §5.4 asks for at least 30 minutes, and IDLE clients
+	// renew every 29.
+	IMAPIdle = 31 * time.Minute
+	// IMAPFailedLogins is the failed logins that end a connection.
+	IMAPFailedLogins = 3
+	// IMAPTrialConns bounds one trial's logged-in IMAP connections, and
+	// IMAPTrialIdles those of them in IDLE at once.
+	IMAPTrialConns = 8
+	IMAPTrialIdles = 4
+)

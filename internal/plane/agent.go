@@ -135,11 +135,14 @@ func clickEvent(t target, req *rpc.ClickRequest, c clicked, err error) *evidence
 	return outcome(e, err)
 }
 
-// agentDoor is the door an inbox read came in by: the HTML pages, or the
-// MCP tools.
+// agentDoor is the door an inbox read came in by: the HTML pages, the
+// MCP tools or IMAP.
 func agentDoor(req *rpc.ReadRequest) string {
-	if req.Door == rpc.DoorInboxMCP {
+	switch req.Door {
+	case rpc.DoorInboxMCP:
 		return evidence.DoorInboxMCP
+	case rpc.DoorIMAP:
+		return evidence.DoorIMAP
 	}
 	return evidence.DoorInbox
 }

@@ -336,7 +336,7 @@ type ReadRequest struct {
 	// shows the newest mail first however much there is.
 	Newest bool `json:"newest,omitempty"`
 	// Door, from an inbox, is the door the agent read by: DoorInbox (the
-	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
+	// HTML pages, also when empty), DoorInboxMCP (the MCP tools) or DoorIMAP. The
 	// trail records the read under it. DoorInboxFrame is the HTML pages'
 	// read of a message's HTML frame, which its page has just opened: the
 	// trail records it at door inbox as a get, not a second open.
@@ -348,6 +348,10 @@ const (
 	DoorInbox      = "inbox"
 	DoorInboxMCP   = "inbox-mcp"
 	DoorInboxFrame = "inbox-frame"
+	// DoorIMAP is the mailbox over IMAP (package inboximap): its lists
+	// carry each message's HTML part, from which a mail client is given
+	// the message as a MIME entity; fetching a body is an open.
+	DoorIMAP = "imap"
 )
 
 // Message is one stored message as the plane parsed it.
@@ -579,9 +583,24 @@ type Bundle struct {
 	// Providers configure the SDKs of SendGrid, Postmark, Mailgun and
 	// Amazon SES to send into this trial through the writer.
 	Providers *Providers `json:"providers,omitempty"`
+	// InboxIMAP is the same mailbox over IMAP, where the inbox serves it.
+	InboxIMAP *InboxIMAP `json:"inbox_imap,omitempty"`
 	// SealedReason, on a bundle up prints again after a restart, says why
 	// the plane sealed the trial (rpc.SealPortTaken…): it takes no mail.
 	SealedReason string `json:"sealed_reason,omitempty"`
+}
+
+// InboxIMAP is a trial's mailbox as a mail client's account: IMAP with
+// STARTTLS on Port and implicit TLS on TLSPort, at Host, under a
+// certificate of the CA in CAFile. Password is the trial's inbox token;
+// any Username is accepted (this one is the namespace).
+type InboxIMAP struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	TLSPort  int    `json:"tls_port"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+	CAFile   string `json:"ca_file"`
 }
 
 // Providers are a trial's coordinates for the writer's provider-compatible

@@ -158,11 +158,11 @@ func agentAct(e *evidence.Event) bool {
 	return e.Outcome == evidence.Accepted && (e.Action == evidence.ActionClick || agentOpen(e))
 }
 
-// agentOpen reports whether e is the agent opening a message (door inbox
-// or inbox-mcp), accepted.
+// agentOpen reports whether e is the agent opening a message (door inbox,
+// inbox-mcp or imap), accepted.
 func agentOpen(e *evidence.Event) bool {
 	return e.Action == evidence.ActionOpen && e.Outcome == evidence.Accepted && e.Code == "" &&
-		(e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP)
+		(e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP || e.Door == evidence.DoorIMAP)
 }
 
 // markOpened records the messages an agent's open read, even once the
