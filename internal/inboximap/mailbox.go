@@ -342,6 +342,7 @@ func (s *Server) planeErr(u *user, err error) error {
 		if code := rpc.CodeOf(err); code != rpc.CodeNotFound {
 			s.log.Error().Str("code", code).Msg("imap: the plane refused the inbox's read")
 		}
+		s.known.Forget(u.token)
 		u.c.end()
 		return errUnavail
 	}

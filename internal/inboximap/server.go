@@ -267,7 +267,10 @@ func (s *Server) watch(ctx context.Context, t *trial) {
 		}
 		seen += int64(len(msgs))
 		t.seen.Store(seen)
-		if len(msgs) > 0 && wait > 0 {
+		// Every count is told, the first too (mail may have come after
+		// a connection's SELECT and before this list): an EXISTS that
+		// repeats what a client knows is harmless.
+		if len(msgs) > 0 {
 			st := imap.NewMailboxStatus(inboxName, []imap.StatusItem{imap.StatusMessages})
 			st.Messages = uint32(seen)
 			select {
@@ -282,8 +285,9 @@ func (s *Server) watch(ctx context.Context, t *trial) {
 	}
 }
 
-// endTrial ends every connection of t.
+// endTrial ends every connection of t, and forgets its token.
 func (s *Server) endTrial(t *trial) {
+	s.known.Forget(t.token)
 	s.mu.Lock()
 	cs := make([]*conn, 0, len(t.conns))
 	for c := range t.conns {
