@@ -27,6 +27,7 @@
 package inboximap
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -109,6 +110,7 @@ func NewIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *se
 	is.AllowInsecureAuth = false
 	is.MaxLiteralSize = limits.IMAPLiteralBytes
 	is.ErrorLog = errorLog{log}
+	is.Enable(lineBound{})
 	if s, ok := bkd.(*Server); ok {
 		is.Enable(idleCap{s})
 	}
@@ -340,10 +342,48 @@ func (l *listener) Accept() (net.Conn, error) {
 // errTooMuch ends a connection that sent more than its bound.
 var errTooMuch = errors.New("imap: the client sent more than its bound")
 
+// lineBound bounds every line a client sends to limits.IMAPLineBytes. It
+// reads the client's bytes as the server does, decrypted, through
+// go-imap's per-connection mirror of what it reads (SetDebug, kept across
+// STARTTLS), whose write error ends the connection. go-imap's reader
+// builds an atom a character at a time (atom += string(char)), which is
+// quadratic in the atom's length: the bound keeps a line's cost small.
+type lineBound struct{}
+
+func (lineBound) Capabilities(server.Conn) []string    { return nil }
+func (lineBound) Command(string) server.HandlerFactory { return nil }
+
+func (lineBound) NewConn(c server.Conn) server.Conn {
+	c.(interface{ SetDebug(io.Writer) }).SetDebug(imap.NewDebugWriter(io.Discard, &lineTap{}))
+	return c
+}
+
+// lineTap counts the bytes of the client's line (its CR included)
+// before its line feed.
+type lineTap struct{ run int }
+
+func (l *lineTap) Write(p []byte) (int, error) {
+	n := len(p)
+	for {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.run += len(p)
+			break
+		}
+		if l.run+i > limits.IMAPLineBytes {
+			return 0, errTooMuch
+		}
+		l.run, p = 0, p[i+1:]
+	}
+	if l.run > limits.IMAPLineBytes {
+		return 0, errTooMuch
+	}
+	return n, nil
+}
+
 // conn is one client connection under the door's bounds: before login,
 // IMAPPreauthBytes read and the deadline Accept set; after, IMAPIdle
-// between reads and at most a command line and a literal's bytes read
-// without an answer written.
+// between reads (lineBound bounds its lines).
 type conn struct {
 	net.Conn
 	s       *Server
@@ -351,7 +391,7 @@ type conn struct {
 	authed  atomic.Bool
 	closing atomic.Bool // end at the next read (after the answer to this command)
 	fails   atomic.Int32
-	read    atomic.Int64 // before login: all; after: since the last write
+	read    atomic.Int64 // before login
 	trial   *trial       // under Server.mu
 	release func()
 	once    sync.Once
@@ -361,16 +401,12 @@ func (c *conn) Read(p []byte) (int, error) {
 	if c.closing.Load() {
 		return 0, io.EOF
 	}
-	authed := c.authed.Load()
-	if authed {
+	if c.authed.Load() {
 		c.Conn.SetReadDeadline(time.Now().Add(limits.IMAPIdle))
+		return c.Conn.Read(p)
 	}
 	n, err := c.Conn.Read(p)
-	bound := int64(limits.IMAPPreauthBytes)
-	if authed {
-		bound = limits.IMAPLineBytes + limits.IMAPLiteralBytes
-	}
-	if c.read.Add(int64(n)) > bound {
+	if c.read.Add(int64(n)) > limits.IMAPPreauthBytes {
 		return 0, errTooMuch
 	}
 	return n, err
@@ -379,7 +415,6 @@ func (c *conn) Read(p []byte) (int, error) {
 func (c *conn) Write(p []byte) (int, error) {
 	if c.authed.Load() {
 		c.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		c.read.Store(0)
 	}
 	return c.Conn.Write(p)
 }
@@ -387,7 +422,6 @@ func (c *conn) Write(p []byte) (int, error) {
 // loggedIn lifts the pre-login bounds.
 func (c *conn) loggedIn(release func()) {
 	c.release = release
-	c.read.Store(0)
 	c.Conn.SetDeadline(time.Time{})
 	c.authed.Store(true)
 }

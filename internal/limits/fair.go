@@ -78,13 +78,17 @@ const (
 	IMAPPreauthBytes = 16 << 10
 	// IMAPPreauthTimeout bounds how long a connection may take to log in.
 	IMAPPreauthTimeout = 20 * time.Second
-	// IMAPLineBytes bounds one command line after login, literals apart
-	// (IMAPLiteralBytes bounds those): a FETCH or SEARCH of many ids.
-	IMAPLineBytes = 64 << 10
+	// IMAPLineBytes bounds every line a client sends, literals included
+	// (whose bound is below it): a FETCH or SEARCH of hundreds of ids
+	// (clients keep to 1000 octets, RFC 2683 §3.2.1.5). go-imap's reader
+	// copies an atom once per character, so a line's cost grows with its
+	// square: the longest, one atom, took 3.8 ms and 8.9 MB of garbage
+	// (BenchmarkLongestLine in package inboximap; 8 KiB took 13.7 ms).
+	IMAPLineBytes = 4 << 10
 	// IMAPLiteralBytes is the largest literal a command may carry
 	// (go-imap's MaxLiteralSize): the mailbox takes no mail (APPEND is
 	// refused), so a literal is a login's password or a search string.
-	IMAPLiteralBytes = 8 << 10
+	IMAPLiteralBytes = 2 << 10
 	// IMAPIdle bounds how long a logged-in connection may send nothing;
 	// RFC 3501 §5.4 asks for at least 30 minutes, and IDLE clients
 	// renew every 29.

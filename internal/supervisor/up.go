@@ -415,6 +415,9 @@ func printSummary(b rpc.StackBundle) {
 		}
 		fmt.Printf("agent       inbox            %s\n", b.InboxURL)
 		fmt.Printf("            inbox (MCP)      %s\n", b.InboxMCPURL)
+		if m := b.InboxIMAP; m != nil {
+			fmt.Printf("            inbox (IMAP)     %s port %d (STARTTLS), %d (TLS); password: the inbox token; CA %s\n", m.Host, m.Port, m.TLSPort, m.CAFile)
+		}
 		fmt.Printf("evaluator   API              %s\n", b.APIURL)
 		fmt.Printf("            read capability  %s\n", b.ReadCapability)
 		fmt.Printf("candidate   environment:\n")
