@@ -112,7 +112,11 @@ func NewIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *se
 	is.ErrorLog = errorLog{log}
 	is.Enable(lineBound{})
 	if s, ok := bkd.(*Server); ok {
-		is.Enable(idleCap{s})
+		// Enable skips an extension that offers IDLE (go-imap-idle's,
+		// built in since): this one offers it once enabled.
+		ic := &idleCap{s: s}
+		is.Enable(ic)
+		ic.on = true
 	}
 	return is
 }
@@ -444,12 +448,15 @@ func (c *conn) Close() error {
 }
 
 // idleCap caps a trial's IDLEs: go-imap's IDLE, counted.
-type idleCap struct{ s *Server }
+type idleCap struct {
+	s  *Server
+	on bool // set once, before serving
+}
 
-func (idleCap) Capabilities(server.Conn) []string { return nil }
+func (*idleCap) Capabilities(server.Conn) []string { return nil }
 
-func (x idleCap) Command(name string) server.HandlerFactory {
-	if name != "IDLE" {
+func (x *idleCap) Command(name string) server.HandlerFactory {
+	if name != "IDLE" || !x.on {
 		return nil
 	}
 	return func() server.Handler { return &idle{s: x.s} }

@@ -4,7 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,14 +22,15 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // python runs testdata/client.py in mode with acct and decodes its last
 // line into out.
-func python(t *testing.T, mode string, acct *rpc.InboxIMAP, out any) {
+func python(t *testing.T, mode string, acct *rpc.InboxIMAP, out any, extra ...string) {
 	t.Helper()
-	cmd := exec.Command(itest.Require(t, "/usr/bin/python3"), "testdata/client.py", mode, account(t, acct))
+	cmd := exec.Command(itest.Require(t, "/usr/bin/python3"), append([]string{"testdata/client.py", mode, account(t, acct)}, extra...)...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("imaplib %s: %v\n%s", mode, err, b)
@@ -135,6 +142,27 @@ func TestIMAP(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A trial's connections and IDLEs are capped (A has none open yet).
+	var caps struct {
+		Logins [][]any  `json:"logins"`
+		Idles  []string `json:"idles"`
+	}
+	python(t, "caps", a.InboxIMAP, &caps, fmt.Sprintf(`{"conns": %d, "idles": %d}`, limits.IMAPTrialConns, limits.IMAPTrialIdles))
+	for i, l := range caps.Logins {
+		if ok := l[0] == "OK"; ok != (i < limits.IMAPTrialConns) {
+			t.Errorf("login %d of %d: %v", i+1, len(caps.Logins), l)
+		}
+	}
+	for i, first := range caps.Idles {
+		if ok := strings.HasPrefix(first, "+"); ok != (i < limits.IMAPTrialIdles) {
+			t.Errorf("IDLE %d of %d: %q", i+1, len(caps.Idles), first)
+		}
+	}
+	if len(caps.Idles) != limits.IMAPTrialIdles+1 || !strings.Contains(caps.Idles[len(caps.Idles)-1], "NO") {
+		t.Errorf("IDLEs: %q", caps.Idles)
+	}
+	preauth(t, a.InboxIMAP)
+
 	for _, mode := range []string{"starttls", "implicit"} {
 		var r read
 		python(t, mode, a.InboxIMAP, &r)
@@ -234,6 +262,37 @@ func TestIMAP(t *testing.T) {
 	python(t, "flags", s.Bundle.Trials[0].InboxIMAP, &flags)
 	if len(flags.Flags) != 3 || !strings.Contains(flags.Flags[0], `\Seen`) || strings.Contains(flags.Flags[2], `\Seen`) {
 		t.Errorf("A's flags after a restart: %q, want 1 and 2 \\Seen, 3 not", flags.Flags)
+	}
+}
+
+// preauth sends short commands before any login, over TLS verified
+// against the CA, until the connection's bound ends it: well before four
+// times the bound's bytes are sent.
+func preauth(t *testing.T, acct *rpc.InboxIMAP) {
+	t.Helper()
+	pem, err := os.ReadFile(acct.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	c, err := tls.Dial("tcp", net.JoinHostPort(acct.Host, strconv.Itoa(acct.TLSPort)), &tls.Config{RootCAs: roots, ServerName: acct.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(itest.Bound))
+	go func() {
+		line := []byte("a NOOP\r\n")
+		for range 4 * limits.IMAPPreauthBytes / len(line) {
+			if _, err := c.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	answers, err := io.ReadAll(c)
+	if n := bytes.Count(answers, []byte("a OK")); err != nil && !errors.Is(err, io.EOF) || n == 0 || n >= limits.IMAPPreauthBytes/len("a NOOP\r\n") {
+		t.Errorf("before login: %d commands answered (bound: %d bytes), then %v", n, limits.IMAPPreauthBytes, err)
 	}
 }
 

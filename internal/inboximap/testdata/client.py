@@ -102,6 +102,25 @@ elif mode == "idle":
     print(json.dumps({"seen": seen}), flush=True)
     if seen[-1].endswith("OK IDLE completed"):
         m.logout()
+elif mode == "caps":
+    # One connection more than a trial may have, then one IDLE more.
+    lim = json.loads(sys.argv[3])
+    conns, logins = [], []
+    for _ in range(lim["conns"] + 1):
+        m = implicit()
+        logins.append(status(lambda: m.login(acct["username"], acct["password"])))
+        conns.append(m)
+    idles = []
+    for m in [m for m, l in zip(conns, logins) if l[0] == "OK"][: lim["idles"] + 1]:
+        m.select("INBOX")
+        tag = m._new_tag()
+        m.send(tag + b" IDLE\r\n")
+        idles.append((m, m.readline().decode().strip()))
+    for m, first in idles:
+        if first.startswith("+"):
+            m.send(b"DONE\r\n")
+            m.readline()
+    print(json.dumps({"logins": logins, "idles": [first for _, first in idles]}))
 elif mode == "login":
     m = implicit()
     print(json.dumps({"login": status(lambda: m.login(acct["username"], acct["password"]))}))
