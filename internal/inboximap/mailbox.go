@@ -82,6 +82,7 @@ type mailbox struct {
 	u     *user
 	mu    sync.Mutex
 	items []*item
+	told  int // the count the client was last told (SELECT's, an EXISTS)
 }
 
 func (mb *mailbox) Name() string { return inboxName }
@@ -107,6 +108,7 @@ func (mb *mailbox) Status(items []imap.StatusItem) (*imap.MailboxStatus, error) 
 		switch name {
 		case imap.StatusMessages:
 			st.Messages = uint32(len(mb.items))
+			mb.told = len(mb.items)
 		case imap.StatusUidNext:
 			st.UidNext = 1
 			if n := len(mb.items); n > 0 {
@@ -132,8 +134,37 @@ func (mb *mailbox) Status(items []imap.StatusItem) (*imap.MailboxStatus, error) 
 func (mb *mailbox) SetSubscribed(bool) error { return nil }
 func (mb *mailbox) Check() error             { return nil }
 
-// Poll (NOOP) takes in mail that arrived since the view was last read.
-func (mb *mailbox) Poll() error { return mb.refresh() }
+// Poll (NOOP) takes in mail that arrived since the view was last read,
+// and tells the client.
+func (mb *mailbox) Poll() error {
+	if err := mb.refresh(); err != nil {
+		return err
+	}
+	mb.tell()
+	return nil
+}
+
+// catchUp takes in mail the trial's watcher has counted and tells the
+// client: before a SEARCH's answer, and as IDLE begins. (Not from
+// ListMessages, which runs while its FETCH answer is being written.)
+func (mb *mailbox) catchUp() error {
+	if err := mb.refreshIfBehind(); err != nil {
+		return err
+	}
+	mb.tell()
+	return nil
+}
+
+// tell sends EXISTS if the view holds more than the client was told.
+func (mb *mailbox) tell() {
+	mb.mu.Lock()
+	n, grown := len(mb.items), len(mb.items) > mb.told
+	mb.told = max(mb.told, n)
+	mb.mu.Unlock()
+	if grown {
+		mb.u.c.exists(n)
+	}
+}
 
 // refresh reads the mail the view has not shown yet (all of it, the
 // first time), page by page.
@@ -252,7 +283,7 @@ func (mb *mailbox) refreshIfBehind() error {
 }
 
 func (mb *mailbox) SearchMessages(uid bool, c *imap.SearchCriteria) ([]uint32, error) {
-	if err := mb.refreshIfBehind(); err != nil {
+	if err := mb.catchUp(); err != nil {
 		return nil, err
 	}
 	mb.mu.Lock()

@@ -20,10 +20,12 @@
 // the reason. UIDs are the trial's message ids.
 //
 // Each trial with a connection logged in has one watcher, a plane wait
-// like the gateway's, which tells every connection of the trial with
-// INBOX selected of new mail (EXISTS; IDLE is go-imap's own, which these
-// updates wake) and ends them all when the trial's token is refused (the
-// trial closed). Per trial, logged-in connections and IDLEs are capped.
+// like the gateway's, which tells the trial's connections in IDLE of new
+// mail (EXISTS) and ends them all when the trial's token is refused (the
+// trial closed); a connection not in IDLE learns of new mail at its next
+// NOOP, FETCH or SEARCH. (go-imap's own broadcast of backend updates
+// reads each connection's state unlocked, a data race: it is not used.)
+// Per trial, logged-in connections and IDLEs are capped.
 package inboximap
 
 import (
@@ -39,6 +41,7 @@ import (
 
 	"github.com/emersion/go-imap"
 	"github.com/emersion/go-imap/backend"
+	"github.com/emersion/go-imap/responses"
 	"github.com/emersion/go-imap/server"
 	"github.com/rs/zerolog"
 
@@ -73,7 +76,6 @@ type Server struct {
 	conns   *connlimit.Shares // logged-in connections per trial
 	idles   *connlimit.Shares // IDLEs per trial
 	maxOpen int
-	updates chan backend.Update
 	imap    *server.Server
 	ctx     context.Context
 
@@ -86,6 +88,7 @@ type Server struct {
 type trial struct {
 	ns, token string
 	conns     map[*conn]bool
+	idling    map[*conn]bool
 	seen      atomic.Int64 // messages the watcher has counted
 	stop      context.CancelFunc
 }
@@ -95,7 +98,7 @@ type trial struct {
 func New(ctx context.Context, plane Plane, tlsConfig *tls.Config, log zerolog.Logger) *Server {
 	s := &Server{plane: plane, log: log, conns: connlimit.NewShares(limits.IMAPTrialConns),
 		idles: connlimit.NewShares(limits.IMAPTrialIdles), maxOpen: connlimit.ProcessCap(),
-		updates: make(chan backend.Update, 64), ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}}
+		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}}
 	s.imap = NewIMAP(s, tlsConfig, log)
 	return s
 }
@@ -110,8 +113,9 @@ func NewIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *se
 	is.AllowInsecureAuth = false
 	is.MaxLiteralSize = limits.IMAPLiteralBytes
 	is.ErrorLog = errorLog{log}
-	is.Enable(lineBound{})
-	if s, ok := bkd.(*Server); ok {
+	s, _ := bkd.(*Server)
+	is.Enable(lineBound{s})
+	if s != nil {
 		// Enable skips an extension that offers IDLE (go-imap-idle's,
 		// built in since): this one offers it once enabled.
 		ic := &idleCap{s: s}
@@ -121,17 +125,13 @@ func NewIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *se
 	return is
 }
 
-// Updates feeds go-imap the watchers' news.
-func (s *Server) Updates() <-chan backend.Update { return s.updates }
-
 // Serve answers IMAP with STARTTLS on plain and implicit TLS on secure
 // until ctx (given to New) ends, then closes every connection.
 func (s *Server) Serve(plain, secure net.Listener) error {
-	errs := make(chan error, 2)
-	go func() { errs <- s.imap.Serve(&listener{Listener: plain, s: s}) }()
-	go func() {
-		errs <- s.imap.Serve(tls.NewListener(&listener{Listener: secure, s: s}, s.imap.TLSConfig))
-	}()
+	// One Serve for both: go-imap's Serve is not safe to run twice at once.
+	ln := merge(&listener{Listener: plain, s: s}, tls.NewListener(&listener{Listener: secure, s: s}, s.imap.TLSConfig))
+	errs := make(chan error, 1)
+	go func() { errs <- s.imap.Serve(ln) }()
 	select {
 	case <-s.ctx.Done():
 		s.imap.Close()
@@ -141,6 +141,60 @@ func (s *Server) Serve(plain, secure net.Listener) error {
 		return err
 	}
 }
+
+// merged accepts from several listeners as one.
+type merged struct {
+	lns   []net.Listener
+	conns chan net.Conn
+	errs  chan error
+	done  chan struct{}
+	once  sync.Once
+}
+
+func merge(lns ...net.Listener) *merged {
+	m := &merged{lns: lns, conns: make(chan net.Conn), errs: make(chan error, len(lns)), done: make(chan struct{})}
+	for _, ln := range lns {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					m.errs <- err
+					return
+				}
+				select {
+				case m.conns <- c:
+				case <-m.done:
+					c.Close()
+					return
+				}
+			}
+		}()
+	}
+	return m
+}
+
+func (m *merged) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case err := <-m.errs:
+		return nil, err
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *merged) Close() error {
+	m.once.Do(func() {
+		close(m.done)
+		for _, ln := range m.lns {
+			ln.Close()
+		}
+	})
+	return nil
+}
+
+func (m *merged) Addr() net.Addr { return m.lns[0].Addr() }
 
 // Login decides the caller from its password alone: the trial's inbox
 // token, which the plane resolves to the trial. A connection's third
@@ -212,7 +266,7 @@ func (s *Server) join(u *user) {
 	t := s.trials[u.ns]
 	if t == nil {
 		ctx, stop := context.WithCancel(s.ctx)
-		t = &trial{ns: u.ns, token: u.token, conns: map[*conn]bool{}, stop: stop}
+		t = &trial{ns: u.ns, token: u.token, conns: map[*conn]bool{}, idling: map[*conn]bool{}, stop: stop}
 		s.trials[u.ns] = t
 		go s.watch(ctx, t)
 	}
@@ -227,6 +281,7 @@ func (s *Server) leave(c *conn) {
 	delete(s.open, c.key)
 	if t := c.trial; t != nil {
 		delete(t.conns, c)
+		delete(t.idling, c)
 		if len(t.conns) == 0 {
 			t.stop()
 			if s.trials[t.ns] == t {
@@ -277,17 +332,26 @@ func (s *Server) watch(ctx context.Context, t *trial) {
 		// a connection's SELECT and before this list): an EXISTS that
 		// repeats what a client knows is harmless.
 		if len(msgs) > 0 {
-			st := imap.NewMailboxStatus(inboxName, []imap.StatusItem{imap.StatusMessages})
-			st.Messages = uint32(seen)
-			select {
-			case s.updates <- &backend.MailboxUpdate{Update: backend.NewUpdate(t.ns, inboxName), MailboxStatus: st}:
-			case <-ctx.Done():
-				return
+			s.mu.Lock()
+			for c := range t.idling {
+				go c.exists(int(seen))
 			}
+			s.mu.Unlock()
 		}
 		if len(msgs) == 0 {
 			wait = rpc.MaxWait.Milliseconds()
 		}
+	}
+}
+
+// idle marks c as in IDLE, or not: the watcher tells it of new mail.
+func (s *Server) idle(c *conn, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := c.trial; t != nil && on && t.conns[c] {
+		t.idling[c] = true
+	} else if t != nil {
+		delete(t.idling, c)
 	}
 }
 
@@ -327,7 +391,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &conn{Conn: nc, s: l.s, key: nc.RemoteAddr().String() + "|" + nc.LocalAddr().String()}
+		c := &conn{Conn: nc, s: l.s, key: nc.RemoteAddr().String() + "|" + nc.LocalAddr().String(), closed: make(chan struct{})}
 		l.s.mu.Lock()
 		full := len(l.s.open) >= l.s.maxOpen
 		if !full {
@@ -352,14 +416,21 @@ var errTooMuch = errors.New("imap: the client sent more than its bound")
 // STARTTLS), whose write error ends the connection. go-imap's reader
 // builds an atom a character at a time (atom += string(char)), which is
 // quadratic in the atom's length: the bound keeps a line's cost small.
-type lineBound struct{}
+// It also hands each of the door's connections its go-imap connection,
+// to tell it of new mail.
+type lineBound struct{ s *Server }
 
 func (lineBound) Capabilities(server.Conn) []string    { return nil }
 func (lineBound) Command(string) server.HandlerFactory { return nil }
 
-func (lineBound) NewConn(c server.Conn) server.Conn {
-	c.(interface{ SetDebug(io.Writer) }).SetDebug(imap.NewDebugWriter(io.Discard, &lineTap{}))
-	return c
+func (l lineBound) NewConn(ic server.Conn) server.Conn {
+	ic.(interface{ SetDebug(io.Writer) }).SetDebug(imap.NewDebugWriter(io.Discard, &lineTap{}))
+	if l.s != nil {
+		if c := l.s.connOf(ic.Info()); c != nil {
+			c.ic = ic // before the connection is served
+		}
+	}
+	return ic
 }
 
 // lineTap counts the bytes of the client's line (its CR included)
@@ -397,8 +468,21 @@ type conn struct {
 	fails   atomic.Int32
 	read    atomic.Int64 // before login
 	trial   *trial       // under Server.mu
+	ic      server.Conn  // go-imap's connection over this one
 	release func()
 	once    sync.Once
+	closed  chan struct{}
+}
+
+// exists tells the client the mailbox holds n messages, unless the
+// connection has closed.
+func (c *conn) exists(n int) {
+	st := imap.NewMailboxStatus(inboxName, []imap.StatusItem{imap.StatusMessages})
+	st.Messages = uint32(n)
+	select {
+	case c.ic.Context().Responses <- &responses.Select{Mailbox: st}:
+	case <-c.closed:
+	}
 }
 
 func (c *conn) Read(p []byte) (int, error) {
@@ -439,6 +523,7 @@ func (c *conn) end() {
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
+		close(c.closed)
 		if c.release != nil {
 			c.release()
 		}
@@ -477,6 +562,14 @@ func (h *idle) Handle(conn server.Conn) error {
 		return errors.New("too many IDLE commands on this mailbox at once")
 	}
 	defer release()
+	h.s.idle(u.c, true)
+	defer h.s.idle(u.c, false)
+	// Mail the watcher counted before this IDLE is told now.
+	if mb, ok := conn.Context().Mailbox.(*mailbox); ok {
+		if err := mb.catchUp(); err != nil {
+			return err
+		}
+	}
 	return h.Idle.Handle(conn)
 }
 
