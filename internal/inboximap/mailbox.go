@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ const inboxName = "INBOX"
 var (
 	errReadOnly   = errors.New("this mailbox is read-only: mail cannot be added, copied, moved or removed")
 	errNoMailbox  = errors.New("only INBOX exists here")
-	errFlags      = errors.New(`only \Seen may be set, and only by reading the message`)
+	errFlags      = errors.New(`only \Seen and \Flagged may be set`)
 	errUnavail    = errors.New("the mailbox is unavailable; try again shortly")
 	errNoMessages = errors.New("no such message")
 )
@@ -102,8 +103,8 @@ func (mb *mailbox) Status(items []imap.StatusItem) (*imap.MailboxStatus, error) 
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	st := imap.NewMailboxStatus(inboxName, items)
-	st.Flags = []string{imap.SeenFlag}
-	st.PermanentFlags = []string{}
+	st.Flags = []string{imap.SeenFlag, imap.FlaggedFlag}
+	st.PermanentFlags = []string{imap.SeenFlag, imap.FlaggedFlag}
 	for _, name := range items {
 		switch name {
 		case imap.StatusMessages:
@@ -309,28 +310,46 @@ func (mb *mailbox) SearchMessages(uid bool, c *imap.SearchCriteria) ([]uint32, e
 
 func (mb *mailbox) CreateMessage([]string, time.Time, imap.Literal) error { return errReadOnly }
 
-// UpdateMessagesFlags refuses every change but one that changes nothing:
-// \Seen on a message already read. \Seen is the plane's record of the
-// agent's reads, which only a read adds to.
+// UpdateMessagesFlags sets or clears \Seen and \Flagged through the
+// plane, which keeps them per trial; \Deleted and any other flag are
+// refused, changing nothing. A message read stays \Seen: that is the
+// plane's record of the agent's opens, which only a read adds to.
 func (mb *mailbox) UpdateMessagesFlags(uid bool, seqset *imap.SeqSet, op imap.FlagsOp, flags []string) error {
 	for _, f := range flags {
 		if f == imap.DeletedFlag {
 			return errReadOnly
 		}
-		if f != imap.SeenFlag {
+		if f != imap.SeenFlag && f != imap.FlaggedFlag {
 			return errFlags
 		}
 	}
 	_, its := mb.selected(uid, seqset)
-	if op == imap.SetFlags && len(flags) == 0 || op == imap.RemoveFlags && len(flags) > 0 {
-		return errFlags
+	if len(its) == 0 {
+		return nil
 	}
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	for _, it := range its {
-		if !it.opened {
-			return errFlags
+	ids := make([]int64, len(its))
+	for i, it := range its {
+		ids[i] = int64(it.uid)
+	}
+	for _, f := range []string{imap.SeenFlag, imap.FlaggedFlag} {
+		listed := slices.Contains(flags, f)
+		on := op != imap.RemoveFlags
+		if !listed && op != imap.SetFlags {
+			continue
 		}
+		if op == imap.SetFlags {
+			on = listed
+		}
+		for chunk := range slices.Chunk(ids, rpc.MaxFlagIDs) {
+			if err := mb.u.srv.flag(mb.u, chunk, f, on); err != nil {
+				return err
+			}
+		}
+		mb.mu.Lock()
+		for _, it := range its {
+			it.setFlag(f, on)
+		}
+		mb.mu.Unlock()
 	}
 	return nil
 }
@@ -346,6 +365,16 @@ func (s *Server) list(u *user, after int64) ([]rpc.Message, error) {
 	defer cancel()
 	msgs, err := s.plane.List(ctx, &rpc.ReadRequest{InboxToken: u.token, After: after, Door: rpc.DoorIMAP})
 	return msgs, s.planeErr(u, err)
+}
+
+func (s *Server) flag(u *user, ids []int64, flag string, on bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
+	defer cancel()
+	err := s.plane.Flag(ctx, &rpc.FlagRequest{InboxToken: u.token, IDs: ids, Flag: flag, Set: on})
+	if rpc.CodeOf(err) == rpc.CodeNotFound {
+		return errNoMessages
+	}
+	return s.planeErr(u, err)
 }
 
 func (s *Server) get(u *user, id int64) (rpc.Message, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,12 +100,25 @@ func newItem(m rpc.Message) *item {
 	return &item{uid: uint32(m.ID), msg: m, raw: entity(&m), opened: m.Opened}
 }
 
-// flags are the message's flags: \Seen once the agent has read it.
+// flags are the message's flags: those the agent set, and \Seen once it
+// has read the message.
 func (it *item) flags() []string {
-	if it.opened {
-		return []string{imap.SeenFlag}
+	out := append([]string{}, it.msg.Flags...)
+	if it.opened && !slices.Contains(out, imap.SeenFlag) {
+		out = append(out, imap.SeenFlag)
 	}
-	return []string{}
+	return out
+}
+
+// setFlag records a change the plane accepted.
+func (it *item) setFlag(flag string, on bool) {
+	i := slices.Index(it.msg.Flags, flag)
+	switch {
+	case on && i < 0:
+		it.msg.Flags = append(slices.Clip(it.msg.Flags), flag)
+	case !on && i >= 0:
+		it.msg.Flags = slices.Delete(slices.Clone(it.msg.Flags), i, i+1)
+	}
 }
 
 func (it *item) split() (textproto.Header, io.Reader, error) {

@@ -14,10 +14,11 @@
 // imap: its list is the trial's mail (planted mail too, no code, no
 // evaluator data), rebuilt as MIME messages (message.go); fetching any
 // of a message's content (BODY[], BODY.PEEK[TEXT], RFC822...) is a get,
-// which the trail records as an open, as the inbox page's is. \Seen is
-// the plane's record of those opens; nothing else may change: APPEND,
-// COPY, MOVE, EXPUNGE, CREATE, \Deleted and every other flag are NO with
-// the reason. UIDs are the trial's message ids.
+// which the trail records as an open, as the inbox page's is. \Seen and
+// \Flagged may be set and cleared (the plane keeps them: rpc.MethodFlag),
+// and a message read is \Seen; nothing else may change: APPEND, COPY,
+// MOVE, EXPUNGE, CREATE, \Deleted and every other flag are NO with the
+// reason. UIDs are the trial's message ids.
 //
 // Each trial with a connection logged in has one watcher, a plane wait
 // like the gateway's, which tells the trial's connections in IDLE of new
@@ -56,6 +57,7 @@ type Plane interface {
 	ResolveReader(ctx context.Context, req *rpc.ReadRequest) (rpc.CredentialResponse, error)
 	List(ctx context.Context, req *rpc.ReadRequest) ([]rpc.Message, error)
 	Get(ctx context.Context, req *rpc.ReadRequest) (rpc.Message, error)
+	Flag(ctx context.Context, req *rpc.FlagRequest) error
 }
 
 const (

@@ -195,7 +195,10 @@ func TestIMAP(t *testing.T) {
 
 	var refused map[string]any
 	python(t, "refused", a.InboxIMAP, &refused)
-	for _, k := range []string{"store_deleted", "store_flagged", "expunge", "append", "copy", "create", "examine_other"} {
+	if st, _ := refused["store_flagged"].([]any); len(st) != 2 || st[0] != "OK" || !strings.Contains(fmt.Sprint(st[1]), `\Flagged`) {
+		t.Errorf("STORE +FLAGS (\\Flagged): %v", refused["store_flagged"])
+	}
+	for _, k := range []string{"store_deleted", "store_answered", "expunge", "append", "copy", "create", "examine_other"} {
 		st, _ := refused[k].([]any)
 		if len(st) != 2 || st[0] != "NO" {
 			t.Errorf("%s: %v, want NO with a reason", k, refused[k])
@@ -237,6 +240,26 @@ func TestIMAP(t *testing.T) {
 	if seen := idleA.result(t); !slices.Contains(seen, "* 3 EXISTS") || !strings.HasSuffix(seen[len(seen)-1], "OK IDLE completed") {
 		t.Errorf("A's IDLE saw %q, want * 3 EXISTS", seen)
 	}
+	var marked struct {
+		Flags []string `json:"flags"`
+	}
+	python(t, "mark", a.InboxIMAP, &marked)
+	if len(marked.Flags) != 3 || !strings.Contains(marked.Flags[2], `\Seen`) {
+		t.Errorf("A's flags after STORE +FLAGS (\\Seen) on message 3: %q", marked.Flags)
+	}
+	events := trail(t, admin, a.Namespace)
+	if got := opens(events, "imap"); slices.Contains(got, 3) {
+		t.Errorf("a STORE of \\Seen is an open: %v", got)
+	}
+	var flagged [][]int64
+	for _, e := range events {
+		if e.Door == "imap" && e.Action == "flag" && e.Outcome == "accepted" {
+			flagged = append(flagged, e.MessageIDs)
+		}
+	}
+	if len(flagged) != 2 || !slices.Equal(flagged[0], []int64{1}) || !slices.Equal(flagged[1], []int64{3}) {
+		t.Errorf("A's trail's flag events: %v, want [1] then [3]", flagged)
+	}
 	if err := admin.TrialClose(context.Background(), b.Namespace); err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +283,9 @@ func TestIMAP(t *testing.T) {
 		Flags []string `json:"flags"`
 	}
 	python(t, "flags", s.Bundle.Trials[0].InboxIMAP, &flags)
-	if len(flags.Flags) != 3 || !strings.Contains(flags.Flags[0], `\Seen`) || strings.Contains(flags.Flags[2], `\Seen`) {
-		t.Errorf("A's flags after a restart: %q, want 1 and 2 \\Seen, 3 not", flags.Flags)
+	if len(flags.Flags) != 3 || !strings.Contains(flags.Flags[0], `\Seen`) || !strings.Contains(flags.Flags[0], `\Flagged`) ||
+		!strings.Contains(flags.Flags[1], `\Seen`) || strings.Contains(flags.Flags[1], `\Flagged`) || !strings.Contains(flags.Flags[2], `\Seen`) {
+		t.Errorf("A's flags after a restart: %q, want 1 \\Seen \\Flagged, 2 and 3 \\Seen", flags.Flags)
 	}
 }
 

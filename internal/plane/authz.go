@@ -166,6 +166,13 @@ var methods = map[string]method{
 		call: bound(func(r *rpc.ClickRequest) selector { return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken}) },
 			(*Broker).Click, clickEvent),
 	},
+	// The agent's flags over IMAP (\Seen, \Flagged), bound as its clicks.
+	rpc.MethodFlag: {
+		roles:   map[principal]binding{inbox: bindTrial, sharedInbox: bindCredential},
+		accepts: readKinds,
+		call: bound(func(r *rpc.FlagRequest) selector { return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken}) },
+			(*Broker).Flag, flagEvent),
+	},
 	// A reader's check before a shared surface serves its request (a
 	// shared inbox's token, the gateway's capability), bound as its reads
 	// are: it answers the namespace, the key of the caller's fair share,

@@ -370,18 +370,25 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 // markUnread readies the agent's list: each message says whether the
 // agent opened it (the ledger's record of its opens), without the HTML,
 // its text and inline images that only its message page shows. An IMAP
-// list keeps the HTML (withHTML): a mail client is told each message's
-// size and structure before it fetches a body, which is the open.
-func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message, withHTML bool) error {
+// list keeps the HTML (imap): a mail client is told each message's size
+// and structure before it fetches a body, which is the open; and it
+// carries the flags the agent set (Flag).
+func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message, imap bool) error {
 	opened, err := b.ledger.Opened(ctx, t.ns.Name)
 	if err != nil {
 		return b.storeErr("opened", err)
 	}
+	var flags map[int64][]string
+	if imap {
+		if flags, err = b.ledger.Flags(ctx, t.ns.Name); err != nil {
+			return b.storeErr("flags", err)
+		}
+	}
 	for i := range msgs {
-		if !withHTML {
+		if !imap {
 			msgs[i].HTML = ""
 		}
-		msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened = "", nil, opened[msgs[i].ID]
+		msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened, msgs[i].Flags = "", nil, opened[msgs[i].ID], flags[msgs[i].ID]
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ const (
 	// the trail of the trial its credential opens.
 	MethodRefusal = "send.refused"
 	MethodClick   = "click" // the inbox: the agent followed a link of a message (its ping)
+	MethodFlag    = "flag"  // the inbox: the agent set or cleared a flag over IMAP
 	// MethodReadCheck asks which namespace a reader's credential opens
 	// (a shared inbox's token; the gateway's read capability, for the
 	// namespace it names) before the request is served. Nothing is read,
@@ -391,6 +392,8 @@ type Message struct {
 	// HTMLText, on the agent's reads, is the text of the HTML part as a
 	// person reads it, when it is not Text (the MCP tools show it).
 	HTMLText string `json:"html_text,omitempty"`
+	// Flags, on the agent's IMAP lists, are the flags it set (FlagRequest).
+	Flags []string `json:"flags,omitempty"`
 }
 
 // Found is the codes and links found in a message (package otp's Extract,
@@ -784,6 +787,25 @@ type ClickRequest struct {
 	ID         int64  `json:"id"`
 	Link       int    `json:"link"`
 }
+
+// FlagRequest sets (Set) or clears Flag on messages IDs of the mailbox
+// the inbox token opens: the agent's STORE over IMAP.
+type FlagRequest struct {
+	InboxToken string  `json:"inbox_token,omitempty"`
+	IDs        []int64 `json:"ids"`
+	Flag       string  `json:"flag"`
+	Set        bool    `json:"set"`
+}
+
+// The flags an agent may set (FlagRequest): RFC 3501's, as IMAP spells
+// them.
+const (
+	FlagSeen    = `\Seen`
+	FlagFlagged = `\Flagged`
+)
+
+// MaxFlagIDs bounds the messages of one FlagRequest.
+const MaxFlagIDs = 1000
 
 // PlantRequest is the evaluator planting a labelled message in a trial's
 // current namespace: mail the agent cannot tell from the candidate's,

@@ -66,6 +66,7 @@ elif mode == "refused":
     out = {
         "store_deleted": status(lambda: m.store("1", "+FLAGS", "(\\Deleted)")),
         "store_flagged": status(lambda: m.store("1", "+FLAGS", "(\\Flagged)")),
+        "store_answered": status(lambda: m.store("1", "+FLAGS", "(\\Answered)")),
         "expunge": status(m.expunge),
         "append": status(lambda: m.append("INBOX", None, None, b"Subject: planted by the agent\r\n\r\nhi\r\n")),
         "copy": status(lambda: m.copy("1", "INBOX")),
@@ -124,9 +125,12 @@ elif mode == "caps":
 elif mode == "login":
     m = implicit()
     print(json.dumps({"login": status(lambda: m.login(acct["username"], acct["password"]))}))
-elif mode == "flags":
+elif mode in ("flags", "mark"):
     m = implicit()
     m.login(acct["username"], acct["password"])
     m.select("INBOX")
+    if mode == "mark":  # \Seen on the newest message, by STORE alone
+        last = m.search(None, "ALL")[1][0].decode().split()[-1]
+        m.store(last, "+FLAGS.SILENT", "(\\Seen)")
     print(json.dumps({"flags": [m.fetch(n, "(FLAGS)")[1][0].decode() for n in m.search(None, "ALL")[1][0].decode().split()]}))
     m.logout()

@@ -202,6 +202,42 @@ func (l *DB) Opened(ctx context.Context, ns string) (map[int64]bool, error) {
 	return out, rows.Err()
 }
 
+// SetFlag sets (on) or clears flag on messages seqs of ns: the agent's
+// flags over IMAP (\Seen, \Flagged), kept until the trial closes.
+func (l *DB) SetFlag(ctx context.Context, ns string, seqs []int64, flag string, on bool) error {
+	q := `INSERT INTO flags (namespace, seq, flag) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
+	if !on {
+		q = `DELETE FROM flags WHERE namespace = ? AND seq = ? AND flag = ?`
+	}
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		for _, seq := range seqs {
+			if _, err := tx.ExecContext(ctx, q, ns, seq, flag); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Flags returns the flags set on ns's messages, by seq.
+func (l *DB) Flags(ctx context.Context, ns string) (map[int64][]string, error) {
+	rows, err := l.rs.query(ctx, qFlags, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64][]string{}
+	for rows.Next() {
+		var seq int64
+		var flag string
+		if err := rows.Scan(&seq, &flag); err != nil {
+			return nil, err
+		}
+		out[seq] = append(out[seq], flag)
+	}
+	return out, rows.Err()
+}
+
 // flushSummary writes the counts of left-out events as one summary event.
 func (l *DB) flushSummary(ctx context.Context, tx txq, t *trail, ns string, now time.Time) error {
 	if len(t.suppressed) == 0 {
