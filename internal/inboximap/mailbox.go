@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,8 +38,7 @@ type user struct {
 	ns    string
 }
 
-// Username keys go-imap's updates (IDLE's EXISTS) to the trial's
-// connections: the namespace, never the token.
+// Username is the trial's namespace, never its token.
 func (u *user) Username() string { return u.ns }
 
 func (u *user) ListMailboxes(subscribed bool) ([]backend.Mailbox, error) {
@@ -59,22 +59,8 @@ func (u *user) DeleteMailbox(string) error         { return errReadOnly }
 func (u *user) RenameMailbox(string, string) error { return errReadOnly }
 func (u *user) Logout() error                      { return nil }
 
-func isInbox(name string) bool {
-	return len(name) == 5 && (name == inboxName || equalFoldASCII(name, inboxName))
-}
-
-func equalFoldASCII(a, b string) bool {
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if 'a' <= x && x <= 'z' {
-			x -= 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
+// isInbox: INBOX is case-insensitive (RFC 3501 §5.1).
+func isInbox(name string) bool { return strings.EqualFold(name, inboxName) }
 
 // mailbox is INBOX as one connection sees it: the messages it has been
 // shown, in order, numbered from 1 (mail is never removed, so a number
@@ -361,14 +347,14 @@ func (mb *mailbox) Expunge() error                                { return errRe
 // list and get are the plane's reads for u, at door imap: a refusal ends
 // u's connection (its trial closed, or its token no longer opens it).
 func (s *Server) list(u *user, after int64) ([]rpc.Message, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, planeTimeout)
 	defer cancel()
 	msgs, err := s.plane.List(ctx, &rpc.ReadRequest{InboxToken: u.token, After: after, Door: rpc.DoorIMAP})
 	return msgs, s.planeErr(u, err)
 }
 
 func (s *Server) flag(u *user, ids []int64, flag string, on bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, planeTimeout)
 	defer cancel()
 	err := s.plane.Flag(ctx, &rpc.FlagRequest{InboxToken: u.token, IDs: ids, Flag: flag, Set: on})
 	if rpc.CodeOf(err) == rpc.CodeNotFound {
@@ -378,7 +364,7 @@ func (s *Server) flag(u *user, ids []int64, flag string, on bool) error {
 }
 
 func (s *Server) get(u *user, id int64) (rpc.Message, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), planeTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, planeTimeout)
 	defer cancel()
 	m, err := s.plane.Get(ctx, &rpc.ReadRequest{InboxToken: u.token, ID: id, Door: rpc.DoorIMAP})
 	if rpc.CodeOf(err) == rpc.CodeNotFound {

@@ -38,13 +38,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// parseClient reads data as the IMAP door's server does (NewIMAP's
+// parseClient reads data as the IMAP door's server does (newIMAP's
 // configuration: its line and literal bounds, its commands and IDLE's
 // wrapper): a line at a time with go-imap's reader, a BAD line skipped as
 // the server answers it, each line's command looked up and its arguments
 // parsed by its handler.
 func parseClient(data []byte) parsed {
-	is := NewIMAP(&Server{}, nil, zerolog.Nop())
+	is := newIMAP(&Server{}, nil, zerolog.Nop())
 	continues := make(chan bool)
 	go func() {
 		for range continues { // the server's "+ send literal"

@@ -79,7 +79,7 @@ type Server struct {
 	idles   *connlimit.Shares // IDLEs per trial
 	maxOpen int
 	imap    *server.Server
-	ctx     context.Context
+	ctx     context.Context // the door's life: logins, reads and watchers end with it
 
 	mu     sync.Mutex
 	open   map[string]*conn // by remote and local address
@@ -101,15 +101,15 @@ func New(ctx context.Context, plane Plane, tlsConfig *tls.Config, log zerolog.Lo
 	s := &Server{plane: plane, log: log, conns: connlimit.NewShares(limits.IMAPTrialConns),
 		idles: connlimit.NewShares(limits.IMAPTrialIdles), maxOpen: connlimit.ProcessCap(),
 		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}}
-	s.imap = NewIMAP(s, tlsConfig, log)
+	s.imap = newIMAP(s, tlsConfig, log)
 	return s
 }
 
-// NewIMAP is go-imap's server as this door configures it: no login
+// newIMAP is go-imap's server as this door configures it: no login
 // before TLS, literals bounded, no automatic logout (conn keeps the
 // deadlines), IDLE capped per trial. The fuzz target parses commands
 // through the same configuration.
-func NewIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *server.Server {
+func newIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *server.Server {
 	is := server.New(bkd)
 	is.TLSConfig = tlsConfig
 	is.AllowInsecureAuth = false
