@@ -212,7 +212,11 @@ func TestIMAP(t *testing.T) {
 		Tries [][]any `json:"tries"`
 		After []any   `json:"after"`
 	}
+	before := unbound(t, admin)
 	python(t, "wrong", a.InboxIMAP, &wrong)
+	if got := unbound(t, admin) - before; got != 3 {
+		t.Errorf("three wrong passwords: the plane counted %d refusals, want 3 (as every credential that opens nothing)", got)
+	}
 	for i, try := range wrong.Tries {
 		if try[0] != "error" || !strings.Contains(try[1].([]any)[0].(string), "Invalid credentials") {
 			t.Errorf("wrong password %d: %v", i+1, try)
@@ -318,6 +322,17 @@ func preauth(t *testing.T, acct *rpc.InboxIMAP) {
 	if n := bytes.Count(answers, []byte("a OK")); err != nil && !errors.Is(err, io.EOF) || n == 0 || n >= limits.IMAPPreauthBytes/len("a NOOP\r\n") {
 		t.Errorf("before login: %d commands answered (bound: %d bytes), then %v", n, limits.IMAPPreauthBytes, err)
 	}
+}
+
+// unbound is the plane's count of refusals whose credential opened no
+// trial.
+func unbound(t *testing.T, admin *rpc.Client) int64 {
+	t.Helper()
+	h, err := admin.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.UnboundRefusals
 }
 
 // idler is a Python client in IDLE.
