@@ -388,11 +388,26 @@ type listener struct {
 }
 
 func (l *listener) Accept() (net.Conn, error) {
+	var pause time.Duration
 	for {
 		nc, err := l.Listener.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return nil, err
 		}
+		if err != nil {
+			// Out of descriptors, or a connection reset before it was
+			// accepted: go-imap's Serve would end on it; wait and go on,
+			// as net/http does.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			l.s.log.Warn().Err(err).Dur("retry_in", pause).Msg("imap: accept failed")
+			select {
+			case <-time.After(pause):
+				continue
+			case <-l.s.ctx.Done():
+				return nil, err
+			}
+		}
+		pause = 0
 		c := &conn{Conn: nc, s: l.s, key: nc.RemoteAddr().String() + "|" + nc.LocalAddr().String(), closed: make(chan struct{})}
 		l.s.mu.Lock()
 		full := len(l.s.open) >= l.s.maxOpen
