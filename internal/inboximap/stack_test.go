@@ -164,11 +164,14 @@ func TestIMAP(t *testing.T) {
 	}
 	preauth(t, a.InboxIMAP)
 
-	for _, mode := range []string{"starttls", "implicit"} {
+	for _, mode := range []string{"starttls", "implicit"} { // LOGIN, then AUTHENTICATE PLAIN
 		var r read
 		python(t, mode, a.InboxIMAP, &r)
 		if r.Login[0] != "OK" || r.Select[0] != "OK" || !slices.Equal(r.IDs, []string{"1", "2"}) || len(r.Messages) != 2 {
 			t.Fatalf("%s: A's mailbox: %+v", mode, r)
+		}
+		if want := map[string]string{"starttls": "LOGIN", "implicit": "AUTHENTICATE"}[mode]; !strings.Contains(fmt.Sprint(r.Login[1]), want+" completed") {
+			t.Errorf("%s: logged in by %v, want %s", mode, r.Login, want)
 		}
 		m, p := r.Messages[0], r.Messages[1]
 		if !strings.Contains(m.Raw, "Subject: Welcome to A") || !strings.Contains(m.Raw, "Your code is 424242.") ||

@@ -30,8 +30,11 @@ def status(call):
         return ["error", [str(e)]]
 
 
-def read(m):
-    out = {"login": status(lambda: m.login(acct["username"], acct["password"]))}
+def read(m, plain=False):
+    # LOGIN, or AUTHENTICATE PLAIN (SASL: authzid, authcid, password).
+    sasl = ("\0" + acct["username"] + "\0" + acct["password"]).encode()
+    login = (lambda: m.authenticate("PLAIN", lambda _: sasl)) if plain else (lambda: m.login(acct["username"], acct["password"]))
+    out = {"login": status(login)}
     out["select"] = status(lambda: m.select("INBOX"))
     typ, ids = m.search(None, "ALL")
     out["ids"] = ids[0].decode().split()
@@ -49,7 +52,7 @@ def read(m):
 if mode == "starttls":
     print(json.dumps(read(starttls())))
 elif mode == "implicit":
-    print(json.dumps(read(implicit())))
+    print(json.dumps(read(implicit(), plain=True)))
 elif mode == "plain-login":
     # LOGIN on the STARTTLS port before STARTTLS.
     m = imaplib.IMAP4(acct["host"], acct["port"], timeout=30)
