@@ -106,11 +106,11 @@ func (mb *mailbox) Status(items []imap.StatusItem) (*imap.MailboxStatus, error) 
 		case imap.StatusRecent:
 			st.Recent = 0
 		case imap.StatusUnseen:
-			st.Unseen = 0
-			for i, it := range mb.items {
-				if !it.opened {
+			// STATUS says how many; SELECT, the first one's number.
+			for i, it := range slices.Backward(mb.items) {
+				if !slices.Contains(it.flags(), imap.SeenFlag) {
+					st.Unseen++
 					st.UnseenSeqNum = uint32(i + 1)
-					break
 				}
 			}
 		}

@@ -112,6 +112,8 @@ func opens(events []event, door string) (ids []int64) {
 }
 
 type read struct {
+	Status   []any    `json:"status"`
+	UIDs     []any    `json:"uids"`
 	Login    []any    `json:"login"`
 	Select   []any    `json:"select"`
 	IDs      []string `json:"ids"`
@@ -172,6 +174,11 @@ func TestIMAP(t *testing.T) {
 		}
 		if want := map[string]string{"starttls": "LOGIN", "implicit": "AUTHENTICATE"}[mode]; !strings.Contains(fmt.Sprint(r.Login[1]), want+" completed") {
 			t.Errorf("%s: logged in by %v, want %s", mode, r.Login, want)
+		}
+		unseen := map[string]string{"starttls": "UNSEEN 2", "implicit": "UNSEEN 0"}[mode] // read by the first
+		if fmt.Sprint(r.UIDs) != "[OK [1 2]]" || !strings.Contains(fmt.Sprint(r.Status), "MESSAGES 2 UIDNEXT 3 UIDVALIDITY ") ||
+			!strings.Contains(fmt.Sprint(r.Status), unseen) {
+			t.Errorf("%s: UID SEARCH %v, STATUS %v", mode, r.UIDs, r.Status)
 		}
 		m, p := r.Messages[0], r.Messages[1]
 		if !strings.Contains(m.Raw, "Subject: Welcome to A") || !strings.Contains(m.Raw, "Your code is 424242.") ||
@@ -249,7 +256,8 @@ func TestIMAP(t *testing.T) {
 		t.Errorf("A's IDLE saw %q, want * 3 EXISTS", seen)
 	}
 	var marked struct {
-		Flags []string `json:"flags"`
+		Flags       []string `json:"flags"`
+		UIDValidity string   `json:"uidvalidity"`
 	}
 	python(t, "mark", a.InboxIMAP, &marked)
 	if len(marked.Flags) != 3 || !strings.Contains(marked.Flags[2], `\Seen`) {
@@ -288,12 +296,16 @@ func TestIMAP(t *testing.T) {
 	}
 	s = itest.StartUp(t, "--data", data)
 	var flags struct {
-		Flags []string `json:"flags"`
+		Flags       []string `json:"flags"`
+		UIDValidity string   `json:"uidvalidity"`
 	}
 	python(t, "flags", s.Bundle.Trials[0].InboxIMAP, &flags)
 	if len(flags.Flags) != 3 || !strings.Contains(flags.Flags[0], `\Seen`) || !strings.Contains(flags.Flags[0], `\Flagged`) ||
 		!strings.Contains(flags.Flags[1], `\Seen`) || strings.Contains(flags.Flags[1], `\Flagged`) || !strings.Contains(flags.Flags[2], `\Seen`) {
 		t.Errorf("A's flags after a restart: %q, want 1 \\Seen \\Flagged, 2 and 3 \\Seen", flags.Flags)
+	}
+	if flags.UIDValidity == "" || flags.UIDValidity != marked.UIDValidity {
+		t.Errorf("UIDVALIDITY %q after a restart, %q before", flags.UIDValidity, marked.UIDValidity)
 	}
 }
 

@@ -35,7 +35,9 @@ def read(m, plain=False):
     sasl = ("\0" + acct["username"] + "\0" + acct["password"]).encode()
     login = (lambda: m.authenticate("PLAIN", lambda _: sasl)) if plain else (lambda: m.login(acct["username"], acct["password"]))
     out = {"login": status(login)}
+    out["status"] = status(lambda: m.status("INBOX", "(MESSAGES UIDNEXT UIDVALIDITY UNSEEN)"))
     out["select"] = status(lambda: m.select("INBOX"))
+    out["uids"] = status(lambda: m.uid("SEARCH", "ALL"))
     typ, ids = m.search(None, "ALL")
     out["ids"] = ids[0].decode().split()
     out["messages"] = []
@@ -135,5 +137,6 @@ elif mode in ("flags", "mark"):
     if mode == "mark":  # \Seen on the newest message, by STORE alone
         last = m.search(None, "ALL")[1][0].decode().split()[-1]
         m.store(last, "+FLAGS.SILENT", "(\\Seen)")
-    print(json.dumps({"flags": [m.fetch(n, "(FLAGS)")[1][0].decode() for n in m.search(None, "ALL")[1][0].decode().split()]}))
+    print(json.dumps({"flags": [m.fetch(n, "(FLAGS)")[1][0].decode() for n in m.search(None, "ALL")[1][0].decode().split()],
+                      "uidvalidity": m.response("UIDVALIDITY")[1][0].decode()}))
     m.logout()
