@@ -25,7 +25,7 @@ func upTLSFlags() []cli.Flag {
 		&cli.IntFlag{Name: "writer-https-port", Usage: "POST /emails over HTTPS (0: any free port)"},
 		&cli.IntFlag{Name: "imap-port", Usage: "the agent's mailbox over IMAP with STARTTLS, on the inbox (0: any free port)"},
 		&cli.IntFlag{Name: "imaps-port", Usage: "the agent's mailbox over IMAP with implicit TLS (0: any free port)"},
-		&cli.StringSliceFlag{Name: "tls-name", Usage: "a further DNS name or IP address for the writer's certificate (repeatable)"},
+		&cli.StringSliceFlag{Name: "tls-name", Usage: "a further DNS name or IP address for the writer's and the inbox's certificates (repeatable)"},
 	}
 }
 
