@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
+	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -68,13 +69,10 @@ func part(b *bytes.Buffer, typ, text string) {
 
 func header(b *bytes.Buffer, k, v string) { b.WriteString(k + ": " + v + "\r\n") }
 
-// sender is From as the inbox shows it: the display name (encoded) and
-// the envelope sender's address.
+// sender is From as the inbox shows it: the display name (quoted or
+// encoded as it needs) and the envelope sender's address.
 func sender(m *rpc.Message) string {
-	if m.FromName == "" {
-		return "<" + m.EnvelopeFrom + ">"
-	}
-	return mime.QEncoding.Encode("utf-8", oneLine(m.FromName)) + " <" + m.EnvelopeFrom + ">"
+	return (&mail.Address{Name: oneLine(m.FromName), Address: m.EnvelopeFrom}).String()
 }
 
 // oneLine keeps a header value on one line whatever the stored text holds.
