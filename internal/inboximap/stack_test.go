@@ -175,8 +175,9 @@ func TestIMAP(t *testing.T) {
 		if want := map[string]string{"starttls": "LOGIN", "implicit": "AUTHENTICATE"}[mode]; !strings.Contains(fmt.Sprint(r.Login[1]), want+" completed") {
 			t.Errorf("%s: logged in by %v, want %s", mode, r.Login, want)
 		}
-		unseen := map[string]string{"starttls": "UNSEEN 2", "implicit": "UNSEEN 0"}[mode] // read by the first
-		status := fmt.Sprint(r.Status)                                                    // its items in any order
+		// STATUS's items come in any order; the first mode read both.
+		unseen := map[string]string{"starttls": "UNSEEN 2", "implicit": "UNSEEN 0"}[mode]
+		status := fmt.Sprint(r.Status)
 		if fmt.Sprint(r.UIDs) != "[OK [1 2]]" || !strings.Contains(status, "MESSAGES 2") || !strings.Contains(status, "UIDNEXT 3") ||
 			!strings.Contains(status, "UIDVALIDITY ") || !strings.Contains(status, unseen) {
 			t.Errorf("%s: UID SEARCH %v, STATUS %v", mode, r.UIDs, r.Status)
