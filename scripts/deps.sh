@@ -9,7 +9,8 @@
 # Groups: browser (chromium, swaks), netns (ip, setpriv, prlimit),
 # postgres (the server, for --store postgres and the PostgreSQL image),
 # frameworks (what TestFrameworks drives), pytest (for /usr/bin/python3),
-# e2e (systemd's tools, docker-compose).
+# e2e (systemd's tools, docker-compose), imap (mbsync, a real mail client
+# syncing the agent's mailbox over IMAP).
 #
 # One transaction, not one per group: on a fresh machine each apt-get
 # update and each install's triggers cost seconds, and make test used to
@@ -34,15 +35,16 @@ need() {
     has systemd-analyze || echo systemd
     has docker-compose || docker compose version >/dev/null 2>&1 || echo docker-compose
     ;;
+  imap) has mbsync || echo isync ;;
   *)
-    echo "deps.sh: unknown group $1 (browser, netns, postgres, frameworks, pytest, e2e)" >&2
+    echo "deps.sh: unknown group $1 (browser, netns, postgres, frameworks, pytest, e2e, imap)" >&2
     exit 2
     ;;
   esac
 }
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(browser netns postgres frameworks pytest e2e)
+[ ${#groups[@]} -gt 0 ] || groups=(browser netns postgres frameworks pytest e2e imap)
 missing=()
 for g in "${groups[@]}"; do
   pkgs=$(need "$g") || exit 2

@@ -42,6 +42,15 @@
 // URL (the drop-in sidecar's contract): anyone who can reach the port then
 // has the mailbox.
 //
+// IMAP (--imap-listen with STARTTLS, --imaps-listen with implicit TLS,
+// --tls-cert and --tls-key: a shared inbox only, as mail-plane up runs
+// it): the same mailbox for a mail client (package inboximap), the
+// password its inbox token, judged at LOGIN by the plane's read.check and
+// only once the connection is TLS; read-only but for the flags \Seen and
+// \Flagged, which the plane keeps (flag); a body fetch is an open at door
+// imap. Its only further plane calls are list (with a wait, for IDLE), get
+// and flag.
+//
 // Routes: GET /healthz, GET /inbox/{token}, GET /inbox/{token}/messages/{id}
 // (and /text, /html: its text, its HTML's frame), POST /inbox/{token}/messages/{id}/ping/{link} (text/ping), and MCP's
 // POST /mcp/{token}; anything else is "Not found".

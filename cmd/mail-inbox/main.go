@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net"
 	"os"
 	"runtime/debug"
@@ -12,7 +14,9 @@ import (
 	"github.com/websitebench/mailplane/internal/cliapp"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/inbox"
+	"github.com/websitebench/mailplane/internal/inboximap"
 	"github.com/websitebench/mailplane/internal/inboxproc"
+	"github.com/websitebench/mailplane/internal/listen"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -54,10 +58,55 @@ func run(cfg inboxproc.Config) error {
 	if cfg.RootRedirect && token == "" {
 		return cliapp.Usagef("--root-redirect needs --token-file: a shared inbox has no one token URL")
 	}
+	imapTLS, err := imapConfig(cfg, token)
+	if err != nil {
+		return err
+	}
 	return cliapp.RunSurface(cfg.Surface, cfg.Listen, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error {
 		log.Info().Str("listen", ln.Addr().String()).Bool("shared", token == "").Bool("root_redirect", cfg.RootRedirect).Msg("inbox listening")
-		return inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
+		if imapTLS == nil {
+			return inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
+		}
+		plain, err := listen.Listen(cfg.IMAPListen)
+		if err != nil {
+			return cliapp.Usagef("--imap-listen: %v", err)
+		}
+		secure, err := listen.Listen(cfg.IMAPSListen)
+		if err != nil {
+			plain.Close()
+			return cliapp.Usagef("--imaps-listen: %v", err)
+		}
+		log.Info().Str("imap", plain.Addr().String()).Str("imaps", secure.Addr().String()).Msg("inbox listening over IMAP")
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		imapErr := make(chan error, 1)
+		go func() { imapErr <- inboximap.New(ctx, plane, imapTLS, log).Serve(plain, secure) }()
+		err = inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
+		stop()
+		return errors.Join(err, <-imapErr)
 	})
+}
+
+// imapConfig checks the IMAP flags and loads their certificate: nil when
+// the inbox serves no IMAP. IMAP is a shared inbox's, both ports at once,
+// and never without TLS.
+func imapConfig(cfg inboxproc.Config, token string) (*tls.Config, error) {
+	if cfg.IMAPListen == "" && cfg.IMAPSListen == "" {
+		return nil, nil
+	}
+	switch {
+	case token != "":
+		return nil, cliapp.Usagef("--imap-listen: IMAP is served by a shared inbox only (no --token-file)")
+	case cfg.IMAPListen == "" || cfg.IMAPSListen == "":
+		return nil, cliapp.Usagef("--imap-listen and --imaps-listen go together")
+	case cfg.TLSCert == "" || cfg.TLSKey == "":
+		return nil, cliapp.Usagef("--imap-listen needs --tls-cert and --tls-key")
+	}
+	pair, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, cliapp.Usagef("--tls-cert/--tls-key: %v", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // readToken reads the inbox token once, at start: none for a shared inbox.

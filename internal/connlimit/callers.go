@@ -75,3 +75,13 @@ func (c *Callers) Resolve(cred string, now time.Time, ask func() (string, error)
 	c.Put(cred, ns, now)
 	return ns, nil
 }
+
+// Forget drops cred: the plane has just refused it (its trial closed), and
+// a door that outlives a request (IMAP) must not let it in again for the
+// rest of CallerTTL.
+func (c *Callers) Forget(cred string) {
+	k := sha256.Sum256([]byte(cred))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+}

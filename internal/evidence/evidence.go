@@ -32,6 +32,7 @@ const (
 	DoorWriterSMTP = "writer-smtp"
 	DoorInbox      = "inbox"
 	DoorInboxMCP   = "inbox-mcp" // the agent's mailbox over MCP
+	DoorIMAP       = "imap"      // the agent's mailbox over IMAP
 	DoorGateway    = "gateway"
 	DoorPlane      = "plane"
 )
@@ -67,6 +68,9 @@ const (
 	// browser's ping); an agent opening a message is ActionOpen at door
 	// inbox or inbox-mcp.
 	ActionClick = "click"
+	// ActionFlag is the agent setting (Flag "+\Seen") or clearing
+	// ("-\Flagged") a flag of messages over IMAP.
+	ActionFlag = "flag"
 	// ActionPlant is the evaluator planting a labelled message.
 	ActionPlant = "plant"
 	// ActionFaults: the trial's fault schedule was set (Count rules; 0
@@ -119,6 +123,8 @@ type Event struct {
 	// Label is the evaluator's label of a planted message the event is
 	// about (its planting, an open, a click).
 	Label string `json:"label,omitempty"`
+	// Flag is a flag event's change: + or - and the flag.
+	Flag string `json:"flag,omitempty"`
 	// Fault is set on the event of a send a rule of the trial's fault
 	// schedule made go wrong: one event per injected fault.
 	Fault *Fault `json:"fault,omitempty"`

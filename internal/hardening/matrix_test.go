@@ -549,6 +549,9 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "click/inbox-token", method: rpc.MethodClick, targets: none, inner: true, request: func(a callArgs) any {
 			return &rpc.ClickRequest{InboxToken: a.inner, ID: 1, Link: 0}
 		}},
+		{name: "flag/inbox-token", method: rpc.MethodFlag, targets: none, inner: true, request: func(a callArgs) any {
+			return &rpc.FlagRequest{InboxToken: a.inner, IDs: []int64{1}, Flag: rpc.FlagFlagged, Set: true}
+		}},
 		{name: "trial.create", method: rpc.MethodTrialCreate, targets: none, request: func(callArgs) any { return &rpc.TrialCreateRequest{Profile: w.profile} }},
 		{name: "trial.rotate", method: rpc.MethodTrialRotate, targets: both, mutating: true, request: func(a callArgs) any { return &rpc.TrialRotateRequest{Namespace: a.ns} }},
 		{name: "trial.seal", method: rpc.MethodTrialSeal, targets: both, mutating: true, request: trialReq},
@@ -736,13 +739,13 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 			return permit(own, "a trial-bound inbox reads its own namespace")
 		}
 		return verdict{false, own, "a trial-bound inbox reads its own namespace only"}
-	case "click":
-		// No token: a trial-bound inbox clicks in its own trial.
+	case "click", "flag":
+		// No token: a trial-bound inbox clicks (and flags) in its own trial.
 		if shared {
-			return verdict{false, -1, "a shared inbox's click needs a token"}
+			return verdict{false, -1, "a shared inbox's " + name + " needs a token"}
 		}
-		return permit(own, "a trial-bound inbox clicks in its own trial")
-	case "list/inbox-token", "get/inbox-token", "latest/inbox-token", "click/inbox-token", "read.check/inbox-token":
+		return permit(own, "a trial-bound inbox "+name+"s in its own trial")
+	case "list/inbox-token", "get/inbox-token", "latest/inbox-token", "click/inbox-token", "flag/inbox-token", "read.check/inbox-token":
 		if bind == "capability" {
 			return refuse("the gateway is keyed by a read capability only")
 		}

@@ -23,6 +23,11 @@ type Config struct {
 	// (unless systemd passes the token as a credential).
 	TokenFile    string
 	RootRedirect bool
+	// IMAPListen (STARTTLS) and IMAPSListen (implicit TLS) are the
+	// mailbox over IMAP, a shared inbox's only, with the leaf of the
+	// plane's CA in TLSCert and TLSKey.
+	IMAPListen, IMAPSListen string
+	TLSCert, TLSKey         string
 }
 
 // Defaults is mail-inbox without flags or environment.
@@ -34,13 +39,18 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "token-file", Usage: "file holding the one trial's inbox token (strict mode; under systemd: $CREDENTIALS_DIRECTORY/token)", EnvVars: []string{"MAILPLANE_TOKEN_FILE"}},
 		cliapp.ListenFlag(DefaultListen, "MAILPLANE_INBOX_LISTEN"),
 		&cli.BoolFlag{Name: "root-redirect", Usage: "with --token-file: answer GET / with a redirect to the token URL (the reference's drop-in contract)"},
+		&cli.StringFlag{Name: "imap-listen", Usage: "the mailbox over IMAP with STARTTLS (shared inbox only): host:port, fd:N or systemd:NAME; needs --tls-cert"},
+		&cli.StringFlag{Name: "imaps-listen", Usage: "the mailbox over IMAP with implicit TLS (shared inbox only); needs --tls-cert"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate chain for the IMAP ports (a leaf of the plane's CA)"},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
 	}, cliapp.SurfaceFlags...)
 }
 
 // FromContext reads Flags.
 func FromContext(c *cli.Context) Config {
 	return Config{Surface: cliapp.SurfaceFromContext(c), Listen: c.String("listen"),
-		TokenFile: c.String("token-file"), RootRedirect: c.Bool("root-redirect")}
+		TokenFile: c.String("token-file"), RootRedirect: c.Bool("root-redirect"),
+		IMAPListen: c.String("imap-listen"), IMAPSListen: c.String("imaps-listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key")}
 }
 
 // Args are the flags for cfg: FromContext of Args(cfg) is cfg.
@@ -48,5 +58,9 @@ func (cfg Config) Args() []string {
 	a := cliapp.Args(cliapp.Listener{Surface: cfg.Surface, Listen: cfg.Listen}.Args())
 	a.Str("token-file", cfg.TokenFile)
 	a.Bool("root-redirect", cfg.RootRedirect)
+	a.Str("imap-listen", cfg.IMAPListen)
+	a.Str("imaps-listen", cfg.IMAPSListen)
+	a.Str("tls-cert", cfg.TLSCert)
+	a.Str("tls-key", cfg.TLSKey)
 	return a
 }

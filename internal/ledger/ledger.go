@@ -73,6 +73,9 @@ type Ledger interface {
 	// Opened is the seqs of ns's messages the agent opened (its inbox
 	// shows the rest as unread).
 	Opened(ctx context.Context, ns string) (map[int64]bool, error)
+	// SetFlag and Flags keep the flags the agent sets over IMAP.
+	SetFlag(ctx context.Context, ns string, seqs []int64, flag string, on bool) error
+	Flags(ctx context.Context, ns string) (map[int64][]string, error)
 	FlushTrail(ctx context.Context, ns string) error
 	DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int, error)
 	ClosedAt(ctx context.Context, ns string) (time.Time, bool, error)

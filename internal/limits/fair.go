@@ -66,3 +66,37 @@ const (
 	// writer's --auth-failure-delay may lower it.
 	AuthFailureMaxDelay = time.Second
 )
+
+// The agent's mailbox over IMAP (package inboximap): a mail client keeps
+// its connections open for hours, so they are counted per trial rather
+// than cut short, and nothing it sends before LOGIN may cost more than a
+// few lines.
+const (
+	// IMAPPreauthBytes bounds what one IMAP connection may send before
+	// its login is accepted (the TLS handshake included): a greeting's
+	// worth of commands. One byte more ends the connection.
+	IMAPPreauthBytes = 16 << 10
+	// IMAPPreauthTimeout bounds how long a connection may take to log in.
+	IMAPPreauthTimeout = 20 * time.Second
+	// IMAPLineBytes bounds every line a client sends, literals included
+	// (whose bound is below it): a FETCH or SEARCH of hundreds of ids
+	// (clients keep to 1000 octets, RFC 2683 §3.2.1.5). go-imap's reader
+	// copies an atom once per character, so a line's cost grows with its
+	// square: the longest, one atom, took 3.8 ms and 8.9 MB of garbage
+	// (BenchmarkLongestLine in package inboximap; 8 KiB took 13.7 ms).
+	IMAPLineBytes = 4 << 10
+	// IMAPLiteralBytes is the largest literal a command may carry
+	// (go-imap's MaxLiteralSize): the mailbox takes no mail (APPEND is
+	// refused), so a literal is a login's password or a search string.
+	IMAPLiteralBytes = 2 << 10
+	// IMAPIdle bounds how long a logged-in connection may send nothing;
+	// RFC 3501 §5.4 asks for at least 30 minutes, and IDLE clients
+	// renew every 29.
+	IMAPIdle = 31 * time.Minute
+	// IMAPFailedLogins is the failed logins that end a connection.
+	IMAPFailedLogins = 3
+	// IMAPTrialConns bounds one trial's logged-in IMAP connections, and
+	// IMAPTrialIdles those of them in IDLE at once.
+	IMAPTrialConns = 8
+	IMAPTrialIdles = 4
+)

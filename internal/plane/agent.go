@@ -135,11 +135,52 @@ func clickEvent(t target, req *rpc.ClickRequest, c clicked, err error) *evidence
 	return outcome(e, err)
 }
 
-// agentDoor is the door an inbox read came in by: the HTML pages, or the
-// MCP tools.
+// Flag sets or clears one of the agent's flags on messages of the
+// mailbox t is bound to: \Seen or \Flagged, each message checked to be
+// in it.
+func (b *Broker) Flag(ctx context.Context, t target, req *rpc.FlagRequest) (rpc.Empty, error) {
+	if req.Flag != rpc.FlagSeen && req.Flag != rpc.FlagFlagged {
+		return rpc.Empty{}, rpc.Errorf(rpc.CodeBadRequest, `flag must be \Seen or \Flagged`)
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > rpc.MaxFlagIDs {
+		return rpc.Empty{}, rpc.Errorf(rpc.CodeBadRequest, "ids must name 1 to %d messages", rpc.MaxFlagIDs)
+	}
+	for _, id := range req.IDs {
+		if id < 1 {
+			return rpc.Empty{}, rpc.Errorf(rpc.CodeBadRequest, "ids must be positive")
+		}
+		if _, err := b.ledger.Entry(ctx, t.ns.Name, id); errors.Is(err, ledger.ErrNotFound) {
+			return rpc.Empty{}, rpc.Errorf(rpc.CodeNotFound, "no such message")
+		} else if err != nil {
+			return rpc.Empty{}, b.storeErr("entry", err)
+		}
+	}
+	if err := b.ledger.SetFlag(ctx, t.ns.Name, req.IDs, req.Flag, req.Set); err != nil {
+		return rpc.Empty{}, b.storeErr("flag", err)
+	}
+	return rpc.Empty{}, b.stillOpen(ctx, t)
+}
+
+func flagEvent(t target, req *rpc.FlagRequest, _ rpc.Empty, err error) *evidence.Event {
+	flag := "-" + req.Flag
+	if req.Set {
+		flag = "+" + req.Flag
+	}
+	e := &evidence.Event{Door: evidence.DoorIMAP, Action: evidence.ActionFlag, Credential: t.credential, Flag: flag}
+	if len(req.IDs) <= rpc.MaxFlagIDs {
+		e.MessageIDs = req.IDs
+	}
+	return outcome(e, err)
+}
+
+// agentDoor is the door an inbox read came in by: the HTML pages, the
+// MCP tools or IMAP.
 func agentDoor(req *rpc.ReadRequest) string {
-	if req.Door == rpc.DoorInboxMCP {
+	switch req.Door {
+	case rpc.DoorInboxMCP:
 		return evidence.DoorInboxMCP
+	case rpc.DoorIMAP:
+		return evidence.DoorIMAP
 	}
 	return evidence.DoorInbox
 }

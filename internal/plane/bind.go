@@ -250,6 +250,10 @@ func clickSelector(r *rpc.ClickRequest) selector {
 	return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken})
 }
 
+func flagSelector(r *rpc.FlagRequest) selector {
+	return readSelector(&rpc.ReadRequest{InboxToken: r.InboxToken})
+}
+
 func eventsSelector(r *rpc.EventsRequest) selector {
 	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
 }

@@ -361,7 +361,7 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 		return nil, err
 	}
 	if t.view.agent && len(msgs) > 0 {
-		if err := b.markUnread(ctx, t, msgs); err != nil {
+		if err := b.markUnread(ctx, t, msgs, req.Door == rpc.DoorIMAP); err != nil {
 			return nil, err
 		}
 	}
@@ -376,14 +376,26 @@ func (b *Broker) read(ctx context.Context, t target, req *rpc.ReadRequest, lates
 
 // markUnread readies the agent's list: each message says whether the
 // agent opened it (the ledger's record of its opens), without the HTML,
-// its text and inline images that only its message page shows.
-func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message) error {
+// its text and inline images that only its message page shows. An IMAP
+// list keeps the HTML (imap): a mail client is told each message's size
+// and structure before it fetches a body, which is the open; and it
+// carries the flags the agent set (Flag).
+func (b *Broker) markUnread(ctx context.Context, t target, msgs []rpc.Message, imap bool) error {
 	opened, err := b.ledger.Opened(ctx, t.ns.Name)
 	if err != nil {
 		return b.storeErr("opened", err)
 	}
+	var flags map[int64][]string
+	if imap {
+		if flags, err = b.ledger.Flags(ctx, t.ns.Name); err != nil {
+			return b.storeErr("flags", err)
+		}
+	}
 	for i := range msgs {
-		msgs[i].HTML, msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened = "", "", nil, opened[msgs[i].ID]
+		if !imap {
+			msgs[i].HTML = ""
+		}
+		msgs[i].HTMLText, msgs[i].Inline, msgs[i].Opened, msgs[i].Flags = "", nil, opened[msgs[i].ID], flags[msgs[i].ID]
 	}
 	return nil
 }

@@ -224,6 +224,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 		SMTPTLSPort:          d.SMTPTLSPort,
 		Netns:                d.Netns,
 		Providers:            b.providers(writer, id),
+		InboxIMAP:            a.inboxIMAP(id), // the agent's, at the stack's inbox
 	}
 	if d.SMTPTLSPort > 0 {
 		bu.CAFile = a.CAFile

@@ -297,6 +297,10 @@ var table = []row{
 	// the stored message (agent.go).
 	{method: rpc.MethodClick, who: agents, accepts: readCreds,
 		call: bound(clickSelector, (*Broker).Click, clickEvent)},
+	// The agent's flags over IMAP (\Seen, \Flagged), kept per trial, bound
+	// as its clicks: the plane checks each id names a stored message.
+	{method: rpc.MethodFlag, who: agents, accepts: readCreds,
+		call: bound(flagSelector, (*Broker).Flag, flagEvent)},
 	// A reader's check before a shared surface serves its request (a
 	// shared inbox's token, the gateway's capability), bound as its reads
 	// are: it answers the namespace, the key of the caller's fair share,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"slices"
 	"time"
 
@@ -138,6 +139,9 @@ type Advertise struct {
 	CAFile         string
 	SMTPTLSPort    int
 	WriterHTTPSURL string
+	// IMAPPort and IMAPSPort, where the inbox serves IMAP (0 otherwise),
+	// on InboxURL's host, with CAFile's CA.
+	IMAPPort, IMAPSPort int
 }
 
 // SetAdvertise sets what trial.open hands out.
@@ -194,7 +198,23 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 		WriterHTTPSURL:       a.WriterHTTPSURL,
 		EvidencePublicKey:    b.PublicKey(),
 		Providers:            b.providers(a.WriterURL, id),
+		InboxIMAP:            a.inboxIMAP(id),
 	}
+}
+
+// inboxIMAP is a trial's account on the inbox's IMAP ports: the password
+// is its inbox token; the user name is not looked at, and is the
+// namespace, which is no secret.
+func (a Advertise) inboxIMAP(id rpc.Identity) *rpc.InboxIMAP {
+	if a.IMAPPort == 0 {
+		return nil
+	}
+	host := ""
+	if u, err := url.Parse(a.InboxURL); err == nil {
+		host = u.Hostname()
+	}
+	return &rpc.InboxIMAP{Host: host, Port: a.IMAPPort, TLSPort: a.IMAPSPort, Username: id.Namespace,
+		Password: id.InboxToken, CAFile: a.CAFile}
 }
 
 func newNamespace(profile, name, readCap, writeCap string, senders []string) *ledger.Namespace {

@@ -39,6 +39,9 @@ type AdvertiseConfig struct {
 	Writer, Inbox, Gateway, SMTP string
 	CAFile, WriterHTTPS          string
 	SMTPTLSPort                  int
+	// IMAPPort and IMAPSPort are the inbox's IMAP ports (STARTTLS,
+	// implicit TLS), on the inbox's host; 0: no IMAP.
+	IMAPPort, IMAPSPort int
 }
 
 // Defaults is the configuration of mail-plane serve without flags (and
@@ -64,7 +67,8 @@ func ConfigFromFlags(c *cli.Context) Config {
 		Store: StoreFromFlags(c),
 		Advertise: AdvertiseConfig{Writer: c.String("advertise-writer"), Inbox: c.String("advertise-inbox"),
 			Gateway: c.String("advertise-gateway"), SMTP: c.String("advertise-smtp"), CAFile: c.String("advertise-ca-file"),
-			WriterHTTPS: c.String("advertise-writer-https"), SMTPTLSPort: c.Int("advertise-smtp-tls-port")},
+			WriterHTTPS: c.String("advertise-writer-https"), SMTPTLSPort: c.Int("advertise-smtp-tls-port"),
+			IMAPPort: c.Int("advertise-imap-port"), IMAPSPort: c.Int("advertise-imaps-port")},
 	}
 }
 
@@ -115,5 +119,7 @@ func (cfg Config) Args() []string {
 	str("advertise-ca-file", a.CAFile)
 	str("advertise-smtp-tls-port", strconv.Itoa(a.SMTPTLSPort))
 	str("advertise-writer-https", a.WriterHTTPS)
+	str("advertise-imap-port", strconv.Itoa(a.IMAPPort))
+	str("advertise-imaps-port", strconv.Itoa(a.IMAPSPort))
 	return args
 }

@@ -83,6 +83,8 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "advertise-smtp", Usage: "HOST:PORT of the shared writer's SMTP listener (AUTH selects the trial there)"},
 			&cli.StringFlag{Name: "advertise-ca-file", Usage: "with the writer serving TLS: the path of the CA certificate candidates trust (ca_file)"},
 			&cli.IntFlag{Name: "advertise-smtp-tls-port", Usage: "with the writer serving TLS: its implicit-TLS SMTP port (smtp_tls_port)"},
+			&cli.IntFlag{Name: "advertise-imap-port", Usage: "with the inbox serving IMAP: its STARTTLS port, on the inbox's host (inbox_imap.port)"},
+			&cli.IntFlag{Name: "advertise-imaps-port", Usage: "with the inbox serving IMAP: its implicit-TLS port (inbox_imap.tls_port)"},
 			&cli.StringFlag{Name: "advertise-writer-https", Usage: "with the writer serving TLS: the URL of its HTTPS door (writer_https_url)"},
 		}, StoreFlags()...),
 		Action: serve,
@@ -279,7 +281,7 @@ func advertise(c AdvertiseConfig) (plane.Advertise, error) {
 	trim := func(v string) string { return strings.TrimSuffix(v, "/") }
 	return plane.Advertise{WriterURL: trim(c.Writer), InboxURL: trim(c.Inbox), GatewayURL: trim(c.Gateway),
 		SMTPHost: host, SMTPPort: p, CAFile: c.CAFile, SMTPTLSPort: c.SMTPTLSPort,
-		WriterHTTPSURL: trim(c.WriterHTTPS)}, nil
+		WriterHTTPSURL: trim(c.WriterHTTPS), IMAPPort: c.IMAPPort, IMAPSPort: c.IMAPSPort}, nil
 }
 
 // openLedger opens the ledger the flags ask for: in --data, or with

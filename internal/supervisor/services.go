@@ -48,7 +48,7 @@ func fd(i int) string { return "fd:" + strconv.Itoa(3+i) }
 // of the port control; writer adds up's AUTH settings.
 func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls *writerTLS, writerEnd *os.File, writer func(*writerproc.Config)) []*surface {
 	// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
-	wlns := append(lns[0:2:2], wtls.lns...)
+	wlns := append(lns[0:2:2], wtls.lns[:2]...)
 	w := writerproc.Defaults()
 	w.Surface = st.surfaceConfig(st.grantFile(rpc.RoleWriter))
 	w.HTTPListen, w.SMTPListen, w.SMTPMode, w.PortControl = fd(0), fd(1), string(smtpd.Fixed), 3+len(wlns)
@@ -57,9 +57,12 @@ func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls 
 	w.MaxConnections, w.IdleTimeout = 0, limits.SharedIdle
 	wtls.configure(&w, fd(2), fd(3))
 	writer(&w)
+	// fd 3 HTTP, 4 IMAP with STARTTLS, 5 IMAP with implicit TLS.
+	in := inboxproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleInbox)), Listen: fd(0)}
+	wtls.configureInbox(&in, fd(1), fd(2))
 	return []*surface{
 		{name: "mail-writer", lns: wlns, files: []*os.File{writerEnd}, cfg: w},
-		{name: "mail-inbox", lns: lns[2:3], cfg: inboxproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleInbox)), Listen: fd(0)}},
+		{name: "mail-inbox", lns: []net.Listener{lns[2], wtls.lns[2], wtls.lns[3]}, cfg: in},
 		{name: "mail-gateway", lns: lns[3:4], cfg: gatewayproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleGateway)), Listen: fd(0)}},
 		{name: "mail-console", lns: []net.Listener{console}, cfg: consoleproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleConsole)), Listen: fd(0)}},
 	}

@@ -60,7 +60,8 @@ func TestServicesTable(t *testing.T) {
 	for i := range shared {
 		shared[i] = listener()
 	}
-	wtls := &writerTLS{lns: []net.Listener{listener(), listener()}, cert: data + "/cert.pem", key: data + "/key.pem"}
+	wtls := &writerTLS{lns: []net.Listener{listener(), listener(), listener(), listener()}, cert: data + "/cert.pem", key: data + "/key.pem",
+		inboxCert: data + "/inbox-cert.pem", inboxKey: data + "/inbox-key.pem"}
 	end, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

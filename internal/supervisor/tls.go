@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/inboxproc"
 	"github.com/websitebench/mailplane/internal/tlsca"
 	"github.com/websitebench/mailplane/internal/writerproc"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -22,22 +23,28 @@ func upTLSFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "smtp-tls-port", Usage: "SMTP port with implicit TLS (0: any free port)"},
 		&cli.IntFlag{Name: "writer-https-port", Usage: "POST /emails over HTTPS (0: any free port)"},
-		&cli.StringSliceFlag{Name: "tls-name", Usage: "a further DNS name or IP address for the writer's certificate (repeatable)"},
+		&cli.IntFlag{Name: "imap-port", Usage: "the agent's mailbox over IMAP with STARTTLS, on the inbox (0: any free port)"},
+		&cli.IntFlag{Name: "imaps-port", Usage: "the agent's mailbox over IMAP with implicit TLS (0: any free port)"},
+		&cli.StringSliceFlag{Name: "tls-name", Usage: "a further DNS name or IP address for the writer's and the inbox's certificates (repeatable)"},
 	}
 }
 
 // writerTLS is what up gives the writer for TLS: a leaf from the plane's
 // CA, its implicit-TLS SMTP and HTTPS listeners (fd 5 and 6, after the
-// HTTP and SMTP ones), and the CA certificate for candidates.
+// HTTP and SMTP ones), and the CA certificate for candidates; and the
+// inbox's: its own leaf and its IMAP listeners (STARTTLS, implicit TLS).
 type writerTLS struct {
-	lns       []net.Listener
-	cert, key string
-	caFile    string // a world-readable copy of the CA certificate
+	lns                 []net.Listener // SMTP with TLS, HTTPS, IMAP, IMAPS
+	cert, key           string
+	inboxCert, inboxKey string
+	caFile              string // a world-readable copy of the CA certificate
 }
 
-func (w *writerTLS) smtpTLSPort() int { return w.lns[0].Addr().(*net.TCPAddr).Port }
-func (w *writerTLS) httpsPort() int   { return w.lns[1].Addr().(*net.TCPAddr).Port }
-func (w *writerTLS) httpsURL() string { return "https://" + w.lns[1].Addr().String() }
+func (w *writerTLS) port(i int) int        { return w.lns[i].Addr().(*net.TCPAddr).Port }
+func (w *writerTLS) smtpTLSPort() int      { return w.port(0) }
+func (w *writerTLS) httpsPort() int        { return w.port(1) }
+func (w *writerTLS) imapPorts() (int, int) { return w.port(2), w.port(3) }
+func (w *writerTLS) httpsURL() string      { return "https://" + w.lns[1].Addr().String() }
 
 func (w *writerTLS) close() {
 	for _, ln := range w.lns {
@@ -48,7 +55,7 @@ func (w *writerTLS) close() {
 // prepareWriterTLS mints the CA (once per data directory, again when
 // host or a --tls-name is outside its name constraints or it nears
 // expiry), issues the writer's leaf for them, and opens the TLS listeners.
-func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*writerTLS, error) {
+func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [4]int) (*writerTLS, error) {
 	names := append([]string{host}, c.StringSlice("tls-name")...)
 	if host != rpc.NetnsDoorHost { // the address of trials' doors inside their network namespaces
 		names = append(names, rpc.NetnsDoorHost)
@@ -73,6 +80,14 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*wri
 		return nil, fmt.Errorf("writer certificate: %w", err)
 	}
 	w := &writerTLS{caFile: filepath.Join(s.data, "ca.pem"), cert: cert, key: key}
+	idir := filepath.Join(s.data, "inbox-tls")
+	if err := os.MkdirAll(idir, 0o700); err != nil {
+		return nil, err
+	}
+	w.inboxCert, w.inboxKey = filepath.Join(idir, "cert.pem"), filepath.Join(idir, "key.pem")
+	if err := ca.WriteLeaf(names, w.inboxCert, w.inboxKey); err != nil {
+		return nil, fmt.Errorf("inbox certificate: %w", err)
+	}
 	if err := os.WriteFile(w.caFile, ca.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
@@ -81,7 +96,7 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*wri
 	}
 	// Flags, else the last start's ports (bundles kept from it name them),
 	// else any.
-	for i, flag := range []string{"smtp-tls-port", "writer-https-port"} {
+	for i, flag := range []string{"smtp-tls-port", "writer-https-port", "imap-port", "imaps-port"} {
 		port := cmp.Or(c.Int(flag), prev[i])
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
@@ -91,6 +106,12 @@ func (s *stack) prepareWriterTLS(c *cli.Context, host string, prev [2]int) (*wri
 		w.lns = append(w.lns, ln)
 	}
 	return w, nil
+}
+
+// configureInbox gives the inbox its certificate and its IMAP listeners,
+// at the listen addresses imap and imaps.
+func (w *writerTLS) configureInbox(cfg *inboxproc.Config, imap, imaps string) {
+	cfg.TLSCert, cfg.TLSKey, cfg.IMAPListen, cfg.IMAPSListen = w.inboxCert, w.inboxKey, imap, imaps
 }
 
 // configure gives the writer w's certificate and its two listeners, at

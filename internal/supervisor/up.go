@@ -91,7 +91,8 @@ type upState struct {
 	Ports [4]int `json:"ports"` // writer, SMTP, inbox, gateway
 	// TLSPorts are the writer's SMTP with implicit TLS and HTTPS: kept
 	// bundles name them, so a restart binds them again or fails.
-	TLSPorts [2]int       `json:"tls_ports"`
+	// The inbox's IMAP ports follow them.
+	TLSPorts [4]int       `json:"tls_ports"`
 	Trials   []rpc.Bundle `json:"trials"`
 	// ConsolePort is the operator's console's, on 127.0.0.1.
 	ConsolePort int `json:"console_port,omitempty"`
@@ -243,6 +244,7 @@ func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
 		SMTP:  net.JoinHostPort(advertiseHost(sh.host), strconv.Itoa(sh.ports[1])),
 		Inbox: sh.url(sh.ports[2]), Gateway: sh.url(sh.ports[3]),
 		CAFile: sh.wtls.caFile, SMTPTLSPort: sh.wtls.smtpTLSPort(), WriterHTTPS: sh.wtls.httpsURL()}
+	cfg.Advertise.IMAPPort, cfg.Advertise.IMAPSPort = sh.wtls.imapPorts()
 	return cfg
 }
 
@@ -266,7 +268,7 @@ func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net
 // stack's bundle. A start that fails leaves nothing half-made: the trials
 // it opened are closed again.
 func (sh shared) openAll(ctx context.Context, st *stack, admin *rpc.Client, prev []rpc.Bundle, c *cli.Context, statePath string) (out rpc.StackBundle, err error) {
-	state := upState{Ports: sh.ports, TLSPorts: [2]int{sh.wtls.smtpTLSPort(), sh.wtls.httpsPort()}, ConsolePort: sh.consolePort}
+	state := upState{Ports: sh.ports, TLSPorts: [4]int{sh.wtls.port(0), sh.wtls.port(1), sh.wtls.port(2), sh.wtls.port(3)}, ConsolePort: sh.consolePort}
 	var fresh []string
 	defer func() {
 		if err != nil {
@@ -413,6 +415,9 @@ func printSummary(b rpc.StackBundle) {
 		}
 		fmt.Printf("agent       inbox            %s\n", b.InboxURL)
 		fmt.Printf("            inbox (MCP)      %s\n", b.InboxMCPURL)
+		if m := b.InboxIMAP; m != nil {
+			fmt.Printf("            inbox (IMAP)     %s port %d (STARTTLS), %d (TLS); password: the inbox token; CA %s\n", m.Host, m.Port, m.TLSPort, m.CAFile)
+		}
 		fmt.Printf("evaluator   API              %s\n", b.APIURL)
 		fmt.Printf("            read capability  %s\n", b.ReadCapability)
 		fmt.Printf("candidate   environment:\n")

@@ -323,6 +323,11 @@ func (c *Client) Click(ctx context.Context, req *ClickRequest) error {
 	return c.Call(ctx, MethodClick, req, nil)
 }
 
+// Flag sets or clears a flag of the agent's messages (MethodFlag).
+func (c *Client) Flag(ctx context.Context, req *FlagRequest) error {
+	return c.Call(ctx, MethodFlag, req, nil)
+}
+
 // TrialPlant plants the evaluator's labelled message in a trial.
 func (c *Client) TrialPlant(ctx context.Context, req *PlantRequest) (PlantResponse, error) {
 	var r PlantResponse

@@ -68,6 +68,7 @@ const (
 	// the trail of the trial its credential opens.
 	MethodRefusal = "send.refused"
 	MethodClick   = "click" // the inbox: the agent followed a link of a message (its ping)
+	MethodFlag    = "flag"  // the inbox: the agent set or cleared a flag over IMAP
 	// MethodReadCheck asks which namespace a reader's credential opens
 	// (a shared inbox's token; the gateway's read capability, for the
 	// namespace it names) before the request is served. Nothing is read,
@@ -313,7 +314,7 @@ type ReadRequest struct {
 	// shows the newest mail first however much there is.
 	Newest bool `json:"newest,omitempty"`
 	// Door, from an inbox, is the door the agent read by: DoorInbox (the
-	// HTML pages, also when empty) or DoorInboxMCP (the MCP tools). The
+	// HTML pages, also when empty), DoorInboxMCP (the MCP tools) or DoorIMAP. The
 	// trail records the read under it. DoorInboxFrame is the HTML pages'
 	// read of a message's HTML frame, which its page has just opened: the
 	// trail records it at door inbox as a get, not a second open.
@@ -325,6 +326,10 @@ const (
 	DoorInbox      = "inbox"
 	DoorInboxMCP   = "inbox-mcp"
 	DoorInboxFrame = "inbox-frame"
+	// DoorIMAP is the mailbox over IMAP (package inboximap): its lists
+	// carry each message's HTML part, from which a mail client is given
+	// the message as a MIME entity; fetching a body is an open.
+	DoorIMAP = "imap"
 )
 
 // Message is one stored message as the plane parsed it.
@@ -364,6 +369,8 @@ type Message struct {
 	// HTMLText, on the agent's reads, is the text of the HTML part as a
 	// person reads it, when it is not Text (the MCP tools show it).
 	HTMLText string `json:"html_text,omitempty"`
+	// Flags, on the agent's IMAP lists, are the flags it set (FlagRequest).
+	Flags []string `json:"flags,omitempty"`
 }
 
 // Found is the codes and links found in a message (package otp's Extract,
@@ -556,9 +563,24 @@ type Bundle struct {
 	// Providers configure the SDKs of SendGrid, Postmark, Mailgun and
 	// Amazon SES to send into this trial through the writer.
 	Providers *Providers `json:"providers,omitempty"`
+	// InboxIMAP is the same mailbox over IMAP, where the inbox serves it.
+	InboxIMAP *InboxIMAP `json:"inbox_imap,omitempty"`
 	// SealedReason, on a bundle up prints again after a restart, says why
 	// the plane sealed the trial (rpc.SealPortTaken…): it takes no mail.
 	SealedReason string `json:"sealed_reason,omitempty"`
+}
+
+// InboxIMAP is a trial's mailbox as a mail client's account: IMAP with
+// STARTTLS on Port and implicit TLS on TLSPort, at Host, under a
+// certificate of the CA in CAFile. Password is the trial's inbox token;
+// any Username is accepted (this one is the namespace).
+type InboxIMAP struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	TLSPort  int    `json:"tls_port"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+	CAFile   string `json:"ca_file"`
 }
 
 // Providers are a trial's coordinates for the writer's provider-compatible
@@ -742,6 +764,25 @@ type ClickRequest struct {
 	ID         int64  `json:"id"`
 	Link       int    `json:"link"`
 }
+
+// FlagRequest sets (Set) or clears Flag on messages IDs of the mailbox
+// the inbox token opens: the agent's STORE over IMAP.
+type FlagRequest struct {
+	InboxToken string  `json:"inbox_token,omitempty"`
+	IDs        []int64 `json:"ids"`
+	Flag       string  `json:"flag"`
+	Set        bool    `json:"set"`
+}
+
+// The flags an agent may set (FlagRequest): RFC 3501's, as IMAP spells
+// them.
+const (
+	FlagSeen    = `\Seen`
+	FlagFlagged = `\Flagged`
+)
+
+// MaxFlagIDs bounds the messages of one FlagRequest.
+const MaxFlagIDs = 1000
 
 // PlantRequest is the evaluator planting a labelled message in a trial's
 // current namespace: mail the agent cannot tell from the candidate's,

@@ -40,6 +40,7 @@ class Trial:
         candidate_environment: Optional[Mapping[str, str]] = None,
         inbox_url: Optional[str] = None,
         inbox_mcp_url: Optional[str] = None,
+        inbox_imap: Optional[Mapping[str, Any]] = None,
         smtp_port: Optional[int] = None,
         writer_url: Optional[str] = None,
         providers: Optional[Mapping[str, Mapping[str, str]]] = None,
@@ -56,6 +57,7 @@ class Trial:
         self._env: Dict[str, str] = dict(candidate_environment or {})
         self._inbox_url = inbox_url
         self._inbox_mcp_url = inbox_mcp_url
+        self._inbox_imap = dict(inbox_imap) if inbox_imap else None
         self._admin = admin
         self._smtp_port = smtp_port
         self._writer_url = writer_url
@@ -81,6 +83,7 @@ class Trial:
                 candidate_environment=dict(bundle.get("candidate_environment") or {}),
                 inbox_url=bundle.get("inbox_url"),
                 inbox_mcp_url=bundle.get("inbox_mcp_url"),
+                inbox_imap=bundle.get("inbox_imap"),
                 smtp_port=bundle.get("smtp_port"),
                 writer_url=bundle.get("writer_url"),
                 providers=bundle.get("providers"),
@@ -121,6 +124,14 @@ class Trial:
         """The same mailbox as an MCP server (streamable HTTP), with the
         same rules: no code or link is extracted for the agent."""
         return self._inbox_mcp_url
+
+    @property
+    def inbox_imap(self) -> Optional[Dict[str, Any]]:
+        """The same mailbox over IMAP, as a mail client's account (a copy):
+        ``{"host", "port" (STARTTLS), "tls_port" (implicit TLS),
+        "username", "password" (the inbox token), "ca_file"}``. None where
+        the stack's inbox serves no IMAP. Hand it to the agent only."""
+        return dict(self._inbox_imap) if self._inbox_imap else None
 
     @property
     def smtp_port(self) -> Optional[int]:

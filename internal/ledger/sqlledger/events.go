@@ -158,11 +158,11 @@ func agentAct(e *evidence.Event) bool {
 	return e.Outcome == evidence.Accepted && (e.Action == evidence.ActionClick || agentOpen(e))
 }
 
-// agentOpen reports whether e is the agent opening a message (door inbox
-// or inbox-mcp), accepted.
+// agentOpen reports whether e is the agent opening a message (door inbox,
+// inbox-mcp or imap), accepted.
 func agentOpen(e *evidence.Event) bool {
 	return e.Action == evidence.ActionOpen && e.Outcome == evidence.Accepted && e.Code == "" &&
-		(e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP)
+		(e.Door == evidence.DoorInbox || e.Door == evidence.DoorInboxMCP || e.Door == evidence.DoorIMAP)
 }
 
 // markOpened records the messages an agent's open read, even once the
@@ -198,6 +198,42 @@ func (l *DB) Opened(ctx context.Context, ns string) (map[int64]bool, error) {
 			return nil, err
 		}
 		out[seq] = true
+	}
+	return out, rows.Err()
+}
+
+// SetFlag sets (on) or clears flag on messages seqs of ns: the agent's
+// flags over IMAP (\Seen, \Flagged), kept until the trial closes.
+func (l *DB) SetFlag(ctx context.Context, ns string, seqs []int64, flag string, on bool) error {
+	q := `INSERT INTO flags (namespace, seq, flag) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
+	if !on {
+		q = `DELETE FROM flags WHERE namespace = ? AND seq = ? AND flag = ?`
+	}
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		for _, seq := range seqs {
+			if _, err := tx.ExecContext(ctx, q, ns, seq, flag); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Flags returns the flags set on ns's messages, by seq.
+func (l *DB) Flags(ctx context.Context, ns string) (map[int64][]string, error) {
+	rows, err := l.rs.query(ctx, qFlags, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64][]string{}
+	for rows.Next() {
+		var seq int64
+		var flag string
+		if err := rows.Scan(&seq, &flag); err != nil {
+			return nil, err
+		}
+		out[seq] = append(out[seq], flag)
 	}
 	return out, rows.Err()
 }

@@ -169,6 +169,12 @@ CREATE TABLE IF NOT EXISTS opened (
 	seq INTEGER NOT NULL,
 	PRIMARY KEY (namespace, seq)
 );
+CREATE TABLE IF NOT EXISTS flags (
+	namespace TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	flag TEXT NOT NULL,
+	PRIMARY KEY (namespace, seq, flag)
+);
 CREATE TABLE IF NOT EXISTS bodies (
 	namespace TEXT NOT NULL,
 	seq INTEGER NOT NULL,

@@ -39,6 +39,7 @@ const (
 	qEvents                 = `SELECT line FROM events WHERE namespace = ? AND seq > ? ORDER BY seq LIMIT ?`
 	qOpen                   = `INSERT INTO opened (namespace, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`
 	qOpened                 = `SELECT seq FROM opened WHERE namespace = ?`
+	qFlags                  = `SELECT seq, flag FROM flags WHERE namespace = ?`
 	qSavepoint              = `SAVEPOINT offer`
 	qRelease                = `RELEASE offer`
 	qRollbackTo             = `ROLLBACK TO offer`
@@ -49,7 +50,7 @@ const (
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
-		qTrialByDoor, qOpened, qBody, qIndex}
+		qTrialByDoor, qOpened, qFlags, qBody, qIndex}
 	writeQueries = append([]string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
 		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex}, multiRowQueries()...)
 )

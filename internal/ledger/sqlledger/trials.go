@@ -186,6 +186,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 				`DELETE FROM idempotency WHERE namespace = ?`,
 				`DELETE FROM delayed WHERE namespace = ?`,
 				`DELETE FROM opened WHERE namespace = ?`,
+				`DELETE FROM flags WHERE namespace = ?`,
 				`DELETE FROM bodies WHERE namespace = ?`,
 				`DELETE FROM parsed WHERE namespace = ?`,
 			} {
