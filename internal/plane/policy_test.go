@@ -66,7 +66,7 @@ func TestProfilesKeyTheirAPI(t *testing.T) {
 // one (a view is what load, stillOpen and the read's event apply).
 func TestReadersHaveViews(t *testing.T) {
 	reading := map[string]bool{rpc.MethodList: true, rpc.MethodGet: true, rpc.MethodLatest: true,
-		rpc.MethodClick: true, rpc.MethodEvents: true}
+		rpc.MethodClick: true, rpc.MethodFlag: true, rpc.MethodEvents: true}
 	for _, r := range table {
 		for p, a := range r.who {
 			if (a.view != nil) != reading[r.method] {
