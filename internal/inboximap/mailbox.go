@@ -26,6 +26,7 @@ var (
 	errNoMailbox  = errors.New("only INBOX exists here")
 	errFlags      = errors.New(`only \Seen and \Flagged may be set`)
 	errUnavail    = errors.New("the mailbox is unavailable; try again shortly")
+	errBug        = errors.New("the server failed to answer this command")
 	errNoMessages = errors.New("no such message")
 )
 
@@ -374,22 +375,42 @@ func (s *Server) get(u *user, id int64) (rpc.Message, error) {
 	return m, s.planeErr(u, err)
 }
 
-// planeErr maps a failed read: an outage is "unavailable" (the
-// connection stays); anything else (the token opens nothing now) ends
-// the connection.
+// The IMAP door's one table from a plane error's class and code to its
+// answer (docs/rpc.md, "Errors"): the plane refuses a token that opens
+// nothing now (the trial closed, or its token was rotated away) with
+// not_found, and the connection ends; an outage is a NO that keeps the
+// connection; anything else is a bug, logged, and a NO naming nothing.
+type answer int
+
+const (
+	answerGone    answer = iota + 1 // the token opens nothing now
+	answerUnavail                   // the plane or its store cannot answer now
+	answerBug                       // a bug: the plane's or this door's
+)
+
+var answers = rpc.Answers[answer]{
+	Refused: map[string]answer{rpc.CodeNotFound: answerGone},
+	Outage:  answerUnavail,
+	Bug:     answerBug,
+}
+
+// planeErr answers a failed read by the table: an outage is
+// errUnavail (the connection stays), a bug errBug (logged), and a token
+// that opens nothing now ends the connection.
 func (s *Server) planeErr(u *user, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case rpc.IsOutage(err):
+	}
+	switch a, _ := answers.For(err); a {
+	case answerUnavail:
 		s.log.Warn().Str("code", rpc.CodeOf(err)).Msg("imap: plane unavailable")
 		return errUnavail
-	default:
-		if code := rpc.CodeOf(err); code != rpc.CodeNotFound {
-			s.log.Error().Str("code", code).Msg("imap: the plane refused the inbox's read")
-		}
+	case answerGone:
 		s.known.Forget(u.token)
 		u.c.end()
 		return errUnavail
+	default:
+		s.log.Error().Str("code", rpc.CodeOf(err)).Msg("imap: the plane failed the inbox's read")
+		return errBug
 	}
 }

@@ -221,18 +221,20 @@ func (s *Server) Login(info *imap.ConnInfo, _, password string) (backend.User, e
 	} else {
 		err = rpc.Errorf(rpc.CodeNotFound, "no such token")
 	}
-	switch {
-	case err != nil && rpc.IsOutage(err):
-		s.log.Warn().Str("code", rpc.CodeOf(err)).Msg("imap: plane unavailable at login")
-		return nil, errUnavail
-	case err != nil:
-		if code := rpc.CodeOf(err); code != rpc.CodeNotFound {
-			s.log.Error().Str("code", code).Msg("imap: the plane refused the inbox's reader check")
+	if err != nil {
+		switch a, _ := answers.For(err); a {
+		case answerUnavail:
+			s.log.Warn().Str("code", rpc.CodeOf(err)).Msg("imap: plane unavailable at login")
+			return nil, errUnavail
+		case answerGone:
+			if c.fails.Add(1) >= limits.IMAPFailedLogins {
+				c.closing.Store(true) // after this NO
+			}
+			return nil, backend.ErrInvalidCredentials
+		default:
+			s.log.Error().Str("code", rpc.CodeOf(err)).Msg("imap: the plane failed the inbox's reader check")
+			return nil, errBug
 		}
-		if c.fails.Add(1) >= limits.IMAPFailedLogins {
-			c.closing.Store(true) // after this NO
-		}
-		return nil, backend.ErrInvalidCredentials
 	}
 	release, ok := s.conns.Take(ns)
 	if !ok {
@@ -315,15 +317,21 @@ func (s *Server) watch(ctx context.Context, t *trial) {
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil && rpc.IsOutage(err):
+		case err != nil:
+			// A token that opens nothing now ends the trial's connections;
+			// after an outage or a bug (logged) the wait is tried again.
+			switch a, _ := answers.For(err); a {
+			case answerGone:
+				s.endTrial(t)
+				return
+			case answerBug:
+				s.log.Error().Str("code", rpc.CodeOf(err)).Msg("imap: the plane failed the inbox's wait")
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(retryAfter):
 			}
 			continue
-		case err != nil:
-			s.endTrial(t)
-			return
 		}
 		for _, m := range msgs {
 			after = max(after, m.ID)
