@@ -74,6 +74,11 @@ const (
 	// (MessageIDs, EmailID).
 	ActionFaults  = "faults"
 	ActionDeliver = "deliver"
+	// ActionWebhooks: the trial's webhooks were set (Count endpoints; 0
+	// cleared them). ActionWebhook: one delivery attempt of a webhook
+	// event (Webhook).
+	ActionWebhooks = "webhooks"
+	ActionWebhook  = "webhook"
 )
 
 // CodeBudgetFull is the code of the budget event.

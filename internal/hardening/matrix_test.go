@@ -561,6 +561,9 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "trial.faults", method: rpc.MethodTrialFaults, targets: both, mutating: true, request: func(a callArgs) any {
 			return &rpc.TrialFaultsRequest{Namespace: a.ns, Faults: json.RawMessage(`[]`)}
 		}},
+		{name: "trial.webhooks", method: rpc.MethodTrialWebhooks, targets: both, mutating: true, request: func(a callArgs) any {
+			return &rpc.TrialWebhooksRequest{Namespace: a.ns, Webhooks: []rpc.Webhook{}}
+		}},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
 		{name: "events", method: rpc.MethodEvents, targets: reads, inner: true, request: func(a callArgs) any {

@@ -65,6 +65,9 @@ type Ledger interface {
 	NextDelayed(ctx context.Context) (time.Time, error)
 	DeliverDue(ctx context.Context, now time.Time) ([]string, error)
 
+	// Webhooks (package webhooks): a trial's endpoints.
+	SetWebhooks(ctx context.Context, trialID int64, ns, stored string) error
+
 	// Trails.
 	SetEventBudget(n int64)
 	AppendEvent(ctx context.Context, ns string, e evidence.Event) error
@@ -131,6 +134,9 @@ type Trial struct {
 	// SealedReason says why the plane sealed the trial (SealTrial); empty
 	// otherwise.
 	SealedReason string
+	// Webhooks are the trial's provider webhooks as stored (package
+	// webhooks' JSON; "" for none). Given to CreateTrial, the first ones.
+	Webhooks string
 	// Door, given to CreateTrial only, is the trial's doors inside its
 	// network namespace; the trial's reads do not fill it.
 	Door *NetnsDoor

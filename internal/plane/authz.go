@@ -204,6 +204,9 @@ var methods = map[string]method{
 	rpc.MethodTrialFaults: adminCall((*Broker).SetFaults),
 	rpc.MethodGrantCreate: adminCall((*Broker).CreateGrant),
 	rpc.MethodPortsSync:   waiting(adminCall((*Broker).SyncPorts)),
+	// Only the admin aims a trial's webhooks: no candidate can point the
+	// hooks process anywhere.
+	rpc.MethodTrialWebhooks: adminCall((*Broker).SetWebhooks),
 	// The operator's console: read-only, and each call must carry the
 	// admin grant the console's own caller presented.
 	rpc.MethodConsoleTrials: operatorCall((*Broker).ConsoleTrials),

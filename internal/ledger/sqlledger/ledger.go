@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS trials (
 	smtp_port INTEGER,
 	plane TEXT,
 	faults TEXT,
-	sealed_reason TEXT
+	sealed_reason TEXT,
+	webhooks TEXT
 );
 CREATE TABLE IF NOT EXISTS namespaces (
 	name TEXT PRIMARY KEY,
