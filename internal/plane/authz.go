@@ -25,6 +25,7 @@ var (
 	gateway      = principal{role: rpc.RoleGateway}
 	admin        = principal{role: rpc.RoleAdmin}
 	console      = principal{role: rpc.RoleConsole}
+	hooks        = principal{role: rpc.RoleHooks}
 )
 
 // principalOf is who holds g: a writer's or inbox's grant with no trial
@@ -192,6 +193,15 @@ var methods = map[string]method{
 			return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
 		}, (*Broker).Events, nil),
 	},
+	// The evaluator's list of a trial's webhook events, bound as reading
+	// its trail is.
+	rpc.MethodWebhooksList: {
+		roles:   map[principal]binding{gateway: bindCapability},
+		accepts: []credKind{credRead},
+		call: bound(func(r *rpc.WebhooksListRequest) selector {
+			return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+		}, (*Broker).ListWebhooks, nil),
+	},
 	rpc.MethodExport:      adminCall((*Broker).Export),
 	rpc.MethodTrialCreate: adminCall((*Broker).CreateTrial),
 	rpc.MethodTrialOpen:   adminCall((*Broker).OpenTrial),
@@ -207,6 +217,11 @@ var methods = map[string]method{
 	// Only the admin aims a trial's webhooks: no candidate can point the
 	// hooks process anywhere.
 	rpc.MethodTrialWebhooks: adminCall((*Broker).SetWebhooks),
+	// The hooks process: it is handed webhook events to deliver, whole
+	// and signed, and reports each attempt; it reads no mail, holds no
+	// trial's key and chooses no URL.
+	rpc.MethodWebhooksTake:   waiting(hooksCall((*Broker).TakeWebhooks)),
+	rpc.MethodWebhooksReport: hooksCall((*Broker).ReportWebhook),
 	// The operator's console: read-only, and each call must carry the
 	// admin grant the console's own caller presented.
 	rpc.MethodConsoleTrials: operatorCall((*Broker).ConsoleTrials),
@@ -332,6 +347,14 @@ func adminCall[Req, Resp any](h func(*Broker, context.Context, *Req) (Resp, erro
 			return h(b, ctx, req)
 		}),
 	}
+}
+
+// hooksCall is a row for the hooks process's methods: hooks grants
+// only, bound to the whole plane's outbox.
+func hooksCall[Req, Resp any](h func(*Broker, context.Context, *Req) (Resp, error)) method {
+	m := adminCall(h)
+	m.roles = map[principal]binding{hooks: bindPlane}
+	return m
 }
 
 // operatorCall is a row for a console's method: console grants only,

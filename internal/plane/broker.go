@@ -18,6 +18,7 @@ import (
 	"github.com/websitebench/mailplane/internal/mailindex"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/webhooks"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -69,6 +70,8 @@ type Broker struct {
 	sesKey []byte
 	// delays wakes the runner that shows delayed messages (faults.go).
 	delays delayed
+	// hooks wakes the hooks process's waiting call (webhooks.go).
+	hooks hookQueue
 	// metrics counts what the plane sees of every door (metrics.go).
 	metrics *metrics
 }
@@ -80,7 +83,7 @@ func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) 
 	b := &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
 		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
-		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey()}
+		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey(), hooks: newHookQueue()}
 	m.countParked(&b.wake, &b.trails)
 	return b
 }
@@ -177,6 +180,7 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 		Event: &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Outcome: evidence.Accepted,
 			Credential: t.credential, API: req.API, From: address(req.From), To: addresses(req.To)},
 		Faults: faultCheck(t.trial, req.Via),
+		Bounce: webhooks.AllBounce(req.To),
 	}
 	// A read-only precheck before any work on the body: a namespace that
 	// is full, sealed or replaying a key costs a message nothing to refuse.

@@ -320,6 +320,7 @@ const reapEvery = 500 * time.Millisecond
 // Run closes expired trials and retries queued purges until ctx ends.
 func (b *Broker) Run(ctx context.Context) {
 	go b.runDelays(ctx)
+	go b.runWebhooks(ctx)
 	tick := time.NewTicker(reapEvery)
 	defer tick.Stop()
 	for {

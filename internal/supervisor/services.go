@@ -88,3 +88,10 @@ func (st *stack) sidecarServices(lns *sidecarListeners, e sidecarEnv) []*surface
 	}
 	return all
 }
+
+// hooksService is up's webhook deliverer (mail-plane hooks): the hooks
+// grant only, and a loopback port for its /healthz.
+func (st *stack) hooksService(health net.Listener) *surface {
+	cfg := HooksConfig{Surface: st.surfaceConfig(st.grantFile(rpc.RoleHooks)), Listen: fd(0)}
+	return &surface{name: "mail-plane hooks", bin: "mail-plane", lns: []net.Listener{health}, cfg: hooksCommand{hooks: cfg}}
+}

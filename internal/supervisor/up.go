@@ -253,7 +253,13 @@ func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net
 	if err != nil {
 		return nil, err
 	}
-	surfaces := st.sharedServices(lns, console, wtls, writerEnd, auth)
+	hooks, err := net.Listen("tcp", "127.0.0.1:0") // the hooks process's /healthz
+	if err != nil {
+		ctl.Close()
+		writerEnd.Close()
+		return nil, err
+	}
+	surfaces := append(st.sharedServices(lns, console, wtls, writerEnd, auth), st.hooksService(hooks))
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		ctl.Close()
 		return nil, err

@@ -79,6 +79,8 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		case *ConsoleWaitRequest:
 			timeout += time.Duration(r.WaitMillis) * time.Millisecond
+		case *WebhooksTakeRequest:
+			timeout += time.Duration(r.WaitMillis) * time.Millisecond
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)

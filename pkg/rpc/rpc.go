@@ -40,7 +40,7 @@ const (
 )
 
 // RoleNames names every role, as flags and peer policies spell them.
-var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin), string(RoleConsole)}
+var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin), string(RoleConsole), string(RoleHooks)}
 
 // Methods. The plane's authorization table names each of them once.
 const (

@@ -254,6 +254,9 @@ func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, 
 			return e, false, err
 		}
 	}
+	if o.Bounce {
+		return l.bounce(ctx, tx, o)
+	}
 	ref, err := putBody(ctx, tx, o, next)
 	if err != nil {
 		return Entry{}, false, err

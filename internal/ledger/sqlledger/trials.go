@@ -193,6 +193,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 				`DELETE FROM opened WHERE namespace = ?`,
 				`DELETE FROM bodies WHERE namespace = ?`,
 				`DELETE FROM parsed WHERE namespace = ?`,
+				`DELETE FROM webhook_cursors WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err
@@ -203,6 +204,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 			`DELETE FROM grants WHERE trial_id = ?`,
 			`DELETE FROM netns_doors WHERE trial_id = ?`,
 			`DELETE FROM trial_faults WHERE trial_id = ?`,
+			`DELETE FROM webhook_events WHERE trial_id = ?`,
 			`DELETE FROM namespaces WHERE trial_id = ?`,
 			`DELETE FROM trials WHERE id = ?`,
 		} {
