@@ -286,14 +286,15 @@ const (
 )
 
 // WebhookEvent is one event of a trial's outbox for one of its webhooks
-// (Hook, its index): ID is the same on every attempt (and on the copies a
-// duplicate fault makes), Data the event as package webhooks made it, Log
-// the attempts so far (a JSON list).
+// (Hook, its index) about one send (EmailID): ID is the same on every
+// attempt (and on the copies a duplicate fault makes), Data the event as
+// package webhooks made it, Log the attempts so far (a JSON list).
 type WebhookEvent struct {
 	TrialID   int64
 	Seq       int64
 	ID        string
 	Hook      int
+	EmailID   string
 	Namespace string
 	Kind      string
 	Data      string

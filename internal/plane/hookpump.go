@@ -113,7 +113,7 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 				if h.Provider == webhooks.Postmark && f.Kind == webhooks.Sent {
 					continue // Postmark reports no "sent"
 				}
-				ev := ledger.WebhookEvent{ID: webhooks.EventID(f, i), Hook: i, Kind: f.Kind, Data: string(data), Due: now}
+				ev := ledger.WebhookEvent{ID: webhooks.EventID(f, i), Hook: i, EmailID: f.EmailID, Kind: f.Kind, Data: string(data), Due: now}
 				counted++
 				out = append(out, applyWebhookFault(rules, counted, ev)...)
 			}

@@ -187,6 +187,7 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 	seq INTEGER NOT NULL,
 	id TEXT NOT NULL,
 	hook INTEGER NOT NULL,
+	email TEXT NOT NULL,
 	namespace TEXT NOT NULL,
 	kind TEXT NOT NULL,
 	data TEXT NOT NULL,
@@ -230,7 +231,7 @@ CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
 CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
 CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 CREATE INDEX IF NOT EXISTS delayed_visible_at ON delayed (visible_at);
-CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, trial_id, hook, seq);
+CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, trial_id, hook, email, seq);
 `
 
 // newLedger starts the ledger over its two handles once its schema is

@@ -66,9 +66,9 @@ func (l *DB) bounce(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) 
 // (package plane's webhooks.go) and adds them here with the trail seq it
 // read to (webhook_cursors, per namespace), in one transaction that only
 // commits if the cursor is still where it read from: planes sharing a
-// database derive each event once. Events of one webhook are handed out
-// in order, one at a time: the next waits until the one before is
-// delivered, failed or dropped.
+// database derive each event once. The events of one send to one webhook
+// are handed out in order, one at a time: the next waits until the one
+// before is delivered, failed or dropped. Different sends' go at once.
 
 // WebhookTrials returns the open trials with webhooks.
 func (l *DB) WebhookTrials(ctx context.Context) ([]Trial, error) {
@@ -119,8 +119,8 @@ ON CONFLICT (namespace) DO UPDATE SET trail_seq = excluded.trail_seq`), ns, to);
 			if state == "" {
 				state = WebhookPending
 			}
-			if _, err := tx.ExecContext(ctx, l.d.text(`INSERT INTO webhook_events (trial_id, seq, id, hook, namespace, kind, data, state, due_at, log)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')`), trialID, last+int64(i)+1, e.ID, e.Hook, ns, e.Kind, e.Data, state, e.Due.UnixMilli()); err != nil {
+			if _, err := tx.ExecContext(ctx, l.d.text(`INSERT INTO webhook_events (trial_id, seq, id, hook, email, namespace, kind, data, state, due_at, log)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')`), trialID, last+int64(i)+1, e.ID, e.Hook, e.EmailID, ns, e.Kind, e.Data, state, e.Due.UnixMilli()); err != nil {
 				return err
 			}
 		}
@@ -128,7 +128,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')`), trialID, last+int64(i)+1, e.ID, e.Ho
 	})
 }
 
-const webhookColumns = `trial_id, seq, id, hook, namespace, kind, data, state, attempts, due_at, log`
+const webhookColumns = `trial_id, seq, id, hook, email, namespace, kind, data, state, attempts, due_at, log`
 
 func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 	if err != nil {
@@ -139,7 +139,7 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 	for rows.Next() {
 		var e WebhookEvent
 		var due int64
-		if err := rows.Scan(&e.TrialID, &e.Seq, &e.ID, &e.Hook, &e.Namespace, &e.Kind, &e.Data, &e.State, &e.Attempts, &due, &e.Log); err != nil {
+		if err := rows.Scan(&e.TrialID, &e.Seq, &e.ID, &e.Hook, &e.EmailID, &e.Namespace, &e.Kind, &e.Data, &e.State, &e.Attempts, &due, &e.Log); err != nil {
 			return nil, err
 		}
 		e.Due = fromMillis(due)
@@ -149,7 +149,8 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 }
 
 // DueWebhookEvents leases up to limit events due at now, each the first
-// pending event of its webhook and not leased, for lease: until it ends
+// pending event of its send to its webhook and not leased, for lease:
+// until it ends
 // (an attempt's outcome is reported first, or the deliverer died) no
 // other call is handed it.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
@@ -158,7 +159,7 @@ func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Dur
 		var err error
 		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM webhook_events w
 WHERE state = 'pending' AND due_at <= ? AND leased_until <= ?
-AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.trial_id = w.trial_id AND x.hook = w.hook AND x.state = 'pending')
+AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
 ORDER BY due_at, trial_id, seq LIMIT ?`), now.UnixMilli(), now.UnixMilli(), limit))
 		if err != nil {
 			return err
