@@ -250,12 +250,19 @@ func (b *Broker) webhookAttempted(ctx context.Context, e ledger.WebhookEvent, pr
 // with their attempts: what the evaluator grades "the site took the
 // bounce" by. Reading it is not recorded (as reading a trail is not).
 func (b *Broker) ListWebhooks(ctx context.Context, t target, _ *rpc.WebhooksListRequest) (rpc.WebhooksListResponse, error) {
-	evs, err := b.ledger.WebhookEvents(ctx, t.trial.ID)
+	list, err := b.webhookList(ctx, t.trial)
+	return rpc.WebhooksListResponse{Webhooks: list}, err
+}
+
+// webhookList is trial t's webhook events with their attempts, each
+// webhook's URL without its credentials.
+func (b *Broker) webhookList(ctx context.Context, t ledger.Trial) ([]rpc.WebhookEvent, error) {
+	evs, err := b.ledger.WebhookEvents(ctx, t.ID)
 	if err != nil {
-		return rpc.WebhooksListResponse{}, b.storeErr("webhook events", err)
+		return nil, b.storeErr("webhook events", err)
 	}
-	hooks, _ := webhooks.Load(t.trial.Webhooks)
-	out := rpc.WebhooksListResponse{Webhooks: make([]rpc.WebhookEvent, 0, len(evs))}
+	hooks, _ := webhooks.Load(t.Webhooks)
+	out := make([]rpc.WebhookEvent, 0, len(evs))
 	for _, e := range evs {
 		var f webhooks.Fact
 		json.Unmarshal([]byte(e.Data), &f)
@@ -264,9 +271,9 @@ func (b *Broker) ListWebhooks(ctx context.Context, t target, _ *rpc.WebhooksList
 			w.Provider, w.URL = hooks[e.Hook].Provider, webhooks.WithoutCredentials(hooks[e.Hook].URL)
 		}
 		if err := json.Unmarshal([]byte(e.Log), &w.Attempts); err != nil {
-			return out, b.storeErr("webhook log", err)
+			return nil, b.storeErr("webhook log", err)
 		}
-		out.Webhooks = append(out.Webhooks, w)
+		out = append(out, w)
 	}
 	return out, nil
 }

@@ -265,6 +265,12 @@ def test_retries_same_event_id(stack: Stack) -> None:
             assert [(w["kind"], w["state"], w["provider"]) for w in listed] == [("sent", "delivered", "resend"), ("delivered", "delivered", "resend")]
             assert listed[0]["event_id"] == ids[0][len("msg_") :]
             assert [a.get("status") for a in listed[0]["attempts"]] == [500, 500, 200]
+            # The operator's console shows them on the trial's page.
+            assert stack.console_url and stack._admin_grant_file
+            grant = open(stack._admin_grant_file).read().strip()
+            req = urllib.request.Request(f"{stack.console_url}/trials/{t.namespace}", headers={"Authorization": "Bearer " + grant})
+            page = urllib.request.urlopen(req, timeout=10).read().decode()
+            assert "<h2>Webhooks</h2>" in page and listed[0]["event_id"] in page and "A webhook delivery failed" in page
     finally:
         failing.close()
 
