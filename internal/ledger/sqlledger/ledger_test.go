@@ -24,7 +24,7 @@ func TestEngines(t *testing.T) {
 		{"Sentinels", testSentinels}, {"IdempotentReplay", testIdempotentReplay}, {"GroupCommit", testGroupCommit},
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
 		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
-		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes},
+		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes}, {"Webhooks", testWebhooks},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
