@@ -85,6 +85,7 @@ func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) 
 		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
 		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey(), hooks: newHookQueue()}
 	m.countParked(&b.wake, &b.trails)
+	b.trails.touched = b.hooks.touch
 	return b
 }
 
@@ -525,6 +526,9 @@ type notifier struct {
 	// gauge, which a test also reads to know a wait is held before it
 	// sends.
 	asleep atomic.Int64
+	// touched, if set, is told every namespace notified (the webhook
+	// pump's, hookpump.go), outside the lock.
+	touched func(ns string)
 }
 
 // anyNamespace is the key of watchers of every namespace: no namespace's
@@ -543,6 +547,9 @@ func (n *notifier) watch(ns string) <-chan struct{} {
 }
 
 func (n *notifier) notify(ns string) {
+	if n.touched != nil {
+		n.touched(ns)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.version.Add(1)

@@ -22,40 +22,69 @@ import (
 // on the record before the event exists, and a plane that stops between
 // the two derives the same events (the same ids) again.
 
-// pumpEvery bounds how long an event waits for the pump when no trail
-// notification wakes it (another plane's commit on a shared database).
-const pumpEvery = time.Second
+// pumpEvery is how often the pump also passes over every trial with
+// webhooks, whatever it was told: a change it was not told of (a
+// notification past maxDirty) waits at most that long.
+const pumpEvery = 5 * time.Second
 
 // pumpPage is how many trail lines one pass reads of one namespace.
 const pumpPage = 256
 
-// runWebhooks pumps until ctx ends, woken by every trail commit.
+// runWebhooks pumps until ctx ends: the namespaces whose trails were
+// notified, as they are (another plane's commits on a shared database are
+// notified too, changes.go), and every trial with webhooks each
+// pumpEvery.
 func (b *Broker) runWebhooks(ctx context.Context) {
+	full := time.NewTicker(pumpEvery)
+	defer full.Stop()
+	b.pumpWebhooks(ctx) // what was committed while no plane pumped
 	for ctx.Err() == nil {
-		woke := b.trails.watch(anyNamespace)
-		more := b.pumpWebhooks(ctx)
-		if more {
-			continue
-		}
-		timer := time.NewTimer(pumpEvery)
 		select {
 		case <-ctx.Done():
-		case <-woke:
-		case <-timer.C:
+			return
+		case <-b.hooks.pump:
+			for _, ns := range b.hooks.touched() {
+				if b.pumpNamespace(ctx, ns) {
+					b.hooks.touch(ns) // more than a page: again
+				}
+			}
+		case <-full.C:
+			b.pumpWebhooks(ctx)
 		}
-		timer.Stop()
 	}
 }
 
-// pumpWebhooks makes one pass over the trials with webhooks; more reports
-// that a trail had more than a page.
-func (b *Broker) pumpWebhooks(ctx context.Context) (more bool) {
+// pumpNamespace pumps one namespace if its trial has webhooks; more
+// reports that its trail had more than a page.
+func (b *Broker) pumpNamespace(ctx context.Context, name string) (more bool) {
+	ns, err := b.ledger.Namespace(ctx, name)
+	if err != nil {
+		return false // gone (closed), or unreadable: the full pass retries
+	}
+	t, err := b.ledger.Trial(ctx, ns.TrialID)
+	if err != nil || t.Webhooks == "" {
+		return false
+	}
+	hooks, err := webhooks.Load(t.Webhooks)
+	if err != nil || len(hooks) == 0 {
+		return false
+	}
+	n, err := b.pumpTrail(ctx, t, hooks, ns)
+	if err != nil && ctx.Err() == nil {
+		b.log.Warn().Err(err).Str("namespace", name).Msg("webhook events not derived; will retry")
+	}
+	return n == pumpPage
+}
+
+// pumpWebhooks makes one pass over every trial with webhooks, each trail
+// to its end.
+func (b *Broker) pumpWebhooks(ctx context.Context) {
 	ts, err := b.ledger.WebhookTrials(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn().Err(err).Msg("webhook trials unreadable; will retry")
 		}
-		return false
+		return
 	}
 	for _, t := range ts {
 		hooks, err := webhooks.Load(t.Webhooks)
@@ -67,14 +96,17 @@ func (b *Broker) pumpWebhooks(ctx context.Context) (more bool) {
 			continue
 		}
 		for _, ns := range nss {
-			n, err := b.pumpTrail(ctx, t, hooks, ns)
-			if err != nil && ctx.Err() == nil {
-				b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("webhook events not derived; will retry")
+			for ctx.Err() == nil {
+				n, err := b.pumpTrail(ctx, t, hooks, ns)
+				if err != nil && ctx.Err() == nil {
+					b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("webhook events not derived; will retry")
+				}
+				if err != nil || n < pumpPage {
+					break
+				}
 			}
-			more = more || n == pumpPage
 		}
 	}
-	return more
 }
 
 // pumpTrail derives the events of one page of ns's trail; n is the lines
@@ -118,6 +150,12 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 				out = append(out, applyWebhookFault(rules, counted, ev)...)
 			}
 		}
+	}
+	if len(out) == 0 && len(lines) < pumpPage {
+		// Nothing to report (a read, a webhook attempt): the cursor stays,
+		// sparing a write, and the lines are read again next time, until
+		// a page of them moves it.
+		return len(lines), nil
 	}
 	err = b.ledger.AddWebhookEvents(ctx, t.ID, ns.Name, from, to, out)
 	if errors.Is(err, ledger.ErrExists) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -73,14 +74,48 @@ func (b *Broker) withWebhookKeys(env map[string]string, id rpc.Identity) map[str
 }
 
 // hookQueue wakes the hooks process's waiting take when the pump adds
-// events.
-type hookQueue struct{ kick chan struct{} }
+// events (kick), and the pump when a trail changes (dirty, pump).
+type hookQueue struct {
+	kick  chan struct{}
+	pump  chan struct{}
+	mu    *sync.Mutex
+	dirty map[string]bool
+}
 
-func newHookQueue() hookQueue { return hookQueue{kick: make(chan struct{}, 1)} }
+func newHookQueue() hookQueue {
+	return hookQueue{kick: make(chan struct{}, 1), pump: make(chan struct{}, 1), mu: &sync.Mutex{}, dirty: map[string]bool{}}
+}
 
-func (q hookQueue) wake() {
+func (q hookQueue) wake() { signal(q.kick) }
+
+// touch marks ns's trail changed and wakes the pump.
+func (q hookQueue) touch(ns string) {
+	q.mu.Lock()
+	if len(q.dirty) < maxDirty { // past it, the pump's full pass finds the rest
+		q.dirty[ns] = true
+	}
+	q.mu.Unlock()
+	signal(q.pump)
+}
+
+// maxDirty bounds the namespaces remembered between two passes.
+const maxDirty = 4096
+
+// touched takes the namespaces marked since the last call.
+func (q hookQueue) touched() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]string, 0, len(q.dirty))
+	for ns := range q.dirty {
+		out = append(out, ns)
+	}
+	clear(q.dirty)
+	return out
+}
+
+func signal(ch chan struct{}) {
 	select {
-	case q.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

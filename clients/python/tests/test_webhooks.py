@@ -223,6 +223,7 @@ def test_each_provider_send_open_click(stack: Stack, endpoint: Endpoint) -> None
                 assert all(h["authorization"] == "Basic " + base64.b64encode(b"pm:s3cret").decode() for h, _ in got)
                 assert {json.loads(b)["MessageID"] for _, b in got} == {answered}
             # Every attempt is on the trail, without the URL's credentials.
+            assert wait_until(lambda: len([e for e in t.events() if e["action"] == "webhook"]) >= want, 10)
             attempts = [e for e in t.events() if e["action"] == "webhook"]
             assert len(attempts) == want and all(e["webhook"]["status"] == 200 and e["webhook"]["state"] == "delivered" for e in attempts)
             assert not any("s3cret" in json.dumps(e) for e in t.events())
@@ -258,9 +259,12 @@ def test_retries_same_event_id(stack: Stack) -> None:
             assert wait_until(lambda: len(failing.got) >= 4, 15)
             ids = [h["svix-id"] for _, h, _ in failing.got]
             assert ids[0] == ids[1] == ids[2] != ids[3]  # email.sent three times, then email.delivered
+            assert wait_until(lambda: len([e for e in t.events() if e["action"] == "webhook"]) >= 3, 10)
             attempts = [e["webhook"] for e in t.events() if e["action"] == "webhook"]
             assert [(a["attempt"], a.get("status"), a["state"]) for a in attempts[:3]] == [(1, 500, "pending"), (2, 500, "pending"), (3, 200, "delivered")]
-            # The evaluator's view: the gateway lists each event with every attempt.
+            # The evaluator's view: the gateway lists each event with every
+            # attempt (the last one's report may trail its arrival).
+            assert wait_until(lambda: [w["state"] for w in gateway_webhooks(t)] == ["delivered", "delivered"], 10)
             listed = gateway_webhooks(t)
             assert [(w["kind"], w["state"], w["provider"]) for w in listed] == [("sent", "delivered", "resend"), ("delivered", "delivered", "resend")]
             assert listed[0]["event_id"] == ids[0][len("msg_") :]
@@ -294,6 +298,7 @@ def test_webhook_faults_and_isolation(stack: Stack) -> None:
             assert [json.loads(x)[0]["event"] for _, _, x in b.got] == ["processed", "delivered"]
             assert not any(p != "/a" for p, _, _ in a.got) and not any(p != "/b" for p, _, _ in b.got)
             assert quiet.got == []
+            assert wait_until(lambda: [w["state"] for w in gateway_webhooks(ta)] == ["delivered", "delivered", "dropped"], 10)
             listed = gateway_webhooks(ta)
             assert [(w["kind"], w["state"]) for w in listed] == [("sent", "delivered"), ("sent", "delivered"), ("delivered", "dropped")]
             assert gateway_webhooks(tq) == []
