@@ -273,6 +273,9 @@ func printInfo(t rpc.TrialInfo) {
 	fmt.Printf("age         %s\nttl         %s\n", (time.Duration(t.AgeMillis) * time.Millisecond).Round(time.Second), ttl)
 	fmt.Printf("smtp port   %d\n", t.SMTPPort)
 	fmt.Printf("faults      %s\n", faultsLine(t.Faults, t.FaultsInjected))
+	for _, w := range t.Webhooks {
+		fmt.Printf("webhook     %s %s\n", w.Provider, w.URL) // the URL without its credentials (trial.info)
+	}
 }
 
 // printBundle prints what each party needs of one trial.
