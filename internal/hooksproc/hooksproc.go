@@ -33,11 +33,21 @@ type Plane interface {
 // takeWait is how long one take waits for an event.
 const takeWait = 25 * time.Second
 
+// DoorDialer connects to addr inside the network namespace of a netns
+// trial's door (the supervisor makes the connection there).
+type DoorDialer func(ctx context.Context, door, addr string) (net.Conn, error)
+
 // Deliverer delivers webhook events until its context ends.
 type Deliverer struct {
 	plane  Plane
 	client *http.Client
 	log    zerolog.Logger
+	// DialDoor, if set, delivers a netns trial's events inside its
+	// namespace; without it they fail ("connect").
+	DialDoor DoorDialer
+
+	doorMu      sync.Mutex
+	doorClients map[string]*http.Client
 
 	mu     sync.Mutex
 	shares map[int64]int // deliveries in flight per trial
@@ -46,14 +56,41 @@ type Deliverer struct {
 
 // New returns a deliverer for plane.
 func New(plane Plane, log zerolog.Logger) *Deliverer {
-	return &Deliverer{plane: plane, log: log, shares: map[int64]int{}, client: &http.Client{
+	return &Deliverer{plane: plane, log: log, shares: map[int64]int{}, doorClients: map[string]*http.Client{},
+		client: newClient((&net.Dialer{Timeout: limits.WebhookTimeout}).DialContext)}
+}
+
+// newClient is a delivery client that dials with dial.
+func newClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+	return &http.Client{
 		Timeout: limits.WebhookTimeout,
 		// A provider posts to the URL it was given: a redirect is the
 		// endpoint's answer, not a new destination.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: limits.WebhookTimeout}).DialContext,
+		Transport: &http.Transport{Proxy: nil, DialContext: dial,
 			MaxIdleConnsPerHost: limits.TrialWebhookDeliveries, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: limits.WebhookTimeout},
-	}}
+	}
+}
+
+// clientFor is the client of w's trial: the host's, or one whose every
+// connection is made inside its netns door's namespace (and so pools
+// only that namespace's connections).
+func (d *Deliverer) clientFor(w rpc.WebhookDelivery) (*http.Client, bool) {
+	if w.Door == "" {
+		return d.client, true
+	}
+	if d.DialDoor == nil {
+		return nil, false
+	}
+	d.doorMu.Lock()
+	defer d.doorMu.Unlock()
+	c, ok := d.doorClients[w.Door]
+	if !ok {
+		door := w.Door
+		c = newClient(func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialDoor(ctx, door, addr) })
+		d.doorClients[door] = c
+	}
+	return c, true
 }
 
 // Run takes and delivers events until ctx ends, then waits for the
@@ -134,7 +171,11 @@ func (d *Deliverer) post(ctx context.Context, w rpc.WebhookDelivery) (int, strin
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("User-Agent", "mailplane-webhooks/1 ("+w.Provider+")")
-	resp, err := d.client.Do(req)
+	client, ok := d.clientFor(w)
+	if !ok {
+		return 0, "connect"
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

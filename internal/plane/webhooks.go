@@ -174,6 +174,15 @@ func (b *Broker) deliveries(ctx context.Context, due []ledger.WebhookEvent) (rpc
 	out := rpc.WebhooksTakeResponse{Deliveries: []rpc.WebhookDelivery{}}
 	trials := map[int64]ledger.Trial{}
 	now := time.Now()
+	// A netns trial's deliveries are made inside its namespace (Door).
+	doors := map[int64]string{}
+	ds, err := b.ledger.NetnsDoors(ctx)
+	if err != nil {
+		return out, b.storeErr("netns doors", err)
+	}
+	for _, d := range ds {
+		doors[d.TrialID] = d.Key
+	}
 	for _, e := range due {
 		t, ok := trials[e.TrialID]
 		if !ok {
@@ -202,7 +211,7 @@ func (b *Broker) deliveries(ctx context.Context, due []ledger.WebhookEvent) (rpc
 			continue
 		}
 		out.Deliveries = append(out.Deliveries, rpc.WebhookDelivery{Trial: e.TrialID, Seq: e.Seq, EventID: e.ID,
-			Provider: hooks[e.Hook].Provider, URL: r.URL, Header: r.Header, Body: r.Body})
+			Provider: hooks[e.Hook].Provider, URL: r.URL, Header: r.Header, Body: r.Body, Door: doors[e.TrialID]})
 	}
 	return out, nil
 }

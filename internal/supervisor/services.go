@@ -90,8 +90,9 @@ func (st *stack) sidecarServices(lns *sidecarListeners, e sidecarEnv) []*surface
 }
 
 // hooksService is up's webhook deliverer (mail-plane hooks): the hooks
-// grant only, and a loopback port for its /healthz.
-func (st *stack) hooksService(health net.Listener) *surface {
-	cfg := HooksConfig{Surface: st.surfaceConfig(st.grantFile(rpc.RoleHooks)), Listen: fd(0)}
-	return &surface{name: "mail-plane hooks", bin: "mail-plane", lns: []net.Listener{health}, cfg: hooksCommand{hooks: cfg}}
+// grant only, a loopback port for its /healthz (fd 3), and its end of the
+// supervisor's netns dials (fd 4, hookdial.go).
+func (st *stack) hooksService(health net.Listener, dialEnd *os.File) *surface {
+	cfg := HooksConfig{Listener: cliapp.Listener{Surface: st.surfaceConfig(st.grantFile(rpc.RoleHooks)), Listen: fd(0)}, DialControl: 4}
+	return &surface{name: "mail-plane hooks", bin: "mail-plane", lns: []net.Listener{health}, files: []*os.File{dialEnd}, cfg: hooksCommand{hooks: cfg}}
 }

@@ -78,6 +78,9 @@ type WebhookDelivery struct {
 	URL      string            `json:"url"`
 	Header   map[string]string `json:"header"`
 	Body     []byte            `json:"body"`
+	// Door is a netns trial's door key: the delivery is made inside its
+	// network namespace, where the candidate's site listens.
+	Door string `json:"door,omitempty"`
 }
 
 // WebhooksTakeResponse are the events leased to the caller.

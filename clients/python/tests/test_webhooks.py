@@ -306,3 +306,59 @@ def test_webhook_faults_and_isolation(stack: Stack) -> None:
     finally:
         for e in (a, b, quiet):
             e.close()
+
+
+def test_netns_candidate_gets_its_webhooks_on_its_loopback(stack: Stack, endpoint: Endpoint) -> None:
+    """A netns trial's webhook URL names the candidate's own loopback: the
+    event is delivered there, inside its namespace, and not to the host's
+    listener on the same port."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a network namespace of its own needs root and ip")
+    name = f"mpt-hook-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    out = tempfile.NamedTemporaryFile(delete=False)
+    server = (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_POST(self):\n"
+        "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
+        "        open(sys.argv[1], 'ab').write(b + b'\\n')\n"
+        "        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        f"http.server.HTTPServer(('127.0.0.1', {endpoint.server.server_port}), H).serve_forever()\n"
+    )
+    proc = None
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, timeout=30)
+        proc = subprocess.Popen(["ip", "netns", "exec", name, "/usr/bin/python3", "-c", server, out.name])
+        # The same port on the host's loopback is the test's endpoint: it must get nothing.
+        url = f"http://localhost:{endpoint.server.server_port}/inside"
+        with stack.open_trial(netns=f"/run/netns/{name}", webhooks=[{"provider": "resend", "url": url, "retry_seconds": [0, 1, 1, 1]}]) as t:
+            env = t.candidate_environment
+            script = (
+                "import json, os, urllib.request\n"
+                "body = json.dumps({'from': os.environ['WEBSITEBENCH_MAIL_FROM'], 'to': ['ns@example.com'], 'subject': 'in netns', 'text': 'hi'}).encode()\n"
+                "req = urllib.request.Request(os.environ['WEBSITEBENCH_MAIL_API_URL'], data=body, method='POST', headers={'Content-Type': 'application/json', 'Authorization': 'Bearer ' + os.environ['WEBSITEBENCH_MAIL_API_TOKEN']})\n"
+                "print(json.load(urllib.request.urlopen(req, timeout=10))['id'])\n"
+            )
+            sent = subprocess.run(["ip", "netns", "exec", name, "/usr/bin/python3", "-c", script],
+                                  env={"PATH": "/usr/bin:/bin", **env}, check=True, timeout=60, capture_output=True, text=True).stdout.strip()
+
+            def got() -> List[Any]:
+                with open(out.name, "rb") as f:
+                    return [json.loads(line) for line in f.read().splitlines() if line]
+
+            assert wait_until(lambda: len(got()) >= 2, 20), [e.get("webhook") for e in t.events() if e["action"] == "webhook"]
+            assert [(e["type"], e["data"]["email_id"]) for e in got()[:2]] == [("email.sent", sent), ("email.delivered", sent)]
+            assert endpoint.got == []
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["ip", "netns", "del", name], timeout=30)
+        os.unlink(out.name)
