@@ -50,6 +50,8 @@ func (b *Broker) runWebhooks(ctx context.Context) {
 			}
 		case <-full.C:
 			b.pumpWebhooks(ctx)
+		case <-b.hooks.rescan:
+			b.pumpWebhooks(ctx)
 		}
 	}
 }
@@ -76,8 +78,9 @@ func (b *Broker) pumpNamespace(ctx context.Context, name string) (more bool) {
 	return n == pumpPage
 }
 
-// pumpWebhooks makes one pass over every trial with webhooks, each trail
-// to its end.
+// pumpWebhooks makes one pass over every trial with webhooks: it notes
+// their namespaces first (hookQueue.hooked: from then on each of their
+// notifications wakes the pump), then reads each trail to its end.
 func (b *Broker) pumpWebhooks(ctx context.Context) {
 	ts, err := b.ledger.WebhookTrials(ctx)
 	if err != nil {
@@ -86,6 +89,13 @@ func (b *Broker) pumpWebhooks(ctx context.Context) {
 		}
 		return
 	}
+	type trail struct {
+		t     ledger.Trial
+		hooks []webhooks.Hook
+		ns    ledger.Namespace
+	}
+	var trails []trail
+	hooked := map[string]bool{}
 	for _, t := range ts {
 		hooks, err := webhooks.Load(t.Webhooks)
 		if err != nil || len(hooks) == 0 {
@@ -96,14 +106,19 @@ func (b *Broker) pumpWebhooks(ctx context.Context) {
 			continue
 		}
 		for _, ns := range nss {
-			for ctx.Err() == nil {
-				n, err := b.pumpTrail(ctx, t, hooks, ns)
-				if err != nil && ctx.Err() == nil {
-					b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("webhook events not derived; will retry")
-				}
-				if err != nil || n < pumpPage {
-					break
-				}
+			hooked[ns.Name] = true
+			trails = append(trails, trail{t, hooks, ns})
+		}
+	}
+	b.hooks.setHooked(hooked)
+	for _, tr := range trails {
+		for ctx.Err() == nil {
+			n, err := b.pumpTrail(ctx, tr.t, tr.hooks, tr.ns)
+			if err != nil && ctx.Err() == nil {
+				b.log.Warn().Err(err).Str("namespace", tr.ns.Name).Msg("webhook events not derived; will retry")
+			}
+			if err != nil || n < pumpPage {
+				break
 			}
 		}
 	}

@@ -131,6 +131,9 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 		ev = ev.Str("netns", door.Netns)
 	}
 	ev.Msg("trial created")
+	if hooks != "" {
+		b.hooks.again()
+	}
 	b.metrics.opened.Inc()
 	return id, *t, nil
 }
@@ -262,6 +265,9 @@ func (b *Broker) RotateTrial(ctx context.Context, req *rpc.TrialRotateRequest) (
 		return rpc.RotateResponse{}, b.storeErr("rotate", err)
 	}
 	b.lifecycleDone(sealed, ns.Name)
+	if t.Webhooks != "" {
+		b.hooks.again() // its new namespace's trail
+	}
 	b.log.Info().Str("namespace", ns.Name).Str("sealed", sealed).Msg("trial rotated")
 	return rpc.RotateResponse{Namespace: ns.Name, ReadCapability: readCap, Sealed: sealed}, nil
 }

@@ -56,6 +56,7 @@ func (b *Broker) SetWebhooks(ctx context.Context, req *rpc.TrialWebhooksRequest)
 		return rpc.Empty{}, b.storeErr("webhooks", err)
 	}
 	b.lifecycleDone(t.Namespace)
+	b.hooks.again()
 	b.log.Info().Str("namespace", t.Namespace).Int("webhooks", len(req.Webhooks)).Msg("trial webhooks set")
 	return rpc.Empty{}, nil
 }
@@ -75,15 +76,35 @@ func (b *Broker) withWebhookKeys(env map[string]string, id rpc.Identity) map[str
 
 // hookQueue wakes the hooks process's waiting take when the pump adds
 // events (kick), and the pump when a trail changes (dirty, pump).
+// hooked is the namespaces of trials with webhooks as of the last full
+// pass (rescan asks for one): a notification of any other costs a map
+// lookup.
 type hookQueue struct {
-	kick  chan struct{}
-	pump  chan struct{}
-	mu    *sync.Mutex
-	dirty map[string]bool
+	kick   chan struct{}
+	pump   chan struct{}
+	rescan chan struct{}
+	mu     *sync.Mutex
+	dirty  map[string]bool
+	hooked map[string]bool
 }
 
 func newHookQueue() hookQueue {
-	return hookQueue{kick: make(chan struct{}, 1), pump: make(chan struct{}, 1), mu: &sync.Mutex{}, dirty: map[string]bool{}}
+	return hookQueue{kick: make(chan struct{}, 1), pump: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
+		mu: &sync.Mutex{}, dirty: map[string]bool{}, hooked: map[string]bool{}}
+}
+
+// again asks the pump for a full pass: a trial's webhooks or namespaces
+// changed.
+func (q hookQueue) again() { signal(q.rescan) }
+
+// setHooked replaces the namespaces of trials with webhooks.
+func (q hookQueue) setHooked(nss map[string]bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	clear(q.hooked)
+	for ns := range nss {
+		q.hooked[ns] = true
+	}
 }
 
 func (q hookQueue) wake() { signal(q.kick) }
@@ -91,6 +112,10 @@ func (q hookQueue) wake() { signal(q.kick) }
 // touch marks ns's trail changed and wakes the pump.
 func (q hookQueue) touch(ns string) {
 	q.mu.Lock()
+	if !q.hooked[ns] {
+		q.mu.Unlock()
+		return
+	}
 	if len(q.dirty) < maxDirty { // past it, the pump's full pass finds the rest
 		q.dirty[ns] = true
 	}
