@@ -75,6 +75,7 @@ type Ledger interface {
 	NextWebhookDue(ctx context.Context) (time.Time, error)
 	WebhookAttempted(ctx context.Context, a WebhookAttempt) error
 	WebhookEvents(ctx context.Context, trialID int64) ([]WebhookEvent, error)
+	WebhookEvent(ctx context.Context, trialID, seq int64) (WebhookEvent, error)
 
 	// Trails.
 	SetEventBudget(n int64)

@@ -245,29 +245,29 @@ func (b *Broker) deliveries(ctx context.Context, due []ledger.WebhookEvent) (rpc
 // Mailgun: 200 or 406), due again after its webhook's next wait, or
 // failed once they are spent. The trail records the attempt.
 func (b *Broker) ReportWebhook(ctx context.Context, req *rpc.WebhookReport) (rpc.Empty, error) {
-	evs, err := b.ledger.WebhookEvents(ctx, req.Trial)
+	e, err := b.ledger.WebhookEvent(ctx, req.Trial, req.Seq)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return rpc.Empty{}, rpc.Errorf(rpc.CodeNotFound, "no such webhook event")
+	}
 	if err != nil {
-		return rpc.Empty{}, b.storeErr("webhook events", err)
+		return rpc.Empty{}, b.storeErr("webhook event", err)
 	}
-	for _, e := range evs {
-		if e.Seq != req.Seq {
-			continue
-		}
-		if e.State != ledger.WebhookPending {
-			return rpc.Empty{}, rpc.Errorf(rpc.CodeConflict, "the event is %s", e.State)
-		}
-		t, err := b.ledger.Trial(ctx, req.Trial)
-		if err != nil {
-			return rpc.Empty{}, rpc.Errorf(rpc.CodeNotFound, "no such webhook event")
-		}
-		hooks, _ := webhooks.Load(t.Webhooks)
-		provider := ""
-		if e.Hook < len(hooks) {
-			provider = hooks[e.Hook].Provider
-		}
-		return rpc.Empty{}, b.webhookAttempted(ctx, e, provider, *req)
+	if e.State != ledger.WebhookPending {
+		return rpc.Empty{}, rpc.Errorf(rpc.CodeConflict, "the event is %s", e.State)
 	}
-	return rpc.Empty{}, rpc.Errorf(rpc.CodeNotFound, "no such webhook event")
+	t, err := b.ledger.Trial(ctx, req.Trial)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return rpc.Empty{}, rpc.Errorf(rpc.CodeNotFound, "no such webhook event")
+	}
+	if err != nil {
+		return rpc.Empty{}, b.storeErr("trial", err)
+	}
+	hooks, _ := webhooks.Load(t.Webhooks)
+	provider := ""
+	if e.Hook < len(hooks) {
+		provider = hooks[e.Hook].Provider
+	}
+	return rpc.Empty{}, b.webhookAttempted(ctx, e, provider, *req)
 }
 
 // webhookAttempted records attempt r of event e to a provider's

@@ -218,3 +218,15 @@ func (l *DB) WebhookAttempted(ctx context.Context, a WebhookAttempt) error {
 func (l *DB) WebhookEvents(ctx context.Context, trialID int64) ([]WebhookEvent, error) {
 	return scanWebhookEvents(l.read.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM webhook_events WHERE trial_id = ? ORDER BY seq`), trialID))
 }
+
+// WebhookEvent returns event seq of trial id's outbox. ErrNotFound: none.
+func (l *DB) WebhookEvent(ctx context.Context, trialID, seq int64) (WebhookEvent, error) {
+	evs, err := scanWebhookEvents(l.read.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM webhook_events WHERE trial_id = ? AND seq = ?`), trialID, seq))
+	if err != nil {
+		return WebhookEvent{}, err
+	}
+	if len(evs) == 0 {
+		return WebhookEvent{}, ErrNotFound
+	}
+	return evs[0], nil
+}

@@ -77,6 +77,12 @@ func testWebhooks(t *testing.T) {
 	if ids := idsOf(next); len(ids) != 2 || ids[0] != "e2" {
 		t.Errorf("after e1 was delivered: %v, want e2 (and e3)", ids)
 	}
+	if one, err := l.WebhookEvent(ctx, tr.ID, e1.Seq); err != nil || one.ID != "e1" || one.State != WebhookDelivered {
+		t.Errorf("WebhookEvent = %+v, %v", one, err)
+	}
+	if _, err := l.WebhookEvent(ctx, other.ID, e1.Seq); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another trial's event: %v, want ErrNotFound", err)
+	}
 	all, err := l.WebhookEvents(ctx, tr.ID)
 	if err != nil || len(all) != 4 || all[0].State != WebhookDelivered || all[0].Attempts != 1 || all[0].Log != `[{"status":200}]` || all[3].State != WebhookDropped {
 		t.Fatalf("outbox %+v, %v", all, err)
