@@ -88,6 +88,7 @@ var sections = []section{
 	{"netns", (*harness).netnsOpen, false},
 	{"faults", (*harness).faults, false},
 	{"console", (*harness).consolePage, false},
+	{"webhooks", (*harness).webhooks, false},
 	{"profile", (*harness).profile, true}, // make profile
 }
 
@@ -101,7 +102,7 @@ func run() int {
 	mp := flag.String("mailpit", envOr("MAILPLANE_MAILPIT", filepath.Join(".cache", "bin", "mailpit")), "Mailpit executable (make deps)")
 	ref := flag.String("reference", envOr("MAILPLANE_REFERENCE", ""), "the reference sidecar's local_mailbox.py, density's baseline (none: that baseline is left out)")
 	cell := flag.Duration("cell", time.Second, "measured time per side of each throughput figure")
-	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, agent, imap, postgres, fair, preauth, netns, faults, console, profile (make profile)")
+	only := flag.String("only", "", "comma-separated sections to run (default: all but profile): ingest, reads, startup, density, extract, agent, imap, postgres, fair, preauth, netns, faults, console, webhooks, profile (make profile)")
 	null := flag.String("null", "", "internal: serve a null baseline server (http or smtp) on fd 3")
 	flood := flag.String("flood", "", "internal: hold the fair section's flood on these listeners (http:ADDR or smtp:ADDR, comma-separated) until killed")
 	strangers := flag.String("strangers", "", "internal: hold the preauth section's strangers on this writer address until killed")

@@ -30,6 +30,7 @@ type Report struct {
 	Netns    *NetnsOpen   `json:"netns,omitempty"`
 	Faults   *Faults      `json:"faults,omitempty"`
 	Console  *ConsolePage `json:"console,omitempty"`
+	Webhooks *HookBench   `json:"webhooks,omitempty"`
 	Goals    []Goal       `json:"goals"`
 	Notes    []string     `json:"notes,omitempty"`
 	Failures []string     `json:"failures,omitempty"`

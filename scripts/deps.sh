@@ -30,7 +30,11 @@ need() {
       [ -f /usr/share/php/Symfony/Component/Mailer/autoload.php ] ||
       echo python3-django ruby-mail php-cli php-symfony-mailer
     ;;
-  pytest) /usr/bin/python3 -c 'import pytest' 2>/dev/null || echo python3-pytest ;;
+  pytest)
+    /usr/bin/python3 -c 'import pytest' 2>/dev/null || echo python3-pytest
+    # test_webhooks.py checks SendGrid's ECDSA signatures with it.
+    /usr/bin/python3 -c 'import cryptography' 2>/dev/null || echo python3-cryptography
+    ;;
   e2e)
     has systemd-analyze || echo systemd
     has docker-compose || docker compose version >/dev/null 2>&1 || echo docker-compose

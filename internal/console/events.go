@@ -170,6 +170,16 @@ func (l line) sentence() string {
 		return "A fault schedule of " + plural(l.Count, "rule") + " was set."
 	case "deliver":
 		return "Delayed " + orWord(msgs, "message") + " became visible."
+	case "webhooks":
+		if l.Count == 0 {
+			return "The trial's webhooks were cleared."
+		}
+		return plural(l.Count, "webhook") + " set for the trial."
+	case "webhook":
+		if l.Outcome == "failed" {
+			return "A webhook delivery failed" + because(l.Code) + "."
+		}
+		return "A webhook event was delivered."
 	default:
 		did, tried = "did "+l.Action, l.Action
 	}

@@ -35,6 +35,7 @@ const (
 	DoorIMAP       = "imap"      // the agent's mailbox over IMAP
 	DoorGateway    = "gateway"
 	DoorPlane      = "plane"
+	DoorWebhook    = "webhook" // a delivery to the candidate's webhook endpoint
 )
 
 // Outcomes.
@@ -78,7 +79,16 @@ const (
 	// (MessageIDs, EmailID).
 	ActionFaults  = "faults"
 	ActionDeliver = "deliver"
+	// ActionWebhooks: the trial's webhooks were set (Count endpoints; 0
+	// cleared them). ActionWebhook: one delivery attempt of a webhook
+	// event (Webhook).
+	ActionWebhooks = "webhooks"
+	ActionWebhook  = "webhook"
 )
+
+// CodeSimulatedBounce is the code of an accepted send whose recipients
+// are all a provider's bounce simulator: nothing was stored.
+const CodeSimulatedBounce = "simulated_bounce"
 
 // CodeBudgetFull is the code of the budget event.
 const CodeBudgetFull = "event_budget_full"
@@ -128,8 +138,10 @@ type Event struct {
 	// Fault is set on the event of a send a rule of the trial's fault
 	// schedule made go wrong: one event per injected fault.
 	Fault *Fault `json:"fault,omitempty"`
-	Prev  string `json:"prev"`
-	Hash  string `json:"hash,omitempty"`
+	// Webhook is a webhook delivery attempt's (ActionWebhook).
+	Webhook *Webhook `json:"webhook,omitempty"`
+	Prev    string   `json:"prev"`
+	Hash    string   `json:"hash,omitempty"`
 }
 
 // Fault is what a fault rule did to a send: the rule's index in the
@@ -147,6 +159,23 @@ type Fault struct {
 	Seconds    int    `json:"seconds,omitempty"`
 	Copies     int    `json:"copies,omitempty"`
 	VisibleAt  string `json:"visible_at,omitempty"`
+}
+
+// Webhook is one delivery attempt of a webhook event: its provider, id
+// (the same on every attempt), kind and message, the attempt's number
+// (from 1), the endpoint's status (0: none came), how long it took, its
+// error code when no status came (timeout, connect, answer), and the
+// event's state after it (delivered, pending, failed).
+type Webhook struct {
+	Provider      string `json:"provider"`
+	EventID       string `json:"event_id"`
+	Kind          string `json:"kind"`
+	EmailID       string `json:"email_id,omitempty"`
+	Attempt       int    `json:"attempt"`
+	Status        int    `json:"status,omitempty"`
+	LatencyMillis int64  `json:"latency_ms"`
+	Error         string `json:"error,omitempty"`
+	State         string `json:"state"`
 }
 
 // HashPrefix begins every hash: "sha256_" and 64 hex digits. The prefix

@@ -31,6 +31,10 @@ const (
 	HTTP Door = "http"
 	SMTP Door = "smtp"
 	Any  Door = "any"
+	// Webhook rules count a trial's webhook events (package webhooks)
+	// instead of its sends, and only delay, duplicate or drop them; "any"
+	// does not count them.
+	Webhook Door = "webhook"
 )
 
 // What a rule does to the sends it matches.
@@ -40,9 +44,17 @@ const (
 	Delay     = "delay"     // accept now, show the message after Seconds
 	Duplicate = "duplicate" // store Copies copies, each with its own id
 	Drop      = "drop"      // accept and store nothing
+	// Bounce accepts and stores nothing, and the trial's webhooks report
+	// a bounce; Complain stores the message, and its webhooks report a
+	// complaint after its delivery (docs/webhooks.md).
+	Bounce   = "bounce"
+	Complain = "complain"
 )
 
-var actions = []string{Refuse, Timeout, Delay, Duplicate, Drop}
+var actions = []string{Refuse, Timeout, Delay, Duplicate, Drop, Bounce, Complain}
+
+// webhookActions are what a webhook rule may do to an event.
+var webhookActions = []string{Delay, Duplicate, Drop}
 
 // HTTPStatuses and SMTPCodes are the refusals a rule may name.
 var (
@@ -148,14 +160,17 @@ func parseRule(item json.RawMessage) (Rule, string) {
 	if in.Door != nil {
 		r.Door = *in.Door
 	}
-	if r.Door != HTTP && r.Door != SMTP && r.Door != Any {
-		return r, `door must be "http", "smtp" or "any"`
+	if r.Door != HTTP && r.Door != SMTP && r.Door != Any && r.Door != Webhook {
+		return r, `door must be "http", "smtp", "any" or "webhook"`
 	}
 	if reason := which(&r, in); reason != "" {
 		return r, reason
 	}
 	if in.Do == nil || !slices.Contains(actions, *in.Do) {
-		return r, "do must be refuse, timeout, delay, duplicate or drop"
+		return r, "do must be refuse, timeout, delay, duplicate, drop, bounce or complain"
+	}
+	if r.Door == Webhook && !slices.Contains(webhookActions, *in.Do) {
+		return r, "a webhook rule's do must be delay, duplicate or drop"
 	}
 	r.Do = *in.Do
 	return r, fields(&r, in)
@@ -229,6 +244,9 @@ func fields(r *Rule, in input) string {
 		if r.Do == Delay {
 			most = limits.FaultDelay
 		}
+		if r.Door == Webhook {
+			most = limits.WebhookRetryMax
+		}
 		if in.Seconds == nil || *in.Seconds < 1 || time.Duration(*in.Seconds)*time.Second > most {
 			return fmt.Sprintf("%s needs seconds, 1 to %d", r.Do, int(most.Seconds()))
 		}
@@ -266,6 +284,8 @@ func (s Schedule) JSON() string {
 // one being decided included.
 type Counts struct {
 	HTTP, SMTP int64
+	// Webhook counts a trial's webhook events, for Match(Webhook, …).
+	Webhook int64
 }
 
 // Match returns the first rule that matches a send through door, with
@@ -275,11 +295,16 @@ func (s Schedule) Match(door Door, c Counts) (int, Rule) {
 		var n int64
 		switch r.Door {
 		case Any:
+			if door == Webhook {
+				continue
+			}
 			n = c.HTTP + c.SMTP
 		case door:
 			n = c.HTTP
 			if door == SMTP {
 				n = c.SMTP
+			} else if door == Webhook {
+				n = c.Webhook
 			}
 		default:
 			continue

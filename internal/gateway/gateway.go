@@ -134,6 +134,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, rt route) (int, 
 	ctx := r.Context()
 	base := "/inbox/" + url.PathEscape(rt.ns)
 	switch rt.kind {
+	case routeWebhooks:
+		list, err := g.plane.WebhooksList(ctx, &rpc.WebhooksListRequest{Namespace: rt.ns, Capability: cred})
+		if err != nil {
+			return g.planeError(w, r, err)
+		}
+		return writeJSON(w, http.StatusOK, list)
 	case routeEvents:
 		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 			return g.eventStream(w, r, rt.ns, cred, req.After)

@@ -23,9 +23,10 @@ const (
 	routeInbox             // /inbox/{ns} (HTML)
 	routeInboxMessage      // /inbox/{ns}/messages/{id} (HTML)
 	routeEvents            // /api/namespaces/{ns}/events: the trial's trail
+	routeWebhooks          // /api/namespaces/{ns}/webhooks: the trial's webhook events and attempts
 )
 
-var kindNames = [...]string{"not_found", "healthz", "list", "latest", "message", "inbox", "inbox_message", "events"}
+var kindNames = [...]string{"not_found", "healthz", "list", "latest", "message", "inbox", "inbox_message", "events", "webhooks"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -52,6 +53,10 @@ func parseRoute(escapedPath string) route {
 	case len(seg) == 4 && seg[0] == "api" && seg[1] == "namespaces" && seg[3] == "events":
 		if ns, err := url.PathUnescape(seg[2]); err == nil {
 			return route{kind: routeEvents, ns: ns}
+		}
+	case len(seg) == 4 && seg[0] == "api" && seg[1] == "namespaces" && seg[3] == "webhooks":
+		if ns, err := url.PathUnescape(seg[2]); err == nil {
+			return route{kind: routeWebhooks, ns: ns}
 		}
 	case len(seg) >= 4 && seg[0] == "api" && seg[1] == "namespaces" && seg[3] == "messages":
 		ns, err := url.PathUnescape(seg[2])

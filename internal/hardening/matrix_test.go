@@ -79,12 +79,13 @@ const (
 	gatewayGrant
 	adminGrant
 	consoleGrant
-	sesSecret // the trial's SES secret access key (matrix_providers_test.go)
+	sesSecret  // the trial's SES secret access key (matrix_providers_test.go)
+	hooksGrant // the hooks process's (webhook deliveries)
 )
 
 var credNames = [...]string{"none", "read capability", "write capability", "inbox token", "mail-API token",
 	"bootstrap token", "writer grant", "inbox grant", "shared writer grant", "shared inbox grant", "gateway grant", "admin grant",
-	"console grant", "SES secret"}
+	"console grant", "SES secret", "hooks grant"}
 
 // cred is one credential: of trial 0 (A) or 1 (B), or of nobody (-1).
 type cred struct {
@@ -120,6 +121,8 @@ func (c cred) principal() string {
 		return principalOf(rpc.RoleAdmin, false)
 	case consoleGrant:
 		return principalOf(rpc.RoleConsole, false)
+	case hooksGrant:
+		return principalOf(rpc.RoleHooks, false)
 	}
 	return ""
 }
@@ -329,6 +332,7 @@ func isolationMatrix(t *testing.T, mode, profile string, store ...string) int {
 		gatewayGrant:      s.plane.gatewayGrant,
 		adminGrant:        s.plane.adminGrant,
 		consoleGrant:      s.sharedGrant(grantsDir, rpc.RoleConsole),
+		hooksGrant:        s.sharedGrant(grantsDir, rpc.RoleHooks),
 	}
 	if mode == strictMode {
 		for k, role := range map[credKind]rpc.Role{sharedWriterGrant: rpc.RoleWriter, sharedInboxGrant: rpc.RoleInbox} {
@@ -567,6 +571,16 @@ func (w *world) rpcOps() []rpcOp {
 		{name: "trial.faults", method: rpc.MethodTrialFaults, targets: both, mutating: true, request: func(a callArgs) any {
 			return &rpc.TrialFaultsRequest{Namespace: a.ns, Faults: json.RawMessage(`[]`)}
 		}},
+		{name: "trial.webhooks", method: rpc.MethodTrialWebhooks, targets: both, mutating: true, request: func(a callArgs) any {
+			return &rpc.TrialWebhooksRequest{Namespace: a.ns, Webhooks: []rpc.Webhook{}}
+		}},
+		{name: "webhooks.report", method: rpc.MethodWebhooksReport, targets: none, request: func(callArgs) any {
+			return &rpc.WebhookReport{Trial: 1 << 40, Seq: 1, Status: 200}
+		}},
+		{name: "webhooks.take", method: rpc.MethodWebhooksTake, targets: none, request: func(callArgs) any { return &rpc.WebhooksTakeRequest{} }},
+		{name: "webhooks.list", method: rpc.MethodWebhooksList, targets: reads, inner: true, request: func(a callArgs) any {
+			return &rpc.WebhooksListRequest{Namespace: a.ns, Capability: a.inner}
+		}},
 		{name: "grant.create", method: rpc.MethodGrantCreate, targets: none, request: func(callArgs) any { return &rpc.GrantCreateRequest{Role: rpc.RoleGateway} }},
 		{name: "ports.sync", method: rpc.MethodPortsSync, targets: none, request: func(callArgs) any { return &rpc.PortsSyncRequest{Restore: true} }},
 		{name: "events", method: rpc.MethodEvents, targets: reads, inner: true, request: func(a callArgs) any {
@@ -698,7 +712,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 	presents := map[string]string{"send/http": "mail_api_token", "send/smtp-auth": "mail_api_token",
 		"credential.check": "mail_api_token", "send.refused": "mail_api_token", "send/smtp": "smtp_port", "report": "smtp_port",
 		"send/smtp-select": "capability_header", "bootstrap": "bootstrap_token", "list": "read_capability",
-		"get": "read_capability", "latest": "read_capability", "events": "read_capability",
+		"get": "read_capability", "latest": "read_capability", "events": "read_capability", "webhooks.list": "read_capability",
 		"list/inbox-token": "inbox_token", "get/inbox-token": "inbox_token", "latest/inbox-token": "inbox_token",
 		"read.check": "read_capability", "read.check/inbox-token": "inbox_token"}
 	if kind, ok := presents[name]; ok && !slices.Contains(w.accepts[op.method], kind) {
@@ -724,7 +738,7 @@ func (w *world) expectRPC(op rpcOp, g cred, target int, inner cred) verdict {
 		return opens(shared, own, sel(k.smtpSelect...))
 	case "bootstrap":
 		return opens(shared, own, sel(k.bootstrap...))
-	case "list", "get", "latest", "events", "read.check":
+	case "list", "get", "latest", "events", "read.check", "webhooks.list":
 		switch {
 		case bind == "capability":
 			if target >= 0 && sel(k.read...) == target {
@@ -838,6 +852,10 @@ func (w *world) rpcRow(ops []rpcOp, gi int, g cred) {
 					w.saw(fmt.Sprintf("%s %+v %s", g.value, op.request(a), inner.value), err.Error())
 				}
 				ok := err == nil && w.rpcAnswerBelongs(op, resp, dest, name)
+				if op.method == rpc.MethodWebhooksReport {
+					// Permitted, it reaches the outbox and finds no such event.
+					ok = rpc.CodeOf(err) == rpc.CodeNotFound
+				}
 				w.cell("rpc", name, want, ok, fmt.Sprintf("%v; the table: %s", err, v.why))
 				if ok && dest >= 0 && op.method == rpc.MethodSend {
 					w.sent(a.subject, dest)
@@ -1109,6 +1127,7 @@ func (w *world) routes() []route {
 		{surface: "gateway", kind: "inbox", role: rpc.RoleGateway, method: rpc.MethodList, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "inbox_message", role: rpc.RoleGateway, method: rpc.MethodGet, selects: selCredential, keys: read, ns: true},
 		{surface: "gateway", kind: "events", role: rpc.RoleGateway, method: rpc.MethodEvents, selects: selCredential, keys: read, ns: true},
+		{surface: "gateway", kind: "webhooks", role: rpc.RoleGateway, method: rpc.MethodWebhooksList, selects: selCredential, keys: read, ns: true},
 	}, w.providerRoutes()...)
 }
 
@@ -1407,6 +1426,19 @@ func (w *world) request(r route, in instance, target, dest int, c cred, subject 
 				t.Errorf("%s of %s: an event of %s", what, nsOf(target), e.Namespace)
 				return false, a.body
 			}
+		}
+		return true, ""
+	case "gateway webhooks":
+		// The matrix's trials have no webhooks: an allowed read is an
+		// empty list, a refused one no list at all.
+		a := get("/api/namespaces/" + nsOf(target) + "/webhooks")
+		if a.status != 200 {
+			return refusal(a)
+		}
+		var page struct{ Webhooks []json.RawMessage }
+		if err := json.Unmarshal([]byte(a.body), &page); err != nil || page.Webhooks == nil || len(page.Webhooks) != 0 {
+			t.Errorf("%s of %s: %s", what, nsOf(target), a.body)
+			return false, a.body
 		}
 		return true, ""
 	case "gateway inbox", "gateway inbox_message":

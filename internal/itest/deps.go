@@ -12,11 +12,12 @@ const Module = "github.com/websitebench/mailplane/"
 
 // TestOnly are the modules that only tests link: the mail providers' SDKs
 // that drive the writer's send APIs (Resend, SendGrid, Postmark, Mailgun,
-// Amazon SES). No binary may link one; ForbidDeps adds them to every
-// binary's list.
+// Amazon SES), and the providers' webhook verifiers (Svix's for
+// Resend; SendGrid's and Mailgun's are in their SDKs). No binary may link
+// one; ForbidDeps adds them to every binary's list.
 var TestOnly = []string{
 	"github.com/resend/resend-go", "github.com/sendgrid", "github.com/mrz1836/postmark",
-	"github.com/mailgun", "github.com/aws",
+	"github.com/mailgun", "github.com/aws", "github.com/svix",
 }
 
 // ForbidDeps fails t for every package that the package in the current

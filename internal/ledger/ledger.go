@@ -65,6 +65,18 @@ type Ledger interface {
 	NextDelayed(ctx context.Context) (time.Time, error)
 	DeliverDue(ctx context.Context, now time.Time) ([]string, error)
 
+	// Webhooks (package webhooks): a trial's endpoints, and its outbox
+	// of events derived from its trails (package sqlledger's webhooks.go).
+	SetWebhooks(ctx context.Context, trialID int64, ns, stored string) error
+	WebhookTrials(ctx context.Context) ([]Trial, error)
+	WebhookCursor(ctx context.Context, ns string) (int64, error)
+	AddWebhookEvents(ctx context.Context, trialID int64, ns string, from, to int64, evs []WebhookEvent) error
+	DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error)
+	NextWebhookDue(ctx context.Context) (time.Time, error)
+	WebhookAttempted(ctx context.Context, a WebhookAttempt) error
+	WebhookEvents(ctx context.Context, trialID int64) ([]WebhookEvent, error)
+	WebhookEvent(ctx context.Context, trialID, seq int64) (WebhookEvent, error)
+
 	// Trails.
 	SetEventBudget(n int64)
 	AppendEvent(ctx context.Context, ns string, e evidence.Event) error
@@ -139,6 +151,9 @@ type Trial struct {
 	// SealedReason says why the plane sealed the trial (SealTrial); empty
 	// otherwise.
 	SealedReason string
+	// Webhooks are the trial's provider webhooks as stored (package
+	// webhooks' JSON; "" for none). Given to CreateTrial, the first ones.
+	Webhooks string
 	// Door, given to CreateTrial only, is the trial's doors inside its
 	// network namespace; the trial's reads do not fill it.
 	Door *NetnsDoor
@@ -248,6 +263,10 @@ type Offer struct {
 	// here): a send is answered only once its event is durable, and a send
 	// not accepted leaves none.
 	Event *evidence.Event
+	// Bounce: every recipient is a provider's bounce simulator
+	// (bounced@resend.dev, bounce@simulator.amazonses.com): the send is
+	// accepted and nothing is stored (package webhooks reports it).
+	Bounce bool
 	// Faults, set for a send of a trial with a fault schedule, has the
 	// send counted and judged against it in its own savepoint (package sqlledger's faults.go).
 	Faults *FaultCheck
@@ -265,6 +284,44 @@ type Injected struct {
 	Rule      faults.Rule
 	VisibleAt time.Time // delay: when the message shows
 	Copies    int       // duplicate: how many were stored
+}
+
+// Webhook event states.
+const (
+	WebhookPending   = "pending"
+	WebhookDelivered = "delivered"
+	WebhookFailed    = "failed"  // its retries ran out
+	WebhookDropped   = "dropped" // a webhook fault dropped it
+)
+
+// WebhookEvent is one event of a trial's outbox for one of its webhooks
+// (Hook, its index) about one send (EmailID): ID is the same on every
+// attempt (and on the copies a duplicate fault makes), Data the event as
+// package webhooks made it, Log the attempts so far (a JSON list).
+type WebhookEvent struct {
+	TrialID   int64
+	Seq       int64
+	ID        string
+	Hook      int
+	EmailID   string
+	Namespace string
+	Kind      string
+	Data      string
+	State     string
+	Attempts  int
+	Due       time.Time
+	Log       string
+}
+
+// WebhookAttempt is one delivery attempt's outcome: the event's new
+// state, when it is next due if still pending, the attempt's entry for
+// its log, and its trail event.
+type WebhookAttempt struct {
+	TrialID, Seq int64
+	State        string
+	Due          time.Time
+	Entry        string
+	Event        evidence.Event
 }
 
 // ConsoleRow is one open trial (its current namespace) or one kept trail

@@ -93,6 +93,7 @@ func TrialCommand() *cli.Command {
 			trialInfoCommand(),
 			plantCommand(),
 			faultsCommand(),
+			webhooksCommand(),
 			simpleTrialCommand("seal", "stop a namespace from taking mail; the evaluator can still read it", func(ctx context.Context, cl *rpc.Client, ns string) error {
 				return cl.TrialSeal(ctx, ns)
 			}),
@@ -122,10 +123,15 @@ func trialOpenCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Value: rpc.ProfileCandidate, Usage: "candidate, sidecar or authoring"},
 			&cli.StringFlag{Name: "netns", Usage: "the candidate's network namespace file (/proc/PID/ns/net, /run/netns/NAME): its doors are bound there"},
 			&cli.StringFlag{Name: "faults", Usage: "the trial's fault schedule: a JSON file of rules (- for stdin; see mail-plane trial faults)"},
+			webhookFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cliapp.Usagef("trial open takes no arguments")
+			}
+			hooks, err := readWebhooks(c) // webhooks.go
+			if err != nil {
+				return err
 			}
 			if c.Duration("ttl") < 0 {
 				return cliapp.Usagef("--ttl must not be negative")
@@ -139,7 +145,7 @@ func trialOpenCommand() *cli.Command {
 				return err
 			}
 			req := &rpc.TrialOpenRequest{Profile: c.String("profile"), TTLMillis: c.Duration("ttl").Milliseconds(), Netns: c.String("netns"),
-				Faults: schedule}
+				Faults: schedule, Webhooks: hooks}
 			return answer(c, func(ctx context.Context) (rpc.Bundle, error) { return client.TrialOpen(ctx, req) }, printBundle)
 		},
 	}
@@ -267,6 +273,9 @@ func printInfo(t rpc.TrialInfo) {
 	fmt.Printf("age         %s\nttl         %s\n", (time.Duration(t.AgeMillis) * time.Millisecond).Round(time.Second), ttl)
 	fmt.Printf("smtp port   %d\n", t.SMTPPort)
 	fmt.Printf("faults      %s\n", faultsLine(t.Faults, t.FaultsInjected))
+	for _, w := range t.Webhooks {
+		fmt.Printf("webhook     %s %s\n", w.Provider, w.URL) // the URL without its credentials (trial.info)
+	}
 }
 
 // printBundle prints what each party needs of one trial.

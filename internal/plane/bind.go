@@ -258,6 +258,10 @@ func eventsSelector(r *rpc.EventsRequest) selector {
 	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
 }
 
+func webhooksSelector(r *rpc.WebhooksListRequest) selector {
+	return selector{kind: credRead, credential: r.Capability, namespace: r.Namespace}
+}
+
 // resolve binds a call: it finds the trial and namespace the caller's
 // grant or presented credential opens, refusing a closed or expired trial.
 // Every credential is compared in constant time against its digest. What

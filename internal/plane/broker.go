@@ -18,6 +18,7 @@ import (
 	"github.com/websitebench/mailplane/internal/mailindex"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/msgstore"
+	"github.com/websitebench/mailplane/internal/webhooks"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -69,6 +70,8 @@ type Broker struct {
 	sesKey []byte
 	// delays wakes the runner that shows delayed messages (faults.go).
 	delays delayed
+	// hooks wakes the hooks process's waiting call (webhooks.go).
+	hooks hookQueue
 	// metrics counts what the plane sees of every door (metrics.go).
 	metrics *metrics
 }
@@ -80,8 +83,9 @@ func NewBroker(l ledger.Ledger, s msgstore.Store, q Quotas, log zerolog.Logger) 
 	b := &Broker{ledger: l, store: s, bodies: bodiesFor(s), quotas: q, log: log,
 		wake:  notifier{chans: map[string]chan struct{}{}, woke: func(d time.Duration) { m.wake.Observe(d.Seconds()) }},
 		ports: newPortPool(), trails: notifier{chans: map[string]chan struct{}{}}, retention: DefaultRetention,
-		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey()}
+		delays: delayed{kick: make(chan struct{}, 1)}, metrics: m, sesKey: ephemeralKey(), hooks: newHookQueue()}
 	m.countParked(&b.wake, &b.trails)
+	b.trails.touched = b.hooks.touch
 	return b
 }
 
@@ -184,6 +188,7 @@ func (b *Broker) Send(ctx context.Context, t target, req *rpc.SendRequest) (rpc.
 		Event: &evidence.Event{Door: sendDoor(req.Via), Action: rpc.MethodSend, Outcome: evidence.Accepted,
 			Credential: t.credential, API: req.API, From: address(req.From), To: addresses(req.To)},
 		Faults: faultCheck(t.trial, req.Via),
+		Bounce: webhooks.AllBounce(req.To),
 	}
 	// A read-only precheck before any work on the body: a namespace that
 	// is full, sealed or replaying a key costs a message nothing to refuse.
@@ -540,6 +545,9 @@ type notifier struct {
 	// gauge, which a test also reads to know a wait is held before it
 	// sends.
 	asleep atomic.Int64
+	// touched, if set, is told every namespace notified (the webhook
+	// pump's, hookpump.go), outside the lock.
+	touched func(ns string)
 }
 
 // anyNamespace is the key of watchers of every namespace: no namespace's
@@ -558,6 +566,9 @@ func (n *notifier) watch(ns string) <-chan struct{} {
 }
 
 func (n *notifier) notify(ns string) {
+	if n.touched != nil {
+		n.touched(ns)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.version.Add(1)

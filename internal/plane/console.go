@@ -185,6 +185,13 @@ func (b *Broker) ConsoleTrial(ctx context.Context, req *rpc.ConsoleTrialRequest)
 	if req.MessageID != 0 {
 		return out, nil
 	}
+	if r.State != ledger.StateClosed {
+		if t, _, err := b.trialOf(ctx, req.Namespace); err == nil {
+			if out.Webhooks, err = b.webhookList(ctx, t); err != nil {
+				return out, err
+			}
+		}
+	}
 	lines, err := b.ledger.LastEvents(ctx, req.Namespace, rpc.MaxConsoleEvents)
 	if err != nil {
 		return out, b.storeErr("events", err)

@@ -214,7 +214,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 	writer := "http://" + net.JoinHostPort(rpc.NetnsDoorHost, strconv.Itoa(d.HTTPPort))
 	bu := rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: wbenv.Candidate(writer, rpc.NetnsDoorHost, d.SMTPPort, id.MailAPIToken, id.BootstrapToken),
+		CandidateEnvironment: b.withWebhookKeys(wbenv.Candidate(writer, rpc.NetnsDoorHost, d.SMTPPort, id.MailAPIToken, id.BootstrapToken), id),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
 		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,

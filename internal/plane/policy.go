@@ -45,10 +45,11 @@ var (
 	gateway      = principal{role: rpc.RoleGateway}
 	admin        = principal{role: rpc.RoleAdmin}
 	console      = principal{role: rpc.RoleConsole}
+	hooks        = principal{role: rpc.RoleHooks}
 )
 
 // principals are every principal, in the order the table's columns are printed.
-var principals = []principal{writer, sharedWriter, inbox, sharedInbox, gateway, admin, console}
+var principals = []principal{writer, sharedWriter, inbox, sharedInbox, gateway, admin, console, hooks}
 
 // binding says what a principal's call is bound to. It is resolved before
 // the call's handler runs (bind.go), so a handler receives its trial and
@@ -314,6 +315,10 @@ var table = []row{
 	// Reading a trail is not itself recorded: it would only record itself.
 	{method: rpc.MethodEvents, who: evaluator, accepts: []*credential{readCred}, waits: rpc.MaxWait,
 		call: bound(eventsSelector, (*Broker).Events, nil)},
+	// The evaluator's list of a trial's webhook events and their attempts,
+	// bound as reading its trail is; it reads no mail.
+	{method: rpc.MethodWebhooksList, who: map[principal]access{gateway: {bind: bindCapability}}, accepts: []*credential{readCred},
+		call: bound(webhooksSelector, (*Broker).ListWebhooks, nil)},
 	adminRow(rpc.MethodExport, adminCall((*Broker).Export)),
 	adminRow(rpc.MethodTrialCreate, adminCall((*Broker).CreateTrial)),
 	adminRow(rpc.MethodTrialOpen, adminCall((*Broker).OpenTrial)),
@@ -327,6 +332,16 @@ var table = []row{
 	adminRow(rpc.MethodGrantCreate, adminCall((*Broker).CreateGrant)),
 	{method: rpc.MethodPortsSync, who: map[principal]access{admin: {bind: bindPlane}}, waits: rpc.MaxWait,
 		call: adminCall((*Broker).SyncPorts)},
+	// Only the admin aims a trial's webhooks: no candidate can point the
+	// hooks process anywhere.
+	adminRow(rpc.MethodTrialWebhooks, adminCall((*Broker).SetWebhooks)),
+	// The hooks process: it is handed webhook events to deliver, whole and
+	// signed, and reports each attempt; it reads no mail, holds no trial's
+	// key and chooses no URL.
+	{method: rpc.MethodWebhooksTake, who: map[principal]access{hooks: {bind: bindPlane}}, waits: rpc.MaxWait,
+		call: adminCall((*Broker).TakeWebhooks)},
+	{method: rpc.MethodWebhooksReport, who: map[principal]access{hooks: {bind: bindPlane}},
+		call: adminCall((*Broker).ReportWebhook)},
 	// The operator's console: read-only, and each call must carry the
 	// admin grant the console's own caller presented.
 	operatorRow(rpc.MethodConsoleTrials, operatorCall((*Broker).ConsoleTrials)),

@@ -10,6 +10,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/seskey"
 	"github.com/websitebench/mailplane/internal/sigv4"
+	"github.com/websitebench/mailplane/internal/webhooks"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -38,10 +39,12 @@ func (b *Broker) providers(writerURL string, id rpc.Identity) *rpc.Providers {
 	if profileOf(id.Profile).apiToken == secretBootstrapToken {
 		token = id.BootstrapToken
 	}
+	hk := webhooks.Derive(b.sesKey, ident.Digest(token))
 	return &rpc.Providers{
-		SendGrid: rpc.ProviderToken{BaseURL: writerURL, APIKey: token},
+		Resend:   rpc.ResendWebhook{WebhookSecret: hk.ResendSecret},
+		SendGrid: rpc.ProviderToken{BaseURL: writerURL, APIKey: token, WebhookPublicKey: hk.SendGridPublicKey()},
 		Postmark: rpc.PostmarkToken{BaseURL: writerURL, ServerToken: token},
-		Mailgun:  rpc.ProviderToken{BaseURL: writerURL, APIKey: token},
+		Mailgun:  rpc.ProviderToken{BaseURL: writerURL, APIKey: token, WebhookSigningKey: hk.MailgunKey},
 		SES: rpc.SESKeys{Endpoint: writerURL, Region: sesRegion, AccessKeyID: id.Namespace,
 			SecretAccessKey: sigv4.Secret(b.sesKey, ident.Digest(token), id.Namespace)},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/mailmsg"
 	"github.com/websitebench/mailplane/internal/wbenv"
+	"github.com/websitebench/mailplane/internal/webhooks"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -59,6 +60,10 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if err != nil {
 		return rpc.Identity{}, ledger.Trial{}, err
 	}
+	hooks, err := parseWebhooks(req.Webhooks)
+	if err != nil {
+		return rpc.Identity{}, ledger.Trial{}, err
+	}
 	id := rpc.Identity{
 		Namespace:       req.Namespace,
 		Profile:         req.Profile,
@@ -77,6 +82,7 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 		InboxToken:     ident.Digest(id.InboxToken),
 		Created:        time.Now(),
 		Faults:         schedule,
+		Webhooks:       hooks,
 	}
 	if ttl > 0 {
 		t.Expires = t.Created.Add(ttl) // from the same instant, so that ttl_ms reads back exactly
@@ -124,6 +130,9 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 		ev = ev.Str("netns", door.Netns)
 	}
 	ev.Msg("trial created")
+	if hooks != "" {
+		b.hooks.again()
+	}
 	b.metrics.opened.Inc()
 	return id, *t, nil
 }
@@ -164,7 +173,7 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 		}
 		door = ledgerDoor(d)
 	}
-	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults}, time.Duration(req.TTLMillis)*time.Millisecond, door)
+	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults, Webhooks: req.Webhooks}, time.Duration(req.TTLMillis)*time.Millisecond, door)
 	if err != nil {
 		if door != nil {
 			b.ports.closeDoors(0, door.Key)
@@ -186,7 +195,7 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 	}
 	return rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: wbenv.WithTLS(wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)), a.CAFile, a.SMTPTLSPort, a.WriterHTTPSURL),
+		CandidateEnvironment: b.withWebhookKeys(wbenv.WithTLS(wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)), a.CAFile, a.SMTPTLSPort, a.WriterHTTPSURL), id),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
 		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,
@@ -274,6 +283,9 @@ func (b *Broker) RotateTrial(ctx context.Context, req *rpc.TrialRotateRequest) (
 		return rpc.RotateResponse{}, b.storeErr("rotate", err)
 	}
 	b.lifecycleDone(sealed, ns.Name)
+	if t.Webhooks != "" {
+		b.hooks.again() // its new namespace's trail
+	}
 	b.log.Info().Str("namespace", ns.Name).Str("sealed", sealed).Msg("trial rotated")
 	return rpc.RotateResponse{Namespace: ns.Name, ReadCapability: readCap, Sealed: sealed}, nil
 }
@@ -332,6 +344,7 @@ const reapEvery = 500 * time.Millisecond
 // Run closes expired trials and retries queued purges until ctx ends.
 func (b *Broker) Run(ctx context.Context) {
 	go b.runDelays(ctx)
+	go b.runWebhooks(ctx)
 	tick := time.NewTicker(reapEvery)
 	defer tick.Stop()
 	for {
@@ -412,6 +425,9 @@ func (b *Broker) infoOf(ctx context.Context, t ledger.Trial) (rpc.TrialInfo, err
 	}
 	if t.Faults != "" {
 		info.Faults = json.RawMessage(t.Faults)
+	}
+	if hs, err := webhooks.Load(t.Webhooks); err == nil && len(hs) > 0 {
+		info.Webhooks = webhooks.Shown(hs)
 	}
 	if info.FaultsInjected, err = b.ledger.FaultsInjected(ctx, t.ID); err != nil {
 		return rpc.TrialInfo{}, b.storeErr("faults", err)

@@ -25,7 +25,7 @@ func App() *cli.App {
 		Flags: logging.Flags,
 		Commands: []*cli.Command{serve.Command(), supervisor.UpCommand(), operator.TrialCommand(), operator.GrantCommand(),
 			operator.EnvCommand(), operator.RedactCommand(), supervisor.SidecarCommand(), operator.WaitCommand(), operator.CACommand(),
-			operator.EvidenceCommand(), supervisor.RouteCommand(), serve.PolicyCommand()},
+			operator.EvidenceCommand(), supervisor.RouteCommand(), serve.PolicyCommand(), supervisor.HooksCommand()},
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		// Values such as ROLE=UID,UID carry their own commas.

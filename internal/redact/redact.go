@@ -4,7 +4,8 @@
 // It removes what the reference removes (docs/reference.md §10) and, in addition,
 // anything shaped like a secret this project mints, each by its own shape:
 // grants (mpg_ and 64 hex), SES secret access keys (mps_ and 36 base64url),
-// netns door keys (mpd_ and 26 base32), 64-hex capabilities and tokens,
+// netns door keys (mpd_ and 26 base32), Resend webhook secrets (whsec_ and
+// 44 base64), 64-hex capabilities and tokens,
 // and 43-character inbox tokens.
 package redact
 
@@ -26,7 +27,7 @@ var reference = regexp.MustCompile(`(?i)(?:bearer\s+[^\s"']+|(?:authorization|co
 // token characters; minted the others, also inside JSON strings where the
 // reference's "key: value" shape does not apply.
 var (
-	prefixed = regexp.MustCompile(`mpg_[0-9a-fA-F]{64}|mps_[A-Za-z0-9_-]{36}|mpd_[A-Z2-7]{26}`)
+	prefixed = regexp.MustCompile(`mpg_[0-9a-fA-F]{64}|mps_[A-Za-z0-9_-]{36}|mpd_[A-Z2-7]{26}|whsec_[A-Za-z0-9+/]{43}=`)
 	minted   = regexp.MustCompile(`\b[0-9a-fA-F]{64}\b|[A-Za-z0-9_-]{43,}`)
 )
 

@@ -154,9 +154,9 @@ func Run(cfg Config, log zerolog.Logger) error {
 	}
 	broker.SetAdvertise(adv)
 	grants := cmp.Or(cfg.GrantsDir, cfg.Data)
-	// The gateway's, admin's and console's grants, and the shared
-	// writer's and inbox's: surfaces that serve every trial.
-	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway, rpc.RoleWriter, rpc.RoleInbox, rpc.RoleConsole} {
+	// The gateway's, admin's, console's and hooks process's grants, and
+	// the shared writer's and inbox's: surfaces that serve every trial.
+	for _, role := range []rpc.Role{rpc.RoleAdmin, rpc.RoleGateway, rpc.RoleWriter, rpc.RoleInbox, rpc.RoleConsole, rpc.RoleHooks} {
 		if err := ensureGrantFile(ctx, broker, filepath.Join(grants, string(role)+".grant"), role); err != nil {
 			return err
 		}

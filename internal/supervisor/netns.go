@@ -234,6 +234,9 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 	if k.tls {
 		d.SMTPTLSPort = ports[2]
 	}
+	if k.dialer != nil {
+		k.dialer.add(d.Key, d.Netns, id)
+	}
 	return d
 }
 
@@ -252,6 +255,9 @@ func (k *portKeeper) doors(resp rpc.PortsSyncResponse, req *rpc.PortsSyncRequest
 		req.Doors = append(req.Doors, got)
 	}
 	for _, key := range resp.CloseDoors {
+		if k.dialer != nil {
+			k.dialer.remove(key)
+		}
 		if err := fdpass.RemoveDoor(k.ctl, key); err != nil {
 			k.log.Error().Err(err).Msg("port control: the writer is gone")
 			return

@@ -32,6 +32,9 @@ type portKeeper struct {
 	ports portRange
 	log   zerolog.Logger
 	ready chan struct{} // closed once the plane holds the first spare ports
+	// dialer is told the doors bound and closed: the hooks process's
+	// dials go only into their namespaces (hookdial.go). nil: none.
+	dialer *hookDialer
 }
 
 // syncWait is how long one ports.sync waits for work.

@@ -91,3 +91,11 @@ func (st *stack) sidecarServices(lns *sidecarListeners, e sidecarEnv) []*surface
 	}
 	return all
 }
+
+// hooksService is up's webhook deliverer (mail-plane hooks): the hooks
+// grant only, a loopback port for its /healthz (fd 3), and its end of the
+// supervisor's netns dials (fd 4, hookdial.go).
+func (st *stack) hooksService(health net.Listener, dialEnd *os.File) *surface {
+	cfg := HooksConfig{Listener: cliapp.Listener{Surface: st.surfaceConfig(st.grantFile(rpc.RoleHooks)), Listen: fd(0)}, DialControl: 4}
+	return &surface{name: "mail-plane hooks", bin: "mail-plane", lns: []net.Listener{health}, files: []*os.File{dialEnd}, cfg: hooksCommand{hooks: cfg}}
+}

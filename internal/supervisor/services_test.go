@@ -142,3 +142,12 @@ func TestRouteConfigRoundTrip(t *testing.T) {
 	all := RouteConfig{Listen: "fd:3", Writer: "http://127.0.0.1:1", Gateway: "http://127.0.0.1:2"}
 	itest.FlagRoundTrip(t, routeFlags(), routeFromContext, RouteConfig.Args, RouteConfig{}, all)
 }
+
+// TestHooksConfigRoundTrip: the webhook deliverer child reads exactly the
+// configuration its command line was made from.
+func TestHooksConfigRoundTrip(t *testing.T) {
+	all := HooksConfig{Listener: cliapp.Listener{Listen: "fd:3", Surface: cliapp.Surface{Log: cliapp.Log{Level: "warn", Format: "console"},
+		PlaneSocket: "/run/p/plane.sock", GrantFile: "/d/hooks.grant", AllowHosts: []string{"hooks.test"}}}, DialControl: 4}
+	defaults := HooksConfig{Listener: cliapp.DefaultListener("127.0.0.1:0")}
+	itest.FlagRoundTrip(t, hooksFlags(), hooksFromContext, HooksConfig.Args, defaults, all)
+}

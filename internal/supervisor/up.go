@@ -146,13 +146,14 @@ func up(c *cli.Context) error {
 		return err
 	}
 	defer admin.Close()
-	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log))
+	dialer := newHookDialer(log)
+	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log), dialer)
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
 	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
-		ports: hostPortRange(), log: log, ready: make(chan struct{})}
+		ports: hostPortRange(), log: log, ready: make(chan struct{}), dialer: dialer}
 	go keeper.run(ctx)
 	select {
 	case <-keeper.ready:
@@ -250,12 +251,29 @@ func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
 
 // startShared starts the shared writer, inbox and gateway on their
 // listeners; it returns up's end of the writer's port control.
-func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config)) (*net.UnixConn, error) {
+func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config), dialer *hookDialer) (*net.UnixConn, error) {
 	ctl, writerEnd, err := fdpass.Pair()
 	if err != nil {
 		return nil, err
 	}
-	surfaces := st.sharedServices(lns, console, wtls, writerEnd, auth)
+	hooks, err := net.Listen("tcp", "127.0.0.1:0") // the hooks process's /healthz
+	if err != nil {
+		ctl.Close()
+		writerEnd.Close()
+		return nil, err
+	}
+	dctl, dialEnd, err := fdpass.Pair()
+	if err != nil {
+		ctl.Close()
+		writerEnd.Close()
+		hooks.Close()
+		return nil, err
+	}
+	go func() {
+		defer dctl.Close()
+		dialer.serve(dctl) // until the hooks process closes its end
+	}()
+	surfaces := append(st.sharedServices(lns, console, wtls, writerEnd, auth), st.hooksService(hooks, dialEnd))
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		ctl.Close()
 		return nil, err

@@ -43,9 +43,11 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("bundle incomplete: %s", line)
 	}
 	// The reference's 8 variables, the SMTP credential a host trial's
-	// port requires, and the writer's TLS (the CA file, the implicit-TLS
-	// port, the HTTPS door and its CA).
-	if len(b.Env) != 14 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender || b.Env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" ||
+	// port requires, the writer's TLS (the CA file, the implicit-TLS
+	// port, the HTTPS door and its CA), and the trial's webhook
+	// verification material (Resend's, SendGrid's, Mailgun's).
+	if len(b.Env) != 17 || b.Env["WEBSITEBENCH_MAIL_FROM"] != rpc.CandidateSender || b.Env["WEBSITEBENCH_SMTP_USERNAME"] != "resend" ||
+		!strings.HasPrefix(b.Env["RESEND_WEBHOOK_SECRET"], "whsec_") ||
 		b.Env["WEBSITEBENCH_SMTP_PASSWORD"] != b.Env["WEBSITEBENCH_MAIL_API_TOKEN"] ||
 		b.Env["WEBSITEBENCH_SMTP_CA_FILE"] == "" || b.Env["WEBSITEBENCH_SMTP_TLS_PORT"] == "" || b.Env["WEBSITEBENCH_MAIL_API_HTTPS_URL"] == "" {
 		t.Fatalf("candidate environment: %v", b.Env)

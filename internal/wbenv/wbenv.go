@@ -73,7 +73,25 @@ const Prefix = "WEBSITEBENCH_"
 // candidateNames is the complete mail ABI a candidate may be handed.
 // Nothing outside it reaches a candidate.
 var candidateNames = []string{MailAPIURL, MailAPIToken, MailFrom, SMTPHost, SMTPPort, SMTPFrom, MailboxBootstrapURL, MailboxBootstrapToken,
-	SMTPUsername, SMTPPassword, SMTPCAFile, SMTPTLSPort, MailAPIHTTPSURL, MailAPICAFile}
+	SMTPUsername, SMTPPassword, SMTPCAFile, SMTPTLSPort, MailAPIHTTPSURL, MailAPICAFile,
+	ResendWebhookSecret, SendGridWebhookPublicKey, MailgunWebhookSigningKey}
+
+// The trial's webhook verification material, under the names each
+// provider's SDK examples read (docs/webhooks.md).
+const (
+	ResendWebhookSecret      = "RESEND_WEBHOOK_SECRET"
+	SendGridWebhookPublicKey = "SENDGRID_WEBHOOK_PUBLIC_KEY"
+	MailgunWebhookSigningKey = "MAILGUN_WEBHOOK_SIGNING_KEY"
+)
+
+// WithWebhookKeys adds to a candidate's environment the verification
+// material of its trial's webhooks.
+func WithWebhookKeys(env map[string]string, resendSecret, sendgridPublicKey, mailgunKey string) map[string]string {
+	env[ResendWebhookSecret] = resendSecret
+	env[SendGridWebhookPublicKey] = sendgridPublicKey
+	env[MailgunWebhookSigningKey] = mailgunKey
+	return env
+}
 
 // Candidate is the §9.1 environment of a candidate trial whose writer
 // serves HTTP at writerURL (scheme, host and port) and SMTP on smtpPort

@@ -23,7 +23,7 @@ const DefaultTimeout = 10 * time.Second
 // equal; this module cannot import the plane).
 var waitBounds = map[string]time.Duration{
 	MethodList: MaxWait, MethodLatest: MaxWait, MethodEvents: MaxWait,
-	MethodPortsSync: MaxWait, MethodConsoleWait: MaxWait,
+	MethodPortsSync: MaxWait, MethodConsoleWait: MaxWait, MethodWebhooksTake: MaxWait,
 }
 
 // WaitBound is the longest a call of method may wait; 0 if it does not.

@@ -107,6 +107,8 @@ type ConsoleTrialResponse struct {
 	Trial    ConsoleTrial      `json:"trial"`
 	Messages []ConsoleMessage  `json:"messages"`
 	Events   []json.RawMessage `json:"events"`
+	// Webhooks are an open trial's webhook events (MethodWebhooksList).
+	Webhooks []WebhookEvent `json:"webhooks,omitempty"`
 }
 
 // MaxConsoleEvents bounds the events one trial page shows.

@@ -39,7 +39,7 @@ const (
 )
 
 // RoleNames names every role, as flags and peer policies spell them.
-var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin), string(RoleConsole)}
+var RoleNames = []string{string(RoleWriter), string(RoleInbox), string(RoleGateway), string(RoleAdmin), string(RoleConsole), string(RoleHooks)}
 
 // Methods. The plane's authorization table names each of them once.
 const (
@@ -425,6 +425,8 @@ type TrialCreateRequest struct {
 	BootstrapToken string `json:"bootstrap_token,omitempty"`
 	// Faults is the trial's first fault schedule (MethodTrialFaults).
 	Faults json.RawMessage `json:"faults,omitempty"`
+	// Webhooks are the trial's first webhooks (MethodTrialWebhooks).
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
 // Identity is everything minted for a trial, handed out once. Each party
@@ -482,6 +484,9 @@ type TrialInfo struct {
 	// FaultsInjected how many sends it has made go wrong.
 	Faults         json.RawMessage `json:"faults,omitempty"`
 	FaultsInjected int64           `json:"faults_injected,omitempty"`
+	// Webhooks are the trial's webhooks, each URL without its
+	// credentials.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// SealedReason says why the plane sealed the trial itself (one of the
 	// Seal… reasons); empty for a trial the operator sealed or that takes
 	// mail.
@@ -533,6 +538,8 @@ type TrialOpenRequest struct {
 	Netns string `json:"netns,omitempty"`
 	// Faults is the trial's fault schedule (MethodTrialFaults).
 	Faults json.RawMessage `json:"faults,omitempty"`
+	// Webhooks are the trial's provider webhooks (MethodTrialWebhooks).
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
 // Bundle is what a harness needs of one trial on a stack of shared
@@ -588,6 +595,9 @@ type InboxIMAP struct {
 // token; SES signs with the trial's own key pair, whose access key id is
 // the trial's namespace.
 type Providers struct {
+	// Resend carries only the trial's webhook secret: POST /emails is
+	// Resend's API (candidate_environment names it).
+	Resend   ResendWebhook `json:"resend"`
 	SendGrid ProviderToken `json:"sendgrid"`
 	Postmark PostmarkToken `json:"postmark"`
 	Mailgun  ProviderToken `json:"mailgun"`
@@ -598,6 +608,11 @@ type Providers struct {
 type ProviderToken struct {
 	BaseURL string `json:"base_url"`
 	APIKey  string `json:"api_key"`
+	// WebhookPublicKey (SendGrid: base64 DER of the trial's ECDSA P-256
+	// public key) or WebhookSigningKey (Mailgun's HMAC key) verifies the
+	// trial's webhooks (docs/webhooks.md).
+	WebhookPublicKey  string `json:"webhook_public_key,omitempty"`
+	WebhookSigningKey string `json:"webhook_signing_key,omitempty"`
 }
 
 // PostmarkToken is Postmark's base URL and server token.

@@ -224,7 +224,11 @@ class Stack:
     # -- trials over the admin RPC ------------------------------------
 
     def open_trial(
-        self, ttl: Optional[float] = None, netns: Optional[str] = None, faults: Optional[Sequence[Mapping[str, Any]]] = None
+        self,
+        ttl: Optional[float] = None,
+        netns: Optional[str] = None,
+        faults: Optional[Sequence[Mapping[str, Any]]] = None,
+        webhooks: Optional[Sequence[Mapping[str, Any]]] = None,
     ) -> Trial:
         """Opens a fresh candidate trial on this stack's plane over its admin
         RPC (``trial.open`` on the Unix socket; no process is started).
@@ -237,7 +241,11 @@ class Stack:
         (``{"door": "http", "first": 2, "do": "refuse", "status": 429,
         "retry_after": 2}``...); one that is not valid is refused whole
         (Refused ``invalid_faults``, naming the rule). ``trial.set_faults``
-        replaces it."""
+        replaces it. ``webhooks`` are the trial's provider webhooks, each
+        ``{"provider": "resend"|"sendgrid"|"mailgun"|"postmark", "url":
+        "http://...", "retry_seconds": [1, 5]}`` (``retry_seconds``
+        optional); a list that is not valid is refused whole (Refused
+        ``invalid_webhooks``). ``trial.set_webhooks`` replaces them."""
         body: Dict[str, Any] = {"profile": "candidate"}
         if ttl is not None:
             if ttl <= 0:
@@ -247,6 +255,8 @@ class Stack:
             body["netns"] = netns
         if faults is not None:
             body["faults"] = list(faults)
+        if webhooks is not None:
+            body["webhooks"] = [dict(w) for w in webhooks]
         bundle = self._rpc("trial.open", body)
         if "api_url" not in bundle and self.api_url:
             bundle["api_url"] = self.api_url

@@ -377,6 +377,16 @@ class Trial:
             )
         self._set_faults(rules)
 
+    def set_webhooks(self, webhooks: Sequence[Mapping[str, Any]]) -> None:
+        """Replaces the trial's provider webhooks (``trial.webhooks``); an
+        empty list clears them. A list that is not valid is refused whole
+        (Refused ``invalid_webhooks``) and the old one stays."""
+        if self._admin is None:
+            raise MailplaneError(
+                "not_administrable", f"trial {self._namespace} was attached for reading; only the stack that opened it can set its webhooks"
+            )
+        self._admin("trial.webhooks", {"namespace": self._namespace, "webhooks": [dict(w) for w in webhooks]})
+
     # -- closing --------------------------------------------------------
 
     def close(self) -> None:

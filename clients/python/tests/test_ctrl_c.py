@@ -44,7 +44,7 @@ def start_harness(other_thread: bool = False) -> Tuple["subprocess.Popen[str]", 
     assert len(line) == 3, p.communicate(timeout=10)
     up_pid, data_dir, log_dir = int(line[0]), line[1], os.path.dirname(line[2])
     procs = descendants(p.pid)
-    assert up_pid in procs and len(procs) == 6, procs  # up, the plane, the three surfaces and the console
+    assert up_pid in procs and len(procs) == 7, procs  # up, the plane, the three surfaces, the console and the hooks process
     time.sleep(0.5)  # the wait is being held by the gateway
     return p, procs, data_dir, log_dir
 

@@ -81,7 +81,7 @@ def test_stop_leaves_nothing_behind() -> None:
     s = Stack()
     assert s.pid is not None
     procs = [s.pid] + descendants(s.pid)
-    assert len(procs) == 6, procs  # up, the plane, the writer, the inbox, the gateway, the console
+    assert len(procs) == 7, procs  # up, the plane, the writer, the inbox, the gateway, the console, the hooks process
     data, log = s.data_dir, s.log_path
     s.stop()
     assert not s.running and "stopped (status 0)" in repr(s)
@@ -97,4 +97,4 @@ def test_with_stops_on_an_exception() -> None:
             assert s.pid is not None
             procs = [s.pid] + descendants(s.pid)
             raise RuntimeError("the evaluator failed")
-    assert len(procs) == 6 and not [p for p in procs if alive(p)]
+    assert len(procs) == 7 and not [p for p in procs if alive(p)]

@@ -209,7 +209,7 @@ def test_a_trial_carries_providers_and_postmark_sends_with_them(stack: Stack) ->
     assert stack.trial.providers["ses"]["access_key_id"] == stack.trial.namespace  # up --json's own trial
     with stack.open_trial(ttl=600) as t:
         p = t.providers
-        assert set(p) == {"sendgrid", "postmark", "mailgun", "ses"}
+        assert set(p) == {"resend", "sendgrid", "postmark", "mailgun", "ses"}  # resend: its webhook secret only
         assert p["ses"]["access_key_id"] == t.namespace and len(p["ses"]["secret_access_key"]) == 40
         env = t.candidate_environment
         body = json.dumps({"From": env["WEBSITEBENCH_MAIL_FROM"], "To": "pm@example.com", "Subject": "Postmark",

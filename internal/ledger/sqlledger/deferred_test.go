@@ -143,3 +143,48 @@ func testDeferredBatches(t *testing.T) {
 		}
 	}
 }
+
+// testBouncesInBatches: sends to a bounce simulator, whose event is
+// written alone, in the same batches as plain sends of the same
+// namespace, whose rows the batch holds: every send's event is in the
+// trail once, the chain verifies, and the bounces store nothing.
+func testBouncesInBatches(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	trial(t, l, "a")
+	const n = 120
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf("body %d", i)
+			o := &Offer{Namespace: "a", UUID: fmt.Sprint("u", i), From: "a@example.com", To: []string{"to@example.com"},
+				Size: len(body), Body: []byte(body), Index: []byte("index " + body), Bounce: i%3 == 0,
+				Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}}
+			_, _, errs[i] = l.Accept(ctx, o)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	bounced, sent := 0, 0
+	for _, e := range trailOf(t, l, "a") { // verifies the chain
+		switch {
+		case e.Action == "send" && e.Code == evidence.CodeSimulatedBounce:
+			bounced++
+		case e.Action == "send":
+			sent++
+		}
+	}
+	if bounced != n/3 || sent != n-n/3 {
+		t.Fatalf("the trail holds %d bounces and %d sends, want %d and %d", bounced, sent, n/3, n-n/3)
+	}
+	if es, err := l.Entries(ctx, "a", 0); err != nil || len(es) != n-n/3 {
+		t.Fatalf("%d entries stored, want %d (bounces store nothing): %v", len(es), n-n/3, err)
+	}
+}

@@ -138,7 +138,7 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	if err := addColumns(ctx, db, "namespaces", trailColumns); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
-	if err := addColumns(ctx, db, "trials", [][2]string{{"plane", "TEXT"}, {"faults", "TEXT"}, {"sealed_reason", "TEXT"}}); err != nil {
+	if err := addColumns(ctx, db, "trials", [][2]string{{"plane", "TEXT"}, {"faults", "TEXT"}, {"sealed_reason", "TEXT"}, {"webhooks", "TEXT"}}); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
 	if err := addColumns(ctx, db, "netns_doors", netnsIdentity); err != nil {

@@ -131,8 +131,14 @@ func (l *DB) injectFault(ctx context.Context, tx txq, o *Offer, next int64, seen
 	switch r.Do {
 	case faults.Refuse, faults.Timeout:
 		ev.Outcome, ev.Code = evidence.Refused, "fault_"+r.Do
-	case faults.Drop:
+	case faults.Drop, faults.Bounce:
 		e.UUID, ev.EmailID, ev.Size = o.UUID, o.UUID, o.Size
+	case faults.Complain:
+		// Stored as any send, whose event says what the rule did.
+		if o.Event != nil {
+			o.Event.Fault = ev.Fault
+		}
+		return Entry{}, false, nil
 	case faults.Delay:
 		return l.delay(ctx, tx, o, &ev, e, seen)
 	case faults.Duplicate:

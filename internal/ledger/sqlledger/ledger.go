@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS trials (
 	smtp_port INTEGER,
 	plane TEXT,
 	faults TEXT,
-	sealed_reason TEXT
+	sealed_reason TEXT,
+	webhooks TEXT
 );
 CREATE TABLE IF NOT EXISTS namespaces (
 	name TEXT PRIMARY KEY,
@@ -187,6 +188,26 @@ CREATE TABLE IF NOT EXISTS parsed (
 	data BLOB NOT NULL,
 	PRIMARY KEY (namespace, ref)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS webhook_events (
+	trial_id INTEGER NOT NULL,
+	seq INTEGER NOT NULL,
+	id TEXT NOT NULL,
+	hook INTEGER NOT NULL,
+	email TEXT NOT NULL,
+	namespace TEXT NOT NULL,
+	kind TEXT NOT NULL,
+	data TEXT NOT NULL,
+	state TEXT NOT NULL,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	due_at INTEGER NOT NULL,
+	leased_until INTEGER NOT NULL DEFAULT 0,
+	log TEXT NOT NULL,
+	PRIMARY KEY (trial_id, seq)
+);
+CREATE TABLE IF NOT EXISTS webhook_cursors (
+	namespace TEXT PRIMARY KEY,
+	trail_seq INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS netns_doors (
 	door TEXT PRIMARY KEY,
 	trial_id INTEGER NOT NULL UNIQUE REFERENCES trials(id),
@@ -216,6 +237,7 @@ CREATE INDEX IF NOT EXISTS namespaces_trial ON namespaces (trial_id);
 CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
 CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 CREATE INDEX IF NOT EXISTS delayed_visible_at ON delayed (visible_at);
+CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, trial_id, hook, email, seq);
 `
 
 // newLedger starts the ledger over its two handles once its schema is

@@ -183,8 +183,11 @@ func (l *DB) commitBatch(batch []*pending) {
 }
 
 // plain reports whether o is a send without a fault schedule or an
-// idempotency key: one whose decision reads only its namespace's row.
-func plain(o *Offer) bool { return o.Faults == nil && o.IdempotencyKey == "" }
+// idempotency key, and not to a bounce simulator: one whose decision
+// reads only its namespace's row, and whose event the batch may hold. A
+// bounce writes its event alone (bounce), which reads the trail's head:
+// the batch's held rows must be written before it.
+func plain(o *Offer) bool { return o.Faults == nil && o.IdempotencyKey == "" && !o.Bounce }
 
 // refusal reports whether err is accept's refusal of an offer, which it
 // answers before writing anything.
@@ -306,6 +309,9 @@ func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, 
 		if e, done, err := l.injectFault(ctx, tx, o, next, *seen); done || err != nil {
 			return e, false, err
 		}
+	}
+	if o.Bounce {
+		return l.bounce(ctx, tx, o)
 	}
 	ref, err := putBody(ctx, tx, o, next)
 	if err != nil {

@@ -47,6 +47,11 @@ func (l *DB) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []
 				return err
 			}
 		}
+		if t.Webhooks != "" {
+			if err := l.setWebhooks(ctx, tx, t.ID, ns.Name, t.Webhooks); err != nil {
+				return err
+			}
+		}
 		for _, g := range grants {
 			g.TrialID = t.ID
 			if err := insertGrant(ctx, tx, g); err != nil {
@@ -189,6 +194,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 				`DELETE FROM flags WHERE namespace = ?`,
 				`DELETE FROM bodies WHERE namespace = ?`,
 				`DELETE FROM parsed WHERE namespace = ?`,
+				`DELETE FROM webhook_cursors WHERE namespace = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
 					return err
@@ -199,6 +205,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 			`DELETE FROM grants WHERE trial_id = ?`,
 			`DELETE FROM netns_doors WHERE trial_id = ?`,
 			`DELETE FROM trial_faults WHERE trial_id = ?`,
+			`DELETE FROM webhook_events WHERE trial_id = ?`,
 			`DELETE FROM namespaces WHERE trial_id = ?`,
 			`DELETE FROM trials WHERE id = ?`,
 		} {
@@ -313,7 +320,7 @@ func (l *DB) SMTPPorts(ctx context.Context) ([]int, error) {
 
 // trialSelect selects open trials; a caller appends " AND …". Rows marked
 // destroyed come only from databases of schema 1, whose destroy kept them.
-const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane, faults, sealed_reason FROM trials WHERE destroyed = 0`
+const trialSelect = `SELECT id, profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane, faults, sealed_reason, webhooks FROM trials WHERE destroyed = 0`
 
 func scanTrials(rows *sql.Rows) ([]Trial, error) {
 	defer rows.Close()
@@ -322,8 +329,8 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 		var t Trial
 		var created int64
 		var expires, port sql.NullInt64
-		var plane, faults, sealed sql.NullString
-		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port, &plane, &faults, &sealed); err != nil {
+		var plane, faults, sealed, hooks sql.NullString
+		if err := rows.Scan(&t.ID, &t.Profile, &t.Namespace, &t.MailAPIToken, &t.BootstrapToken, &t.InboxToken, &created, &expires, &port, &plane, &faults, &sealed, &hooks); err != nil {
 			return nil, err
 		}
 		t.Created = fromMillis(created)
@@ -335,7 +342,7 @@ func scanTrials(rows *sql.Rows) ([]Trial, error) {
 			// is served by none: the trial has no port of its own.
 			t.SMTPPort = int(port.Int64)
 		}
-		t.Plane, t.Faults, t.SealedReason = plane.String, faults.String, sealed.String
+		t.Plane, t.Faults, t.SealedReason, t.Webhooks = plane.String, faults.String, sealed.String, hooks.String
 		out = append(out, t)
 	}
 	return out, rows.Err()

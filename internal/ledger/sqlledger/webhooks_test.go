@@ -1,0 +1,135 @@
+package sqlledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
+)
+
+// testWebhooks: a trial's webhooks and its outbox. Setting webhooks starts
+// each of the trial's trails from its present end; events are added only
+// while the cursor is where they were read from (another plane's
+// derivation wins, nothing is added twice); one send's events to one
+// webhook are leased in order, one at a time, different sends' at once;
+// an attempt updates its event and is a trail event in one transaction;
+// a send to bounce simulators stores nothing; and closing the trial
+// deletes its outbox.
+func testWebhooks(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	tr, _ := trial(t, l, "a")
+	other, _ := trial(t, l, "b")
+	if err := l.SetWebhooks(ctx, tr.ID, "a", `[{"provider":"resend","url":"http://127.0.0.1:9/","retry_seconds":[1]}]`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetWebhooks(ctx, 1<<40, "a", `[]`); !errors.Is(err, ErrNotFound) {
+		t.Errorf("webhooks of no trial: %v, want ErrNotFound", err)
+	}
+	ts, err := l.WebhookTrials(ctx)
+	if err != nil || len(ts) != 1 || ts[0].ID != tr.ID || ts[0].Webhooks == "" {
+		t.Fatalf("WebhookTrials = %+v, %v; want trial a only", ts, err)
+	}
+	from, err := l.WebhookCursor(ctx, "a")
+	if err != nil || from != 2 { // the trail's open and webhooks events
+		t.Fatalf("cursor %d, %v; want 2", from, err)
+	}
+	now := time.Now()
+	evs := []WebhookEvent{
+		{ID: "e1", Hook: 0, EmailID: "m1", Kind: "sent", Data: `{}`, Due: now},
+		{ID: "e2", Hook: 0, EmailID: "m1", Kind: "delivered", Data: `{}`, Due: now},
+		{ID: "e3", Hook: 0, EmailID: "m2", Kind: "sent", Data: `{}`, Due: now},
+		{ID: "e4", Hook: 0, EmailID: "m3", Kind: "sent", Data: `{}`, Due: now, State: WebhookDropped},
+	}
+	if err := l.AddWebhookEvents(ctx, tr.ID, "a", from, from+3, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AddWebhookEvents(ctx, tr.ID, "a", from, from+3, evs); !errors.Is(err, ErrExists) {
+		t.Errorf("a second derivation from the same cursor: %v, want ErrExists", err)
+	}
+	due, err := l.DueWebhookEvents(ctx, now, time.Minute, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := idsOf(due); len(ids) != 2 || ids[0] != "e1" || ids[1] != "e3" {
+		t.Fatalf("due %v, want e1 and e3 (m1's first, m2's; not m1's second, not the dropped)", ids)
+	}
+	if again, _ := l.DueWebhookEvents(ctx, now, time.Minute, 10); len(again) != 0 {
+		t.Errorf("leased events handed out again: %v", idsOf(again))
+	}
+	if later, _ := l.DueWebhookEvents(ctx, now.Add(2*time.Minute), time.Minute, 10); len(later) != 2 {
+		t.Errorf("after the lease: %v, want e1 and e3 again", idsOf(later))
+	}
+	e1 := due[0]
+	attempt := evidence.Event{Namespace: "a", Door: evidence.DoorWebhook, Action: evidence.ActionWebhook, Outcome: evidence.Accepted,
+		Webhook: &evidence.Webhook{Provider: "resend", EventID: "e1", Kind: "sent", Attempt: 1, Status: 200, State: WebhookDelivered}}
+	if err := l.WebhookAttempted(ctx, WebhookAttempt{TrialID: tr.ID, Seq: e1.Seq, State: WebhookDelivered, Due: now, Entry: `{"status":200}`, Event: attempt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WebhookAttempted(ctx, WebhookAttempt{TrialID: tr.ID, Seq: 999, State: WebhookDelivered, Due: now, Entry: `{}`, Event: attempt}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an attempt at no event: %v, want ErrNotFound", err)
+	}
+	next, _ := l.DueWebhookEvents(ctx, now.Add(3*time.Minute), time.Minute, 10)
+	if ids := idsOf(next); len(ids) != 2 || ids[0] != "e2" {
+		t.Errorf("after e1 was delivered: %v, want e2 (and e3)", ids)
+	}
+	if one, err := l.WebhookEvent(ctx, tr.ID, e1.Seq); err != nil || one.ID != "e1" || one.State != WebhookDelivered {
+		t.Errorf("WebhookEvent = %+v, %v", one, err)
+	}
+	if _, err := l.WebhookEvent(ctx, other.ID, e1.Seq); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another trial's event: %v, want ErrNotFound", err)
+	}
+	all, err := l.WebhookEvents(ctx, tr.ID)
+	if err != nil || len(all) != 4 || all[0].State != WebhookDelivered || all[0].Attempts != 1 || all[0].Log != `[{"status":200}]` || all[3].State != WebhookDropped {
+		t.Fatalf("outbox %+v, %v", all, err)
+	}
+	lines, _ := l.Events(ctx, "a", 0, 100)
+	var last evidence.Event
+	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if last.Action != evidence.ActionWebhook || last.Webhook == nil || last.Webhook.EventID != "e1" {
+		t.Errorf("the trail's last event %s, want the attempt", lines[len(lines)-1])
+	}
+	if o, _ := l.WebhookEvents(ctx, other.ID); len(o) != 0 {
+		t.Errorf("trial b's outbox: %v", idsOf(o))
+	}
+
+	// A send to bounce simulators: accepted, its event says so, nothing stored.
+	o := offer("b", 10, "", "", 0, 0)
+	o.UUID, o.Bounce = "bounced-1", true
+	o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}
+	e, _, err := l.Accept(ctx, o)
+	if err != nil || e.UUID != "bounced-1" || e.Seq != 0 {
+		t.Fatalf("bounce: %+v, %v", e, err)
+	}
+	if es, _ := l.Entries(ctx, "b", 0); len(es) != 0 {
+		t.Errorf("a bounced send was stored: %v", es)
+	}
+	blines, _ := l.Events(ctx, "b", 0, 100)
+	var be evidence.Event
+	json.Unmarshal([]byte(blines[len(blines)-1]), &be)
+	if be.Code != evidence.CodeSimulatedBounce || be.EmailID != "bounced-1" {
+		t.Errorf("the bounce's event %s", blines[len(blines)-1])
+	}
+
+	if _, _, err := l.CloseTrial(ctx, tr.ID, evidence.ActionClose, false); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := l.WebhookEvents(ctx, tr.ID); len(left) != 0 {
+		t.Errorf("a closed trial's outbox kept %v", idsOf(left))
+	}
+	if c, _ := l.WebhookCursor(ctx, "a"); c != 0 {
+		t.Errorf("a closed trial's cursor kept at %d", c)
+	}
+}
+
+func idsOf(evs []WebhookEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.ID)
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package webhooks
+
+import (
+	"crypto/ecdsa"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request is one delivery attempt, whole: where to POST, its headers and
+// body, signed. The hooks process sends it as it is: it holds no key.
+type Request struct {
+	URL    string            `json:"url"`
+	Header map[string]string `json:"header"`
+	Body   []byte            `json:"body"`
+}
+
+// ErrNoEvent means the provider has no event for the fact (Postmark
+// reports no "sent").
+var ErrNoEvent = errors.New("webhooks: the provider sends no event for it")
+
+// Build shapes fact f as h's provider sends it, as event id, signed with
+// k at now (each attempt is signed afresh, as a provider does).
+func Build(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
+	switch h.Provider {
+	case Resend:
+		return resendEvent(h, k, id, f, now)
+	case SendGrid:
+		return sendgridEvent(h, k, id, f, now)
+	case Mailgun:
+		return mailgunEvent(h, k, id, f, now)
+	case Postmark:
+		return postmarkEvent(h, id, f)
+	}
+	return Request{}, errors.New("webhooks: unknown provider")
+}
+
+func jsonRequest(url string, body any) (Request, error) {
+	b, err := json.Marshal(body)
+	return Request{URL: url, Header: map[string]string{"Content-Type": "application/json"}, Body: b}, err
+}
+
+// recipients is who a fact concerns: its recipient, else the send's.
+func recipients(f Fact) []string {
+	if f.Recipient != "" {
+		return []string{f.Recipient}
+	}
+	return f.To
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// Resend (Svix): svix-id, svix-timestamp and svix-signature "v1,"+base64
+// HMAC-SHA256 of id.timestamp.body keyed by the decoded whsec_ secret.
+func resendEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
+	data := map[string]any{"email_id": f.EmailID, "created_at": stamp(f.Time), "from": f.From, "to": recipients(f), "subject": "", "tags": map[string]string{}}
+	switch f.Kind {
+	case Bounced:
+		data["bounce"] = map[string]string{"type": "Permanent", "subType": "General", "message": "The recipient's mail server permanently rejected the email (simulated by mailplane)."}
+	case Clicked:
+		data["click"] = map[string]string{"link": f.URL, "timestamp": stamp(f.Time), "ipAddress": "127.0.0.1", "userAgent": "mailplane inbox"}
+	}
+	r, err := jsonRequest(h.URL, map[string]any{"type": "email." + f.Kind, "created_at": stamp(now), "data": data})
+	if err != nil {
+		return r, err
+	}
+	key, err := resendKey(k.ResendSecret)
+	if err != nil {
+		return r, err
+	}
+	msgID, ts := "msg_"+id, strconv.FormatInt(now.Unix(), 10)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msgID + "." + ts + "."))
+	m.Write(r.Body)
+	r.Header["svix-id"], r.Header["svix-timestamp"] = msgID, ts
+	r.Header["svix-signature"] = "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	return r, nil
+}
+
+// sendgridEvents are SendGrid's names of each kind.
+var sendgridEvents = map[string]string{Sent: "processed", Delivered: "delivered", Opened: "open", Clicked: "click", Bounced: "bounce", Complained: "spamreport"}
+
+// SendGrid: a JSON list of events, one per recipient, signed with ECDSA
+// P-256 over SHA-256 of timestamp+body (X-Twilio-Email-Event-Webhook-*).
+func sendgridEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
+	var events []map[string]any
+	for i, to := range recipients(f) {
+		e := map[string]any{"email": to, "timestamp": f.Time.Unix(), "smtp-id": "<" + f.EmailID + ">", "event": sendgridEvents[f.Kind],
+			"category": []string{}, "sg_event_id": id, "sg_message_id": f.EmailID}
+		if i > 0 {
+			e["sg_event_id"] = id + "-" + strconv.Itoa(i)
+		}
+		switch f.Kind {
+		case Bounced:
+			e["type"], e["reason"], e["status"] = "bounce", "550 5.1.1 The email account does not exist (simulated by mailplane)", "5.1.1"
+		case Clicked:
+			e["url"] = f.URL
+		}
+		events = append(events, e)
+	}
+	r, err := jsonRequest(h.URL, events)
+	if err != nil {
+		return r, err
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	sum := sha256.Sum256(append([]byte(ts), r.Body...))
+	sig, err := ecdsa.SignASN1(rand.Reader, k.SendGrid, sum[:])
+	if err != nil {
+		return r, err
+	}
+	r.Header["X-Twilio-Email-Event-Webhook-Signature"] = base64.StdEncoding.EncodeToString(sig)
+	r.Header["X-Twilio-Email-Event-Webhook-Timestamp"] = ts
+	return r, nil
+}
+
+// mailgunEvents are Mailgun's names of each kind.
+var mailgunEvents = map[string]string{Sent: "accepted", Delivered: "delivered", Opened: "opened", Clicked: "clicked", Bounced: "failed", Complained: "complained"}
+
+// Mailgun: {"signature": {timestamp, token, signature: hex HMAC-SHA256 of
+// timestamp+token keyed by the signing key}, "event-data": {…}}, one per
+// POST, for the first recipient a fact concerns. The message id is the
+// send's id at its sender's domain, as Mailgun's answer names it.
+func mailgunEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
+	to := ""
+	if rs := recipients(f); len(rs) > 0 {
+		to = rs[0]
+	}
+	domain := "mailplane.local"
+	if at := strings.LastIndexByte(f.From, '@'); at >= 0 {
+		domain = f.From[at+1:]
+	}
+	ev := map[string]any{"event": mailgunEvents[f.Kind], "id": id, "timestamp": float64(f.Time.UnixMilli()) / 1000, "recipient": to,
+		"message": map[string]any{"headers": map[string]string{"message-id": f.EmailID + "@" + domain, "from": f.From, "to": to}}}
+	switch f.Kind {
+	case Bounced:
+		ev["severity"], ev["reason"] = "permanent", "bounce"
+		ev["delivery-status"] = map[string]any{"code": 550, "message": "5.1.1 The email account does not exist (simulated by mailplane)"}
+	case Clicked:
+		ev["url"] = f.URL
+	}
+	token := make([]byte, 25)
+	rand.Read(token)
+	tok, ts := hex.EncodeToString(token), strconv.FormatInt(now.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(k.MailgunKey))
+	m.Write([]byte(ts + tok))
+	return jsonRequest(h.URL, map[string]any{
+		"signature":  map[string]string{"timestamp": ts, "token": tok, "signature": hex.EncodeToString(m.Sum(nil))},
+		"event-data": ev,
+	})
+}
+
+// postmarkRecords are Postmark's RecordType of each kind (it reports no
+// "sent").
+var postmarkRecords = map[string]string{Delivered: "Delivery", Opened: "Open", Clicked: "Click", Bounced: "Bounce", Complained: "SpamComplaint"}
+
+// Postmark: one event per POST by RecordType, unsigned: the URL's Basic
+// credentials, which the client sends, are what the site checks.
+func postmarkEvent(h Hook, id string, f Fact) (Request, error) {
+	rt, ok := postmarkRecords[f.Kind]
+	if !ok {
+		return Request{}, ErrNoEvent
+	}
+	to := ""
+	if rs := recipients(f); len(rs) > 0 {
+		to = rs[0]
+	}
+	at := f.Time.UTC().Format(time.RFC3339)
+	ev := map[string]any{"RecordType": rt, "MessageID": f.EmailID, "Recipient": to, "MessageStream": "outbound", "Tag": "", "Metadata": map[string]string{}}
+	switch f.Kind {
+	case Delivered:
+		ev["DeliveredAt"], ev["Details"] = at, "Test delivery (mailplane)"
+	case Opened:
+		ev["ReceivedAt"], ev["FirstOpen"] = at, true
+	case Clicked:
+		ev["ReceivedAt"], ev["OriginalLink"], ev["ClickLocation"] = at, f.URL, "HTML"
+	case Bounced:
+		ev["BouncedAt"], ev["Type"], ev["TypeCode"], ev["Email"], ev["Inactive"] = at, "HardBounce", 1, to, true
+		ev["ID"], ev["Description"] = bounceNumber(id), "The server was unable to deliver your message (simulated by mailplane)."
+	case Complained:
+		ev["BouncedAt"], ev["Type"], ev["TypeCode"], ev["Email"] = at, "SpamComplaint", 512, to
+		ev["ID"] = bounceNumber(id)
+	}
+	return jsonRequest(h.URL, ev)
+}
+
+// bounceNumber is Postmark's numeric bounce id, from the event id.
+func bounceNumber(id string) int64 {
+	b, _ := hex.DecodeString(id[:12])
+	var n int64
+	for _, c := range b {
+		n = n<<8 | int64(c)
+	}
+	return n
+}
