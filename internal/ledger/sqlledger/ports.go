@@ -46,12 +46,12 @@ func (l *DB) SetPlane(ctx context.Context, id string) error {
 func ListenApplication(id string) string { return "mailplane listen " + id }
 
 // portTaken reports ErrPortTaken if an open trial of this plane owns port.
-func (l *DB) portTaken(ctx context.Context, tx *sql.Tx, port int) error {
+func (l *DB) portTaken(ctx context.Context, tx txq, port int) error {
 	if port == 0 {
 		return nil
 	}
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM trials WHERE plane = ? AND smtp_port = ?`, l.plane, port).Scan(&one)
+	err := tx.queryRow(ctx, qPortTaken, l.plane, port).Scan(&one)
 	switch {
 	case err == nil:
 		return ErrPortTaken
@@ -72,7 +72,7 @@ func (l *DB) MovePort(ctx context.Context, from, to int) (Trial, error) {
 		if t, err = l.lockTrial(ctx, tx, ` AND plane = ? AND smtp_port = ?`, l.plane, from); err != nil {
 			return err
 		}
-		if err := l.portTaken(ctx, tx, to); err != nil {
+		if err := l.portTaken(ctx, txq{tx: tx, s: l.ws}, to); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE trials SET smtp_port = ? WHERE id = ?`, to, t.ID); err != nil {

@@ -40,9 +40,18 @@ const (
 	qOpen                   = `INSERT INTO opened (namespace, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`
 	qOpened                 = `SELECT seq FROM opened WHERE namespace = ?`
 	qFlags                  = `SELECT seq, flag FROM flags WHERE namespace = ?`
-	qSavepoint              = `SAVEPOINT offer`
-	qRelease                = `RELEASE offer`
-	qRollbackTo             = `ROLLBACK TO offer`
+	// trial.open's (CreateTrial): compiling them was a seventh of the
+	// plane's CPU an open.
+	qNsExists        = `SELECT 1 FROM namespaces WHERE name = ?`
+	qPortTaken       = `SELECT 1 FROM trials WHERE plane = ? AND smtp_port = ?`
+	qInsertTrial     = `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	qInsertNamespace = `INSERT INTO namespaces (name, trial_id, state, read_capability, write_capability, bootstrap_capability, allowed_senders, tag, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qDeleteEvents    = `DELETE FROM events WHERE namespace = ?`
+	qDeleteTrails    = `DELETE FROM trails WHERE namespace = ?`
+	qInsertGrant     = `INSERT INTO grants (digest, role, trial_id, created_at) VALUES (?, ?, ?, ?)`
+	qSavepoint       = `SAVEPOINT offer`
+	qRelease         = `RELEASE offer`
+	qRollbackTo      = `ROLLBACK TO offer`
 )
 
 // readQueries run on the read handle, writeQueries inside the committer's
@@ -52,7 +61,8 @@ var (
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
 		qTrialByDoor, qOpened, qFlags, qBody, qIndex}
 	writeQueries = append([]string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
-		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex}, multiRowQueries()...)
+		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex,
+		qNsExists, qPortTaken, qInsertTrial, qInsertNamespace, qDeleteEvents, qDeleteTrails, qInsertGrant}, multiRowQueries()...)
 )
 
 // stmts holds a database handle's prepared statements: compiling SQL was

@@ -17,23 +17,23 @@ import (
 // ErrNetnsTaken if one has its doors in the same network namespace.
 func (l *DB) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
-		if err := nsExists(ctx, tx, ns.Name); err != nil {
+		q := txq{tx: tx, s: l.ws}
+		if err := nsExists(ctx, q, ns.Name); err != nil {
 			return err
 		}
-		if err := l.portTaken(ctx, tx, t.SMTPPort); err != nil {
+		if err := l.portTaken(ctx, q, t.SMTPPort); err != nil {
 			return err
 		}
 		t.Plane = l.plane
 		if t.Created.IsZero() {
 			t.Created = time.Now()
 		}
-		err := tx.QueryRowContext(ctx, `INSERT INTO trials (profile, namespace, mail_api_token, bootstrap_token, inbox_token, created_at, expires_at, smtp_port, plane) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, t.Created.UnixMilli(), nullMillis(t.Expires), nullInt(t.SMTPPort), t.Plane).Scan(&t.ID)
+		err := q.queryRow(ctx, qInsertTrial, t.Profile, ns.Name, t.MailAPIToken, t.BootstrapToken, t.InboxToken, t.Created.UnixMilli(), nullMillis(t.Expires), nullInt(t.SMTPPort), t.Plane).Scan(&t.ID)
 		if err != nil {
 			return err
 		}
 		ns.TrialID = t.ID
-		if err := insertNamespace(ctx, tx, ns); err != nil {
+		if err := insertNamespace(ctx, q, ns); err != nil {
 			return err
 		}
 		if err := l.insertDoor(ctx, tx, t); err != nil {
@@ -54,7 +54,7 @@ func (l *DB) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []
 		}
 		for _, g := range grants {
 			g.TrialID = t.ID
-			if err := insertGrant(ctx, tx, g); err != nil {
+			if err := insertGrant(ctx, q, g); err != nil {
 				return err
 			}
 		}
@@ -65,7 +65,7 @@ func (l *DB) CreateTrial(ctx context.Context, t *Trial, ns *Namespace, grants []
 // AddGrant stores a grant not bound to a trial (gateway, admin).
 func (l *DB) AddGrant(ctx context.Context, g Grant) error {
 	return l.tx(ctx, func(tx *sql.Tx) error {
-		if err := insertGrant(ctx, tx, g); err != nil {
+		if err := insertGrant(ctx, txq{tx: tx, s: l.ws}, g); err != nil {
 			return err
 		}
 		return l.announce(ctx, tx, changePolicy, "")
@@ -76,14 +76,15 @@ func (l *DB) AddGrant(ctx context.Context, g Grant) error {
 // previous one.
 func (l *DB) Rotate(ctx context.Context, trialID int64, ns *Namespace) (sealed string, err error) {
 	err = l.policyTx(ctx, func(tx *sql.Tx) error {
-		if err := nsExists(ctx, tx, ns.Name); err != nil {
+		q := txq{tx: tx, s: l.ws}
+		if err := nsExists(ctx, q, ns.Name); err != nil {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, l.d.text(`SELECT namespace FROM trials WHERE id = ? AND destroyed = 0`+forUpdate), trialID).Scan(&sealed); err != nil {
 			return notFound(err)
 		}
 		ns.TrialID = trialID
-		if err := insertNamespace(ctx, tx, ns); err != nil {
+		if err := insertNamespace(ctx, q, ns); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE namespaces SET state = ? WHERE name = ? AND state = ?`, StateSealed, sealed, StateActive); err != nil {
@@ -396,9 +397,9 @@ func scanNamespaces(rows *sql.Rows) ([]Namespace, error) {
 	return out, rows.Err()
 }
 
-func nsExists(ctx context.Context, tx *sql.Tx, name string) error {
+func nsExists(ctx context.Context, tx txq, name string) error {
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM namespaces WHERE name = ?`, name).Scan(&one)
+	err := tx.queryRow(ctx, qNsExists, name).Scan(&one)
 	switch {
 	case err == nil:
 		return ErrExists
@@ -408,33 +409,32 @@ func nsExists(ctx context.Context, tx *sql.Tx, name string) error {
 	return err
 }
 
-func insertNamespace(ctx context.Context, tx *sql.Tx, ns *Namespace) error {
+func insertNamespace(ctx context.Context, tx txq, ns *Namespace) error {
 	senders, err := json.Marshal(nonNil(ns.AllowedSenders))
 	if err != nil {
 		return err
 	}
 	ns.State, ns.NextSeq = StateActive, 1
-	_, err = tx.ExecContext(ctx, `INSERT INTO namespaces (name, trial_id, state, read_capability, write_capability, bootstrap_capability, allowed_senders, tag, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ns.Name, ns.TrialID, ns.State, ns.ReadCapability, ns.WriteCapability, ns.BootstrapCapability, string(senders), ns.Tag, now())
+	_, err = tx.exec(ctx, qInsertNamespace, ns.Name, ns.TrialID, ns.State, ns.ReadCapability, ns.WriteCapability, ns.BootstrapCapability, string(senders), ns.Tag, now())
 	if err != nil {
 		return err
 	}
 	// A name used again (a sidecar's fixed namespace) starts a new trail;
 	// the closed trial's kept one goes.
-	for _, q := range []string{`DELETE FROM events WHERE namespace = ?`, `DELETE FROM trails WHERE namespace = ?`} {
-		if _, err := tx.ExecContext(ctx, q, ns.Name); err != nil {
+	for _, q := range []string{qDeleteEvents, qDeleteTrails} {
+		if _, err := tx.exec(ctx, q, ns.Name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func insertGrant(ctx context.Context, tx *sql.Tx, g Grant) error {
+func insertGrant(ctx context.Context, tx txq, g Grant) error {
 	var trial any
 	if g.TrialID != 0 {
 		trial = g.TrialID
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO grants (digest, role, trial_id, created_at) VALUES (?, ?, ?, ?)`, g.Digest, g.Role, trial, now())
+	_, err := tx.exec(ctx, qInsertGrant, g.Digest, g.Role, trial, now())
 	return err
 }
 
