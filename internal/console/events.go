@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/websitebench/mailplane/internal/evidence"
 )
 
 // event is one step of the timeline: when, a sentence a person reads,
@@ -16,37 +18,11 @@ type event struct {
 	Details                      string
 }
 
-// line is what the timeline reads of a trail's canonical line (package
-// evidence's Event, decoded from its JSON: the console does not link the
-// plane's packages).
-type line struct {
-	Seq        int64            `json:"seq"`
-	Time       string           `json:"time"`
-	Door       string           `json:"door"`
-	Action     string           `json:"action"`
-	Outcome    string           `json:"outcome"`
-	Code       string           `json:"code"`
-	API        string           `json:"api"`
-	To         []string         `json:"to"`
-	Recipient  string           `json:"recipient"`
-	MessageIDs []int64          `json:"message_ids"`
-	Replayed   bool             `json:"replayed"`
-	Count      int64            `json:"count"`
-	Counts     map[string]int64 `json:"counts"`
-	Detail     string           `json:"detail"`
-	OldPort    int              `json:"old_port"`
-	NewPort    int              `json:"new_port"`
-	Link       *int             `json:"link"`
-	Host       string           `json:"host"`
-	Label      string           `json:"label"`
-	Fault      *struct {
-		Rule     int    `json:"rule"`
-		Do       string `json:"do"`
-		Status   int    `json:"status"`
-		SMTPCode int    `json:"smtp_code"`
-		Seconds  int    `json:"seconds"`
-	} `json:"fault"`
-}
+// line is a trail's canonical line as the timeline reads it: package
+// evidence's Event, decoded from its JSON, so that a renamed or retyped
+// member of the trail breaks the console's build rather than leaving its
+// timeline reading nothing.
+type line evidence.Event
 
 // standard are the members every event has, read into their own places
 // (or, for the chain, not shown).

@@ -2,11 +2,8 @@ package console
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/websitebench/mailplane/internal/evidence"
 )
 
 // Every kind of event the plane writes (package evidence's actions at
@@ -95,31 +92,4 @@ func TestTimelineWording(t *testing.T) {
 	if len(tl) != 3 || tl[0].Seq != 3 || tl[1].Seq != 2 || tl[2].Seq != 1 {
 		t.Fatalf("the timeline is not newest first: %+v", tl)
 	}
-}
-
-// line reads the members of package evidence's Event, which the console
-// does not link: each of its members is one of Event's (a Fault's one of
-// evidence.Fault's), of the same kind, so that a renamed or retyped
-// member of the trail cannot leave the timeline reading nothing.
-func TestLineIsEvidenceEvent(t *testing.T) {
-	var check func(name string, ours, theirs reflect.Type)
-	check = func(name string, ours, theirs reflect.Type) {
-		members := map[string]reflect.Type{}
-		for f := range theirs.Fields() {
-			members[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Type
-		}
-		for f := range ours.Fields() {
-			tag := f.Tag.Get("json")
-			typ, ok := members[tag]
-			switch {
-			case !ok:
-				t.Errorf("%s reads %q, which evidence's %s has not", name, tag, theirs.Name())
-			case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && typ.Kind() == reflect.Pointer:
-				check(name+"."+f.Name, f.Type.Elem(), typ.Elem())
-			case f.Type != typ:
-				t.Errorf("%s reads %q as %v, evidence's %s has %v", name, tag, f.Type, theirs.Name(), typ)
-			}
-		}
-	}
-	check("line", reflect.TypeFor[line](), reflect.TypeFor[evidence.Event]())
 }

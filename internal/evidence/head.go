@@ -11,6 +11,11 @@ import (
 	"strings"
 )
 
+// KeyFile is the name of the plane's signing key in its data directory:
+// base64 of the Ed25519 seed, 0600, minted at first start and never sent
+// anywhere; only its public half leaves the plane.
+const KeyFile = "evidence.key"
+
 // A hash chain alone shows an edit, but not a trail cut short or rewritten
 // and re-hashed from the line it was changed at: anyone can compute
 // SHA-256. So an export ends with the trail's head, signed by the plane

@@ -352,9 +352,12 @@ func wire(m rpc.Message) mailclient.Message {
 	if out.Recipients == nil {
 		out.Recipients = []string{}
 	}
+	// The two Attachments are copies that cannot share a type (mailclient
+	// links nothing, mail-inbox must not link mailclient); TestWireCopiesAgree
+	// pins them, and Checksums converts only while they agree.
 	for _, a := range m.Attachments {
 		out.Attachments = append(out.Attachments, mailclient.Attachment{
-			Checksums:   mailclient.Checksums{MD5: a.Checksums.MD5, SHA1: a.Checksums.SHA1, SHA256: a.Checksums.SHA256},
+			Checksums:   mailclient.Checksums(a.Checksums),
 			ContentID:   a.ContentID,
 			ContentType: a.ContentType,
 			FileName:    a.FileName,

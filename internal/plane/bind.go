@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -20,6 +22,96 @@ import (
 // resolves it, by the row's binding for its caller, to the trial and
 // namespace the call acts on, checked against the row's credentials
 // (their keys and rules, policy.go), before the Broker's method runs.
+//
+// A credential's walk from the dispatcher (server.go) to its handler
+// passes here twice: for the caller's grant, then for what its call
+// presents. So the grant's lookup, the policy cache it shares with the
+// binding, and the index of credentials the binding reads live here; the
+// walk leaves this file only to go back to the dispatcher and to test a
+// credential's rules (policy.go).
+
+// grant returns the valid grant the request presents; an error means the
+// ledger could not be asked.
+func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
+		return ledger.Grant{}, false, nil
+	}
+	d := ident.Digest(tok)
+	gen := s.ledger.PolicyGen()
+	if g, ok := s.grants.get(gen, string(d)); ok {
+		return g, true, nil
+	}
+	g, err := s.ledger.Grant(r.Context(), d)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Grant{}, false, err
+	}
+	if err != nil || g.Revoked {
+		return ledger.Grant{}, false, nil
+	}
+	s.grants.put(gen, string(d), g)
+	return g, true, nil
+}
+
+// credentials are every kind, by kind (for a refusal, named by the kind
+// a call presented, accepted or not).
+var credentials = map[credKind]*credential{}
+
+func init() {
+	for _, c := range []*credential{noCredential, writeCred, authCred, sigV4Cred, portCred, doorCred, selectCred,
+		bootstrapCred, inboxCred, readCred, operatorCred} {
+		credentials[c.kind] = c
+	}
+}
+
+// refusal is kind's answer when its credential opens nothing.
+func refusal(kind credKind) *rpc.Error { return credentials[kind].refused }
+
+// policyCacheEntries bounds each policy cache; a full cache starts over.
+// Entries are made only by credentials that open a trial, so an attacker
+// with unknown credentials cannot fill it.
+const policyCacheEntries = 1 << 16
+
+// policyCache keeps rows of the ledger's policy (trials, namespaces,
+// grants) that calls looked up, so that a send or a read does not query
+// the ledger to learn what it learned on the call before. Every entry
+// belongs to the ledger's policy generation it was read in (see
+// ledger.PolicyGen); a lookup serves it only while that generation is
+// current, and the generation moves on with every rotate, seal, close and
+// revocation, so no entry outlives the rows it copies. Only what was found
+// is kept: an unknown credential is looked up every time.
+type policyCache[K comparable, V any] struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[K]V
+}
+
+// get returns the entry for k if it was read in generation gen.
+func (c *policyCache[K, V]) get(gen uint64, k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	if !ok || c.gen != gen {
+		var zero V
+		return zero, false
+	}
+	return v, true
+}
+
+// put keeps v for k, read in generation gen (taken before the read began).
+// A read from an older generation than the cache's is dropped; a newer one
+// starts the cache over.
+func (c *policyCache[K, V]) put(gen uint64, k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen < c.gen {
+		return
+	}
+	if gen > c.gen || c.m == nil || len(c.m) >= policyCacheEntries {
+		c.gen, c.m = gen, map[K]V{}
+	}
+	c.m[k] = v
+}
 
 // accepted is the credential of kind its row accepts, or nil.
 func (c caller) accepted(kind credKind) *credential {

@@ -14,7 +14,8 @@ import (
 // may present (each with its keys per profile, its rules and its refusal),
 // whether and how long it waits, its framing, and its handler (whose
 // request and response types the row exports). The dispatcher (server.go)
-// and the binding (bind.go) read the row; no handler asks who is calling.
+// and the binding (bind.go) read the row, each through its own index kept
+// beside it (byMethod, credentials); no handler asks who is calling.
 // A method not in the table, or a principal not in its row, is refused
 // and logged.
 //
@@ -216,20 +217,6 @@ var (
 		refused: rpc.Errorf(rpc.CodeForbidden, "the capability does not open this namespace")}
 )
 
-// credentials are every kind, by kind (for a refusal, named by the kind
-// a call presented, accepted or not).
-var credentials = map[credKind]*credential{}
-
-func init() {
-	for _, c := range []*credential{noCredential, writeCred, authCred, sigV4Cred, portCred, doorCred, selectCred,
-		bootstrapCred, inboxCred, readCred, operatorCred} {
-		credentials[c.kind] = c
-	}
-}
-
-// refusal is kind's answer when its credential opens nothing.
-func refusal(kind credKind) *rpc.Error { return credentials[kind].refused }
-
 // candidateOr is a credential's keys: a candidate trial's secrets, and
 // the one secret of every other profile (sidecar, authoring).
 func candidateOr(candidate []secret, other secret) map[string][]secret {
@@ -362,13 +349,4 @@ func adminRow(method string, h handler) row {
 // the console's grant alone reads nothing); it does not wait.
 func operatorRow(method string, h handler) row {
 	return row{method: method, who: map[principal]access{console: {bind: bindOperator}}, accepts: []*credential{operatorCred}, call: h}
-}
-
-// byMethod is table by method, for the dispatcher.
-var byMethod = map[string]*row{}
-
-func init() {
-	for i := range table {
-		byMethod[table[i].method] = &table[i]
-	}
 }

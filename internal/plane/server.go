@@ -22,7 +22,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ident"
 	"github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -45,7 +44,7 @@ type Server struct {
 	readTimeout time.Duration
 
 	// grants caches valid grants by digest, in the ledger's policy
-	// generation (policycache.go): a revocation ends it.
+	// generation (policyCache, bind.go): a revocation ends it.
 	grants policyCache[string, ledger.Grant]
 }
 
@@ -166,6 +165,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	return method, writeJSON(w, http.StatusOK, result, "")
 }
 
+// byMethod is the table (policy.go) by method: the dispatcher's index,
+// kept beside the dispatcher that reads it.
+var byMethod = map[string]*row{}
+
+func init() {
+	for i := range table {
+		byMethod[table[i].method] = &table[i]
+	}
+}
+
 // caller is who is calling, as the server established it from the peer's
 // credentials and the grant.
 type caller struct {
@@ -226,29 +235,6 @@ func (s *Server) call(m *row, ctx context.Context, c caller, body []byte) (resul
 	}
 	s.log.Error().Str("method", method).Err(err).Msg("handler failed")
 	return nil, errInternal
-}
-
-// grant returns the valid grant the request presents; an error means the
-// ledger could not be asked.
-func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
-		return ledger.Grant{}, false, nil
-	}
-	d := ident.Digest(tok)
-	gen := s.ledger.PolicyGen()
-	if g, ok := s.grants.get(gen, string(d)); ok {
-		return g, true, nil
-	}
-	g, err := s.ledger.Grant(r.Context(), d)
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return ledger.Grant{}, false, err
-	}
-	if err != nil || g.Revoked {
-		return ledger.Grant{}, false, nil
-	}
-	s.grants.put(gen, string(d), g)
-	return g, true, nil
 }
 
 // callContext bounds a call by the caller's deadline header, and by

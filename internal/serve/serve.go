@@ -213,7 +213,7 @@ func setSigner(b *plane.Broker, data string) error {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
 	}
-	key, err := evidence.EnsureKey(filepath.Join(data, evidence.KeyFile))
+	key, err := ensureEvidenceKey(filepath.Join(data, evidence.KeyFile))
 	if err != nil {
 		return fmt.Errorf("evidence key: %w", err)
 	}

@@ -109,13 +109,15 @@ type Events struct {
 	Events []json.RawMessage `json:"events"`
 }
 
-// Event is one event of a trial's trail.
+// Event is one event of a trial's trail, with the members of the plane's
+// (package evidence's Event) in their order; a test in package gateway
+// fails when the two differ.
 type Event struct {
 	Seq        int64            `json:"seq"`
 	Time       string           `json:"time"`
 	Namespace  string           `json:"namespace"`
-	Door       string           `json:"door"`    // writer-http, writer-smtp, inbox, inbox-mcp, gateway, plane
-	Action     string           `json:"action"`  // send, bootstrap, list, get, latest, wait, connect, open, click, plant, rotate, seal, close, expire, budget, summary
+	Door       string           `json:"door"`    // writer-http, writer-smtp, inbox, inbox-mcp, imap, gateway, plane
+	Action     string           `json:"action"`  // send, bootstrap, list, get, latest, wait, connect, open, click, plant, rotate, seal, close, expire, budget, summary, port_moved, flag, faults, deliver
 	Outcome    string           `json:"outcome"` // accepted, refused, failed (an outage)
 	Code       string           `json:"code,omitempty"`
 	Credential string           `json:"credential,omitempty"` // the kind presented, never its value
@@ -130,11 +132,17 @@ type Event struct {
 	Count      int64            `json:"count,omitempty"`
 	Counts     map[string]int64 `json:"counts,omitempty"`
 	Detail     string           `json:"detail,omitempty"`
+	// OldPort and NewPort are a port_moved event's SMTP ports.
+	OldPort int `json:"old_port,omitempty"`
+	NewPort int `json:"new_port,omitempty"`
 	// Link and Host are a click's link (its index among the message's
 	// links) and that link's host; Label is a planted message's label.
 	Link  *int   `json:"link,omitempty"`
 	Host  string `json:"host,omitempty"`
 	Label string `json:"label,omitempty"`
+	// Flag is a flag event's change over IMAP: + or - and the flag
+	// ("+\Seen").
+	Flag string `json:"flag,omitempty"`
 	// Fault is set on the event of a send a rule of the trial's fault
 	// schedule made go wrong: one event per injected fault.
 	Fault *EventFault `json:"fault,omitempty"`

@@ -1,4 +1,4 @@
-package evidence
+package serve
 
 import (
 	"crypto/ed25519"
@@ -11,16 +11,13 @@ import (
 	"github.com/websitebench/mailplane/internal/credfiles"
 )
 
-// KeyFile is the name of the plane's signing key in its data directory:
-// base64 of the Ed25519 seed, 0600, minted at first start and never sent
-// anywhere; only its public half leaves the plane.
-const KeyFile = "evidence.key"
-
-// EnsureKey loads the signing key kept at path, minting it first when
+// ensureEvidenceKey loads the signing key kept at path, minting it first when
 // there is none. A key file others may read is refused: whoever reads it
-// can sign a rewritten trail.
-func EnsureKey(path string) (ed25519.PrivateKey, error) {
-	key, err := loadKey(path)
+// can sign a rewritten trail. It lives here, at the plane's edge, rather
+// than in package evidence, so that evidence needs only the standard
+// library and the console may decode trails with its Event.
+func ensureEvidenceKey(path string) (ed25519.PrivateKey, error) {
+	key, err := loadEvidenceKey(path)
 	if !errors.Is(err, os.ErrNotExist) {
 		return key, err
 	}
@@ -30,14 +27,14 @@ func EnsureKey(path string) (ed25519.PrivateKey, error) {
 	}
 	if err := credfiles.WriteSecret(path, base64.StdEncoding.EncodeToString(key.Seed())); err != nil {
 		if errors.Is(err, os.ErrExist) { // another plane on this directory minted it first
-			return loadKey(path)
+			return loadEvidenceKey(path)
 		}
 		return nil, err
 	}
 	return key, nil
 }
 
-func loadKey(path string) (ed25519.PrivateKey, error) {
+func loadEvidenceKey(path string) (ed25519.PrivateKey, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
