@@ -146,8 +146,11 @@ type Event struct {
 	// Fault is set on the event of a send a rule of the trial's fault
 	// schedule made go wrong: one event per injected fault.
 	Fault *EventFault `json:"fault,omitempty"`
-	Prev  string      `json:"prev"`
-	Hash  string      `json:"hash"`
+	// Webhook is set on a webhook delivery attempt's event (action
+	// webhook): which event, its attempt and how it ended.
+	Webhook *EventWebhook `json:"webhook,omitempty"`
+	Prev    string        `json:"prev"`
+	Hash    string        `json:"hash"`
 	// Line is the event's canonical line as the gateway answered it.
 	Line json.RawMessage `json:"-"`
 }
@@ -164,6 +167,23 @@ type EventFault struct {
 	Seconds    int    `json:"seconds,omitempty"`
 	Copies     int    `json:"copies,omitempty"`
 	VisibleAt  string `json:"visible_at,omitempty"`
+}
+
+// EventWebhook is one delivery attempt of a webhook event: the provider,
+// the event's id (the same on every attempt) and kind, the send's id,
+// the attempt's number, the endpoint's status, the latency, the error if
+// it failed, and the event's state after it (pending, delivered, failed,
+// dropped).
+type EventWebhook struct {
+	Provider      string `json:"provider"`
+	EventID       string `json:"event_id"`
+	Kind          string `json:"kind"`
+	EmailID       string `json:"email_id,omitempty"`
+	Attempt       int    `json:"attempt"`
+	Status        int    `json:"status,omitempty"`
+	LatencyMillis int64  `json:"latency_ms"`
+	Error         string `json:"error,omitempty"`
+	State         string `json:"state"`
 }
 
 // Events returns the trail's events with a seq greater than after, in
