@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/fdpass"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/inbox"
 	"github.com/websitebench/mailplane/internal/inboximap"
@@ -62,6 +63,16 @@ func run(cfg inboxproc.Config) error {
 	if err != nil {
 		return err
 	}
+	var ctl *net.UnixConn
+	if cfg.PortControl > 0 {
+		if imapTLS == nil {
+			return cliapp.Usagef("--port-control needs --imap-listen: it hands over IMAP doors")
+		}
+		if ctl, err = fdpass.Conn(cfg.PortControl); err != nil {
+			return cliapp.Usagef("--port-control: %v", err)
+		}
+		defer ctl.Close()
+	}
 	return cliapp.RunSurface(cfg.Surface, cfg.Listen, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error {
 		log.Info().Str("listen", ln.Addr().String()).Bool("shared", token == "").Bool("root_redirect", cfg.RootRedirect).Msg("inbox listening")
 		if imapTLS == nil {
@@ -80,7 +91,11 @@ func run(cfg inboxproc.Config) error {
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		imapErr := make(chan error, 1)
-		go func() { imapErr <- inboximap.New(ctx, plane, imapTLS, log).Serve(plain, secure) }()
+		door := inboximap.New(ctx, plane, imapTLS, log)
+		go func() { imapErr <- door.Serve(plain, secure) }()
+		if ctl != nil {
+			go serveDoors(ctl, door, log)
+		}
 		err = inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
 		stop()
 		return errors.Join(err, <-imapErr)
@@ -123,4 +138,38 @@ func readToken(path string) (string, error) {
 		return "", cliapp.Usagef("the inbox token: want 32 to 256 characters of A-Z a-z 0-9 . _ ~ -")
 	}
 	return token, nil
+}
+
+// serveDoors serves the agents' IMAP doors the supervisor hands over ctl
+// (bound inside their network namespaces) and closes those it takes back,
+// until ctl closes (the supervisor is stopping); the door's end closes
+// them all.
+func serveDoors(ctl *net.UnixConn, door *inboximap.Server, log zerolog.Logger) {
+	for {
+		m, err := fdpass.Receive(ctl)
+		if errors.Is(err, fdpass.ErrMalformed) {
+			log.Error().Msg("port control: malformed message ignored")
+			continue
+		}
+		if err != nil {
+			log.Info().Err(err).Msg("agents' IMAP doors: the supervisor's port control ended")
+			return
+		}
+		switch {
+		case m.Op == fdpass.OpRemove:
+			door.CloseDoor(m.Door)
+		case m.Kind != fdpass.KindIMAP || m.Door == "":
+			m.File.Close()
+			log.Error().Msg("port control: a listener that is no agent's IMAP door ignored")
+		default:
+			ln, err := net.FileListener(m.File)
+			m.File.Close()
+			if err != nil {
+				log.Error().Err(err).Msg("port control: an IMAP door's socket is not a listener")
+				continue
+			}
+			door.ServeDoor(m.Door, ln)
+			log.Debug().Int("port", m.Port).Msg("agent's IMAP door serving")
+		}
+	}
 }

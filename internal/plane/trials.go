@@ -156,26 +156,57 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 	if req.TTLMillis < 0 {
 		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "ttl_ms must not be negative")
 	}
+	if req.AgentNetns != "" && b.advertise.IMAPPort == 0 {
+		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "agent_netns: this stack's inbox serves no IMAP")
+	}
+	create := &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults, Namespace: ident.Namespace()}
+	var agent *rpc.NetnsDoor
+	if req.AgentNetns != "" {
+		d, err := b.ports.openAgentDoor(ctx, req.AgentNetns, create.Namespace)
+		if err != nil {
+			return rpc.Bundle{}, err
+		}
+		agent = &d
+	}
 	var door *ledger.NetnsDoor
 	if req.Netns != "" {
 		d, err := b.ports.openDoors(ctx, req.Netns)
 		if err != nil {
+			if agent != nil {
+				b.ports.closeDoors(0, agent.Key)
+			}
 			return rpc.Bundle{}, err
 		}
 		door = ledgerDoor(d)
 	}
-	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults}, time.Duration(req.TTLMillis)*time.Millisecond, door)
+	id, t, err := b.createTrial(ctx, create, time.Duration(req.TTLMillis)*time.Millisecond, door)
 	if err != nil {
 		if door != nil {
 			b.ports.closeDoors(0, door.Key)
 		}
+		if agent != nil {
+			b.ports.closeDoors(0, agent.Key)
+		}
 		return rpc.Bundle{}, err
 	}
+	var bu rpc.Bundle
 	if door != nil {
 		b.ports.doorsOpened(t.ID, door.Key)
-		return b.doorBundle(id, door), nil
+		bu = b.doorBundle(id, door)
+	} else {
+		bu = b.bundle(id, t.SMTPPort)
 	}
-	return b.bundle(id, t.SMTPPort), nil
+	if agent != nil {
+		b.ports.doorsOpened(t.ID, agent.Key)
+		bu.InboxIMAP = agentIMAP(id, agent.IMAPPort)
+	}
+	return bu, nil
+}
+
+// agentIMAP is the bundle's IMAP door inside the agent's network
+// namespace: its loopback, no TLS, LOGIN taken as it is.
+func agentIMAP(id rpc.Identity, port int) *rpc.InboxIMAP {
+	return &rpc.InboxIMAP{Host: rpc.NetnsDoorHost, Port: port, Username: id.Namespace, Password: id.InboxToken, PlainLogin: true}
 }
 
 // bundle is a trial's part of the stack's bundle.

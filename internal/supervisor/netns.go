@@ -204,6 +204,9 @@ func loopbackUp() error {
 // free ones), hands them to the writer, and answers d with the ports or
 // with why nothing of it is served.
 func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
+	if d.Agent {
+		return k.bindAgentDoor(d)
+	}
 	kinds := []byte{fdpass.KindSMTP, fdpass.KindHTTP}
 	ports := []int{d.SMTPPort, d.HTTPPort}
 	if k.tls {
@@ -237,6 +240,24 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 	return d
 }
 
+// bindAgentDoor binds an agent's IMAP door inside its namespace and hands
+// it to the inbox, which serves it for the trial the key names.
+func (k *portKeeper) bindAgentDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
+	lns, id, err := listenIn(d.Netns, []int{d.IMAPPort}, nsID{d.NetnsDev, d.NetnsIno})
+	if err != nil {
+		d.Error, d.Reason = err.Error(), sealReason(err)
+		return d
+	}
+	defer lns[0].Close() // the inbox holds its own copy
+	d.NetnsDev, d.NetnsIno = id.dev, id.ino
+	d.IMAPPort = lns[0].Addr().(*net.TCPAddr).Port
+	if err := fdpass.AddDoor(k.inboxCtl, d.Key, fdpass.KindIMAP, d.IMAPPort, lns[0]); err != nil {
+		d.Error = "cannot hand the door to the inbox"
+		k.log.Error().Err(err).Msg("port control: an agent's door not handed over")
+	}
+	return d
+}
+
 // doors does one ports.sync answer's door work: binds the doors asked for
 // (a restored trial's at its ports) and closes those released, and puts
 // the outcome in the next request. A restored trial whose namespace is
@@ -252,8 +273,9 @@ func (k *portKeeper) doors(resp rpc.PortsSyncResponse, req *rpc.PortsSyncRequest
 		req.Doors = append(req.Doors, got)
 	}
 	for _, key := range resp.CloseDoors {
-		if err := fdpass.RemoveDoor(k.ctl, key); err != nil {
-			k.log.Error().Err(err).Msg("port control: the writer is gone")
+		// A key is the writer's or the inbox's: each ignores the other's.
+		if err := errors.Join(fdpass.RemoveDoor(k.ctl, key), fdpass.RemoveDoor(k.inboxCtl, key)); err != nil {
+			k.log.Error().Err(err).Msg("port control: the writer or the inbox is gone")
 			return
 		}
 		req.DoorsClosed = append(req.DoorsClosed, key)

@@ -22,7 +22,9 @@ import (
 type portKeeper struct {
 	admin *rpc.Client
 	ctl   *net.UnixConn
-	host  string
+	// inboxCtl hands agents' IMAP doors to the shared inbox.
+	inboxCtl *net.UnixConn
+	host     string
 	tls   bool // the writer has TLS: a netns door has implicit-TLS SMTP too
 	// moveTaken is up --move-taken-ports: a trial whose port another
 	// process took moves to a new port instead of being sealed.

@@ -146,12 +146,13 @@ func up(c *cli.Context) error {
 		return err
 	}
 	defer admin.Close()
-	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log))
+	ctl, inboxCtl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log))
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
-	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
+	defer inboxCtl.Close()
+	keeper := &portKeeper{admin: admin, ctl: ctl, inboxCtl: inboxCtl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
 		ports: hostPortRange(), log: log, ready: make(chan struct{})}
 	go keeper.run(ctx)
 	select {
@@ -249,18 +250,25 @@ func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
 }
 
 // startShared starts the shared writer, inbox and gateway on their
-// listeners; it returns up's end of the writer's port control.
-func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config)) (*net.UnixConn, error) {
+// listeners; it returns up's ends of the writer's and the inbox's port
+// controls.
+func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config)) (ctl, inboxCtl *net.UnixConn, err error) {
 	ctl, writerEnd, err := fdpass.Pair()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	surfaces := st.sharedServices(lns, console, wtls, writerEnd, auth)
+	inboxCtl, inboxEnd, err := fdpass.Pair()
+	if err != nil {
+		ctl.Close()
+		return nil, nil, err
+	}
+	surfaces := st.sharedServices(lns, console, wtls, writerEnd, inboxEnd, auth)
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		ctl.Close()
-		return nil, err
+		inboxCtl.Close()
+		return nil, nil, err
 	}
-	return ctl, nil
+	return ctl, inboxCtl, nil
 }
 
 // openAll keeps the trials of the last start that are still open, opens

@@ -1,0 +1,118 @@
+package inboximap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// inNetns runs testdata/client.py in mode inside network namespace name
+// (ip netns exec), with acct, and decodes its last line into out; it
+// answers whether the client ran to its end.
+func inNetns(t *testing.T, name, mode string, acct rpc.InboxIMAP, out any) bool {
+	t.Helper()
+	arg, err := json.Marshal(acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := exec.Command(itest.Require(t, "ip"), "netns", "exec", name, itest.Require(t, "/usr/bin/python3"),
+		"testdata/client.py", mode, string(arg)).CombinedOutput()
+	if err != nil {
+		t.Logf("imaplib %s in %s: %v\n%s", mode, name, err, b)
+		return false
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], out); err != nil {
+		t.Fatalf("imaplib %s in %s: %v\n%s", mode, name, err, b)
+	}
+	return true
+}
+
+// TestIMAPAgentNetns opens a trial with agent_netns on a real stack and
+// reads its mail with Python's imaplib inside that namespace, with plain
+// LOGIN (no TLS): the kernel separates there. Another trial's token is
+// refused at that door, the host's ports still take no LOGIN before TLS,
+// and closing the trial closes the door.
+func TestIMAPAgentNetns(t *testing.T) {
+	name, path := itest.Netns(t, "agent")
+	s := itest.StartUp(t, "--data", t.TempDir(), "--trials", "1")
+	other := s.Bundle.Trials[0]
+	admin := s.Admin(t)
+	ctx := context.Background()
+
+	if _, err := admin.TrialOpen(ctx, &rpc.TrialOpenRequest{AgentNetns: "/nonexistent/netns"}); rpc.CodeOf(err) != rpc.CodeBadRequest {
+		t.Fatalf("agent_netns naming no namespace: %v, want %s", err, rpc.CodeBadRequest)
+	}
+	a, err := admin.TrialOpen(ctx, &rpc.TrialOpenRequest{AgentNetns: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := a.InboxIMAP
+	if acct == nil || acct.Host != rpc.NetnsDoorHost || acct.Port == 0 || acct.TLSPort != 0 || acct.CAFile != "" ||
+		!acct.PlainLogin || acct.Password == "" || acct.Username != a.Namespace {
+		t.Fatalf("the agent_netns trial's inbox_imap: %+v", acct)
+	}
+	send(t, a, "Welcome to A", "Your code is 424242.", "")
+	send(t, other, "Welcome to the other", "Not for A.", "")
+
+	var r struct {
+		read
+		Capabilities []string `json:"capabilities"`
+	}
+	if !inNetns(t, name, "door", *acct, &r) {
+		t.Fatal("imaplib inside the agent's namespace failed")
+	}
+	if slices.Contains(r.Capabilities, "LOGINDISABLED") || slices.Contains(r.Capabilities, "STARTTLS") {
+		t.Errorf("the door's capabilities: %q, want LOGIN without TLS and no STARTTLS", r.Capabilities)
+	}
+	if r.Login[0] != "OK" || r.Select[0] != "OK" || len(r.Messages) != 1 {
+		t.Fatalf("A's mailbox at its door: %+v", r)
+	}
+	if raw := r.Messages[0].Raw; !strings.Contains(raw, "Subject: Welcome to A") || !strings.Contains(raw, "Your code is 424242.") ||
+		strings.Contains(raw, "Not for A") {
+		t.Errorf("the message read at the door:\n%s", raw)
+	}
+	if got := opens(trail(t, admin, a.Namespace), "imap"); !slices.Contains(got, 1) {
+		t.Errorf("A's trail's opens at door imap: %v, want message 1", got)
+	}
+
+	// The other trial's token, valid on the host's ports, opens nothing here.
+	wrong := *acct
+	wrong.Username, wrong.Password = other.InboxIMAP.Username, other.InboxIMAP.Password
+	var login struct {
+		Login []any `json:"login"`
+	}
+	if !inNetns(t, name, "door-login", wrong, &login) {
+		t.Fatal("imaplib inside the agent's namespace failed")
+	}
+	if login.Login[0] != "error" || !strings.Contains(fmt.Sprint(login.Login[1]), "Invalid credentials") {
+		t.Errorf("another trial's token at A's door: %v, want a failed login", login.Login)
+	}
+
+	// On the host, the stack's ports still refuse LOGIN before TLS.
+	var plain struct {
+		Capabilities []string `json:"capabilities"`
+		Login        []any    `json:"login"`
+	}
+	python(t, "plain-login", other.InboxIMAP, &plain)
+	if !slices.Contains(plain.Capabilities, "LOGINDISABLED") || plain.Login[0] == "OK" {
+		t.Errorf("LOGIN before TLS on the host: %+v", plain)
+	}
+
+	// Closing the trial closes its door.
+	if err := admin.TrialClose(ctx, a.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, "the closed trial's door refuses connections", 10*time.Second, func() bool {
+		return !inNetns(t, name, "door-login", *acct, &login)
+	})
+}
