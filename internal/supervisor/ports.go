@@ -25,7 +25,7 @@ type portKeeper struct {
 	// inboxCtl hands agents' IMAP doors to the shared inbox.
 	inboxCtl *net.UnixConn
 	host     string
-	tls   bool // the writer has TLS: a netns door has implicit-TLS SMTP too
+	tls      bool // the writer has TLS: a netns door has implicit-TLS SMTP too
 	// moveTaken is up --move-taken-ports: a trial whose port another
 	// process took moves to a new port instead of being sealed.
 	moveTaken bool
