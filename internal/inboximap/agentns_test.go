@@ -41,10 +41,12 @@ func inNetns(t *testing.T, name, mode string, acct rpc.InboxIMAP, out any) bool 
 // reads its mail with Python's imaplib inside that namespace, with plain
 // LOGIN (no TLS): the kernel separates there. Another trial's token is
 // refused at that door, the host's ports still take no LOGIN before TLS,
-// and closing the trial closes the door.
+// a restart of the stack binds the door again at its port, and closing the
+// trial closes the door.
 func TestIMAPAgentNetns(t *testing.T) {
 	name, path := itest.Netns(t, "agent")
-	s := itest.StartUp(t, "--data", t.TempDir(), "--trials", "1")
+	data := t.TempDir()
+	s := itest.StartUp(t, "--data", data, "--trials", "1")
 	other := s.Bundle.Trials[0]
 	admin := s.Admin(t)
 	ctx := context.Background()
@@ -106,6 +108,17 @@ func TestIMAPAgentNetns(t *testing.T) {
 	python(t, "plain-login", other.InboxIMAP, &plain)
 	if !slices.Contains(plain.Capabilities, "LOGINDISABLED") || plain.Login[0] == "OK" {
 		t.Errorf("LOGIN before TLS on the host: %+v", plain)
+	}
+
+	// The ledger keeps the door: up started again binds it again, at its
+	// port, and the agent logs in as before.
+	if code := s.Stop(t); code != 0 {
+		t.Fatalf("mail-plane up exited %d", code)
+	}
+	s = itest.StartUp(t, "--data", data)
+	admin = s.Admin(t)
+	if !inNetns(t, name, "door", *acct, &r) || r.Login[0] != "OK" || len(r.Messages) != 1 {
+		t.Fatalf("A's mailbox at its door after a restart: %+v", r)
 	}
 
 	// Closing the trial closes its door.

@@ -184,7 +184,8 @@ func (b *Broker) restoreDoors(ctx context.Context) ([]rpc.NetnsDoor, error) {
 	for _, d := range ds {
 		b.ports.doorsOpened(d.TrialID, d.Key)
 		out = append(out, rpc.NetnsDoor{Key: d.Key, Netns: d.Netns, Namespace: d.Namespace,
-			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort, NetnsDev: d.Dev, NetnsIno: d.Ino})
+			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort, NetnsDev: d.Dev, NetnsIno: d.Ino,
+			Agent: d.Agent, IMAPPort: d.IMAPPort})
 	}
 	return out, nil
 }
@@ -196,6 +197,13 @@ func (b *Broker) restoreDoors(ctx context.Context) ([]rpc.NetnsDoor, error) {
 func (b *Broker) unservedDoors(ctx context.Context, ds []rpc.NetnsDoor) error {
 	for _, d := range ds {
 		if d.Error == "" {
+			continue
+		}
+		if d.Agent {
+			// The agent reads through the host's ports still; nothing of
+			// the trial's mail can go astray, so the trial goes on.
+			b.log.Error().Str("namespace", d.Namespace).Str("netns", d.Netns).Str("error", d.Error).
+				Msg("the agent's IMAP door in its network namespace is not served")
 			continue
 		}
 		reason := cmp.Or(d.Reason, rpc.SealDoorsUnbound)
@@ -218,7 +226,7 @@ func (b *Broker) unservedDoors(ctx context.Context, ds []rpc.NetnsDoor) error {
 // ledgerDoor is the ledger's row of a door the supervisor bound.
 func ledgerDoor(d rpc.NetnsDoor) *ledger.NetnsDoor {
 	return &ledger.NetnsDoor{Key: d.Key, Netns: d.Netns, HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort,
-		Dev: d.NetnsDev, Ino: d.NetnsIno}
+		Dev: d.NetnsDev, Ino: d.NetnsIno, Agent: d.Agent, IMAPPort: d.IMAPPort}
 }
 
 // doorBundle is a netns trial's bundle: the candidate's addresses are on

@@ -21,7 +21,7 @@ import (
 // out), and returns the identity once. Its writer and inbox grants bind
 // one surface process each to it (strict mode).
 func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (rpc.Identity, error) {
-	id, _, err := b.createTrial(ctx, req, 0, nil)
+	id, _, err := b.createTrial(ctx, req, 0, nil, nil)
 	return id, err
 }
 
@@ -30,7 +30,7 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 // any profile: the port alone selects the trial on a plain SMTP client's
 // connection). A trial with doors in its network namespace (door) takes
 // no port: its doors are its own.
-func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration, door *ledger.NetnsDoor) (rpc.Identity, ledger.Trial, error) {
+func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration, door, agent *ledger.NetnsDoor) (rpc.Identity, ledger.Trial, error) {
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
 	}
@@ -81,7 +81,7 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if ttl > 0 {
 		t.Expires = t.Created.Add(ttl) // from the same instant, so that ttl_ms reads back exactly
 	}
-	t.Door = door
+	t.Door, t.AgentDoor = door, agent
 	if door == nil {
 		port, err := b.ports.take(ctx)
 		if err != nil {
@@ -160,13 +160,13 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "agent_netns: this stack's inbox serves no IMAP")
 	}
 	create := &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults, Namespace: ident.Namespace()}
-	var agent *rpc.NetnsDoor
+	var agent *ledger.NetnsDoor
 	if req.AgentNetns != "" {
 		d, err := b.ports.openAgentDoor(ctx, req.AgentNetns, create.Namespace)
 		if err != nil {
 			return rpc.Bundle{}, err
 		}
-		agent = &d
+		agent = ledgerDoor(d)
 	}
 	var door *ledger.NetnsDoor
 	if req.Netns != "" {
@@ -179,7 +179,7 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 		}
 		door = ledgerDoor(d)
 	}
-	id, t, err := b.createTrial(ctx, create, time.Duration(req.TTLMillis)*time.Millisecond, door)
+	id, t, err := b.createTrial(ctx, create, time.Duration(req.TTLMillis)*time.Millisecond, door, agent)
 	if err != nil {
 		if door != nil {
 			b.ports.closeDoors(0, door.Key)
