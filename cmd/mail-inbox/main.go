@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 
@@ -94,7 +95,7 @@ func run(cfg inboxproc.Config) error {
 		door := inboximap.New(ctx, plane, imapTLS, log)
 		go func() { imapErr <- door.Serve(plain, secure) }()
 		if ctl != nil {
-			go serveDoors(ctl, door, log)
+			go serveDoors(ctx, ctl, door, func(ns string) http.Handler { return hosts.Check(inbox.NewDoor(plane, ns, log)) }, log)
 		}
 		err = inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
 		stop()
@@ -140,11 +141,17 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-// serveDoors serves the agents' IMAP doors the supervisor hands over ctl
-// (bound inside their network namespaces) and closes those it takes back,
-// until ctl closes (the supervisor is stopping); the door's end closes
-// them all.
-func serveDoors(ctl *net.UnixConn, door *inboximap.Server, log zerolog.Logger) {
+// serveDoors serves the agents' doors the supervisor hands over ctl
+// (bound inside their network namespaces: IMAP, and the pages and MCP over
+// HTTP, each of one trial) and closes those it takes back, until ctl
+// closes (the supervisor is stopping) or ctx ends, which close them all.
+func serveDoors(ctx context.Context, ctl *net.UnixConn, imapDoor *inboximap.Server, pages func(ns string) http.Handler, log zerolog.Logger) {
+	httpDoors := map[string]context.CancelFunc{}
+	defer func() {
+		for _, stop := range httpDoors {
+			stop()
+		}
+	}()
 	for {
 		m, err := fdpass.Receive(ctl)
 		if errors.Is(err, fdpass.ErrMalformed) {
@@ -152,24 +159,38 @@ func serveDoors(ctl *net.UnixConn, door *inboximap.Server, log zerolog.Logger) {
 			continue
 		}
 		if err != nil {
-			log.Info().Err(err).Msg("agents' IMAP doors: the supervisor's port control ended")
+			log.Info().Err(err).Msg("agents' doors: the supervisor's port control ended")
 			return
 		}
-		switch {
-		case m.Op == fdpass.OpRemove:
-			door.CloseDoor(m.Door)
-		case m.Kind != fdpass.KindIMAP || m.Door == "":
-			m.File.Close()
-			log.Error().Msg("port control: a listener that is no agent's IMAP door ignored")
-		default:
-			ln, err := net.FileListener(m.File)
-			m.File.Close()
-			if err != nil {
-				log.Error().Err(err).Msg("port control: an IMAP door's socket is not a listener")
-				continue
+		if m.Op == fdpass.OpRemove {
+			imapDoor.CloseDoor(m.Door)
+			if stop := httpDoors[m.Door]; stop != nil {
+				stop()
+				delete(httpDoors, m.Door)
 			}
-			door.ServeDoor(m.Door, ln)
-			log.Debug().Int("port", m.Port).Msg("agent's IMAP door serving")
+			continue
 		}
+		ln, err := net.FileListener(m.File)
+		m.File.Close()
+		if err != nil {
+			log.Error().Err(err).Msg("port control: a door's socket is not a listener")
+			continue
+		}
+		switch m.Kind {
+		case fdpass.KindIMAP:
+			imapDoor.ServeDoor(m.Door, ln)
+		case fdpass.KindHTTP:
+			if stop := httpDoors[m.Door]; stop != nil {
+				stop()
+			}
+			dctx, stop := context.WithCancel(ctx)
+			httpDoors[m.Door] = stop
+			go inbox.Serve(dctx, ln, pages(m.Door), false, log)
+		default:
+			ln.Close()
+			log.Error().Msg("port control: a listener that is no agent's door ignored")
+			continue
+		}
+		log.Debug().Int("port", m.Port).Str("kind", string(m.Kind)).Msg("agent's door serving")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +38,31 @@ func inNetns(t *testing.T, name, mode string, acct rpc.InboxIMAP, out any) bool 
 	return true
 }
 
+// pageInNetns GETs url with Python's urllib inside network namespace name
+// and answers the status and the body.
+func pageInNetns(t *testing.T, name, url string) (int, string) {
+	t.Helper()
+	const script = `import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=30)
+    code, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read()
+sys.stdout.write(str(code) + "\n" + body.decode("utf-8", "replace"))
+`
+	out, err := exec.Command(itest.Require(t, "ip"), "netns", "exec", name, itest.Require(t, "/usr/bin/python3"), "-c", script, url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("urllib in %s: %v\n%s", name, err, out)
+	}
+	status, body, _ := strings.Cut(string(out), "\n")
+	code, _ := strconv.Atoi(status)
+	return code, body
+}
+
 // TestIMAPAgentNetns opens a trial with agent_netns on a real stack and
 // reads its mail with Python's imaplib inside that namespace, with plain
-// LOGIN (no TLS): the kernel separates there. Another trial's token is
-// refused at that door, the host's ports still take no LOGIN before TLS,
+// LOGIN (no TLS): the kernel separates there; the inbox page is served
+// there too. Another trial's token is refused at those doors, the host's ports still take no LOGIN before TLS,
 // a restart of the stack binds the door again at its port, and closing the
 // trial closes the door.
 func TestIMAPAgentNetns(t *testing.T) {
@@ -85,6 +107,19 @@ func TestIMAPAgentNetns(t *testing.T) {
 	}
 	if got := opens(trail(t, admin, a.Namespace), "imap"); !slices.Contains(got, 1) {
 		t.Errorf("A's trail's opens at door imap: %v, want message 1", got)
+	}
+
+	// The inbox page at the door in the namespace.
+	if !strings.HasPrefix(a.InboxURL, "http://"+rpc.NetnsDoorHost+":") || !strings.HasSuffix(a.InboxURL, "/inbox/"+acct.Password) ||
+		!strings.HasPrefix(a.InboxMCPURL, "http://"+rpc.NetnsDoorHost+":") {
+		t.Errorf("the agent_netns trial's inbox_url %q, inbox_mcp_url %q", a.InboxURL, a.InboxMCPURL)
+	}
+	if code, body := pageInNetns(t, name, a.InboxURL); code != 200 || !strings.Contains(body, "Welcome to A") || strings.Contains(body, "Welcome to the other") {
+		t.Errorf("A's inbox page at its door: %d\n%s", code, body)
+	}
+	otherPage := strings.TrimSuffix(a.InboxURL, acct.Password) + other.InboxIMAP.Password
+	if code, body := pageInNetns(t, name, otherPage); code != 404 || strings.Contains(body, "Welcome to the other") {
+		t.Errorf("another trial's inbox page at A's door: %d, want 404\n%s", code, body)
 	}
 
 	// The other trial's token, valid on the host's ports, opens nothing here.

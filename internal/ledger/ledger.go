@@ -203,8 +203,8 @@ type NetnsDoor struct {
 	// Dev and Ino are the namespace file's identity when the doors were
 	// first bound (0: a door stored before identities, known by path).
 	Dev, Ino uint64
-	// Agent: the agent's door (its Key is the trial's namespace when it
-	// opened), one IMAP port at IMAPPort; none of the candidate's ports.
+	// Agent: the agent's doors (its Key is the trial's namespace when it
+	// opened): IMAP at IMAPPort, the pages and MCP at HTTPPort.
 	Agent    bool
 	IMAPPort int
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -198,15 +200,19 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 	}
 	if agent != nil {
 		b.ports.doorsOpened(t.ID, agent.Key)
-		bu.InboxIMAP = agentIMAP(id, agent.IMAPPort)
+		agentDoors(&bu, id, agent)
 	}
 	return bu, nil
 }
 
-// agentIMAP is the bundle's IMAP door inside the agent's network
-// namespace: its loopback, no TLS, LOGIN taken as it is.
-func agentIMAP(id rpc.Identity, port int) *rpc.InboxIMAP {
-	return &rpc.InboxIMAP{Host: rpc.NetnsDoorHost, Port: port, Username: id.Namespace, Password: id.InboxToken, PlainLogin: true}
+// agentDoors points the bundle's agent part at the agent's doors inside
+// its network namespace, on that loopback: the pages and MCP, and IMAP
+// without TLS, LOGIN taken as it is.
+func agentDoors(bu *rpc.Bundle, id rpc.Identity, d *ledger.NetnsDoor) {
+	base := "http://" + net.JoinHostPort(rpc.NetnsDoorHost, strconv.Itoa(d.HTTPPort))
+	bu.InboxURL = base + "/inbox/" + id.InboxToken
+	bu.InboxMCPURL = base + "/mcp/" + id.InboxToken
+	bu.InboxIMAP = &rpc.InboxIMAP{Host: rpc.NetnsDoorHost, Port: d.IMAPPort, Username: id.Namespace, Password: id.InboxToken, PlainLogin: true}
 }
 
 // bundle is a trial's part of the stack's bundle.

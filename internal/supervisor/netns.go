@@ -240,21 +240,29 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 	return d
 }
 
-// bindAgentDoor binds an agent's IMAP door inside its namespace and hands
-// it to the inbox, which serves it for the trial the key names.
+// bindAgentDoor binds an agent's doors inside its namespace (IMAP, and
+// the pages and MCP over HTTP) and hands them to the inbox, which serves
+// them for the trial the key names.
 func (k *portKeeper) bindAgentDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
-	lns, id, err := listenIn(d.Netns, []int{d.IMAPPort}, nsID{d.NetnsDev, d.NetnsIno})
+	kinds := []byte{fdpass.KindIMAP, fdpass.KindHTTP}
+	lns, id, err := listenIn(d.Netns, []int{d.IMAPPort, d.HTTPPort}, nsID{d.NetnsDev, d.NetnsIno})
 	if err != nil {
 		d.Error, d.Reason = err.Error(), sealReason(err)
 		return d
 	}
-	defer lns[0].Close() // the inbox holds its own copy
 	d.NetnsDev, d.NetnsIno = id.dev, id.ino
-	d.IMAPPort = lns[0].Addr().(*net.TCPAddr).Port
-	if err := fdpass.AddDoor(k.inboxCtl, d.Key, fdpass.KindIMAP, d.IMAPPort, lns[0]); err != nil {
-		d.Error = "cannot hand the door to the inbox"
-		k.log.Error().Err(err).Msg("port control: an agent's door not handed over")
+	ports := make([]int, len(lns))
+	for i, ln := range lns {
+		defer ln.Close() // the inbox holds its own copies
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		if err := fdpass.AddDoor(k.inboxCtl, d.Key, kinds[i], ports[i], ln); err != nil {
+			fdpass.RemoveDoor(k.inboxCtl, d.Key)
+			d.Error = "cannot hand the doors to the inbox"
+			k.log.Error().Err(err).Msg("port control: an agent's door not handed over")
+			return d
+		}
 	}
+	d.IMAPPort, d.HTTPPort = ports[0], ports[1]
 	return d
 }
 

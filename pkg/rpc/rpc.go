@@ -532,9 +532,10 @@ type TrialOpenRequest struct {
 	// namespace's loopback (NetnsDoor); the bundle then names them.
 	Netns string `json:"netns,omitempty"`
 	// AgentNetns, a network namespace file, has the supervisor bind the
-	// agent's IMAP door on that namespace's loopback, where LOGIN is
-	// taken without TLS (the kernel already separates); the bundle's
-	// InboxIMAP then names it.
+	// agent's doors on that namespace's loopback: IMAP, where LOGIN is
+	// taken without TLS (the kernel already separates), and the inbox's
+	// pages and MCP; the bundle's InboxIMAP, InboxURL and InboxMCPURL then
+	// name them.
 	AgentNetns string `json:"agent_netns,omitempty"`
 	// Faults is the trial's fault schedule (MethodTrialFaults).
 	Faults json.RawMessage `json:"faults,omitempty"`
@@ -713,8 +714,9 @@ type NetnsDoor struct {
 	// the doors are bound only inside the same namespace.
 	NetnsDev uint64 `json:"netns_dev,omitempty"`
 	NetnsIno uint64 `json:"netns_ino,omitempty"`
-	// Agent: the agent's door, one IMAP listener at IMAPPort handed to the
-	// inbox (no candidate doors); its Key is the trial's Namespace.
+	// Agent: the agent's doors, handed to the inbox (no candidate doors):
+	// IMAP at IMAPPort, the pages and MCP at HTTPPort; its Key is the
+	// trial's Namespace.
 	Agent    bool `json:"agent,omitempty"`
 	IMAPPort int  `json:"imap_port,omitempty"`
 }

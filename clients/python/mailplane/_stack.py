@@ -238,9 +238,10 @@ class Stack:
         that namespace's loopback: ``candidate_environment`` then names
         addresses valid only inside it, and plain SMTP there is the
         trial's. ``agent_netns``, a network namespace file too, has it bind
-        the agent's IMAP door on that namespace's loopback, where plain
-        LOGIN is taken without TLS: ``trial.inbox_imap`` then names it
-        (``plain_login`` true, no ``tls_port``). ``faults`` is the trial's fault schedule: a list of rules
+        the agent's doors on that namespace's loopback: IMAP, where plain
+        LOGIN is taken without TLS, and the inbox's pages and MCP;
+        ``trial.inbox_imap`` (``plain_login`` true, no ``tls_port``),
+        ``inbox_url`` and ``inbox_mcp_url`` then name them. ``faults`` is the trial's fault schedule: a list of rules
         (``{"door": "http", "first": 2, "do": "refuse", "status": 429,
         "retry_after": 2}``...); one that is not valid is refused whole
         (Refused ``invalid_faults``, naming the rule). ``trial.set_faults``

@@ -14,8 +14,8 @@ import (
 func (l *DB) insertDoor(ctx context.Context, tx *sql.Tx, t *Trial) error {
 	if a := t.AgentDoor; a != nil {
 		a.TrialID = t.ID
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_doors (trial_id, door, netns, imap_port, netns_dev, netns_ino) VALUES (?, ?, ?, ?, ?, ?)`,
-			a.TrialID, a.Key, a.Netns, a.IMAPPort, int64(a.Dev), int64(a.Ino)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_doors (trial_id, door, netns, imap_port, http_port, netns_dev, netns_ino) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			a.TrialID, a.Key, a.Netns, a.IMAPPort, a.HTTPPort, int64(a.Dev), int64(a.Ino)); err != nil {
 			return err
 		}
 	}
@@ -63,11 +63,11 @@ FROM netns_doors d JOIN trials t ON t.id = d.trial_id WHERE t.destroyed = 0 AND 
 	if err != nil {
 		return nil, err
 	}
-	rows, err = l.read.QueryContext(ctx, `SELECT d.door, d.trial_id, t.namespace, d.netns, d.imap_port, d.netns_dev, d.netns_ino
+	rows, err = l.read.QueryContext(ctx, `SELECT d.door, d.trial_id, t.namespace, d.netns, d.imap_port, d.http_port, d.netns_dev, d.netns_ino
 FROM agent_doors d JOIN trials t ON t.id = d.trial_id WHERE t.destroyed = 0 AND t.plane = ? ORDER BY d.trial_id`, l.plane)
 	agents, err := scanAll(rows, err, func(r *sql.Rows, d *NetnsDoor) error {
 		var dev, ino int64
-		err := r.Scan(&d.Key, &d.TrialID, &d.Namespace, &d.Netns, &d.IMAPPort, &dev, &ino)
+		err := r.Scan(&d.Key, &d.TrialID, &d.Namespace, &d.Netns, &d.IMAPPort, &d.HTTPPort, &dev, &ino)
 		d.Dev, d.Ino, d.Agent = uint64(dev), uint64(ino), true
 		return err
 	})

@@ -202,6 +202,7 @@ CREATE TABLE IF NOT EXISTS agent_doors (
 	door TEXT NOT NULL,
 	netns TEXT NOT NULL,
 	imap_port INTEGER NOT NULL,
+	http_port INTEGER NOT NULL,
 	netns_dev INTEGER NOT NULL,
 	netns_ino INTEGER NOT NULL
 );
