@@ -11,6 +11,7 @@ import ssl
 import subprocess
 
 import pytest
+
 from conftest import send
 from mailplane import Refused, Stack
 
