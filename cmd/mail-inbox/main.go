@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
+	"github.com/websitebench/mailplane/internal/fdpass"
 	"github.com/websitebench/mailplane/internal/httpserve"
 	"github.com/websitebench/mailplane/internal/inbox"
 	"github.com/websitebench/mailplane/internal/inboximap"
@@ -62,6 +64,16 @@ func run(cfg inboxproc.Config) error {
 	if err != nil {
 		return err
 	}
+	var ctl *net.UnixConn
+	if cfg.PortControl > 0 {
+		if imapTLS == nil {
+			return cliapp.Usagef("--port-control needs --imap-listen: it hands over IMAP doors")
+		}
+		if ctl, err = fdpass.Conn(cfg.PortControl); err != nil {
+			return cliapp.Usagef("--port-control: %v", err)
+		}
+		defer ctl.Close()
+	}
 	return cliapp.RunSurface(cfg.Surface, cfg.Listen, "mail-inbox", func(ctx context.Context, ln net.Listener, plane *rpc.Client, log zerolog.Logger, hosts httpserve.Hosts) error {
 		log.Info().Str("listen", ln.Addr().String()).Bool("shared", token == "").Bool("root_redirect", cfg.RootRedirect).Msg("inbox listening")
 		if imapTLS == nil {
@@ -80,7 +92,11 @@ func run(cfg inboxproc.Config) error {
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		imapErr := make(chan error, 1)
-		go func() { imapErr <- inboximap.New(ctx, plane, imapTLS, log).Serve(plain, secure) }()
+		door := inboximap.New(ctx, plane, imapTLS, log)
+		go func() { imapErr <- door.Serve(plain, secure) }()
+		if ctl != nil {
+			go serveDoors(ctx, ctl, door, func(ns string) http.Handler { return hosts.Check(inbox.NewDoor(plane, ns, log)) }, log)
+		}
 		err = inbox.Serve(ctx, ln, hosts.Check(inbox.New(plane, token, cfg.RootRedirect, log)), token == "", log)
 		stop()
 		return errors.Join(err, <-imapErr)
@@ -123,4 +139,58 @@ func readToken(path string) (string, error) {
 		return "", cliapp.Usagef("the inbox token: want 32 to 256 characters of A-Z a-z 0-9 . _ ~ -")
 	}
 	return token, nil
+}
+
+// serveDoors serves the agents' doors the supervisor hands over ctl
+// (bound inside their network namespaces: IMAP, and the pages and MCP over
+// HTTP, each of one trial) and closes those it takes back, until ctl
+// closes (the supervisor is stopping) or ctx ends, which close them all.
+func serveDoors(ctx context.Context, ctl *net.UnixConn, imapDoor *inboximap.Server, pages func(ns string) http.Handler, log zerolog.Logger) {
+	httpDoors := map[string]context.CancelFunc{}
+	defer func() {
+		for _, stop := range httpDoors {
+			stop()
+		}
+	}()
+	for {
+		m, err := fdpass.Receive(ctl)
+		if errors.Is(err, fdpass.ErrMalformed) {
+			log.Error().Msg("port control: malformed message ignored")
+			continue
+		}
+		if err != nil {
+			log.Info().Err(err).Msg("agents' doors: the supervisor's port control ended")
+			return
+		}
+		if m.Op == fdpass.OpRemove {
+			imapDoor.CloseDoor(m.Door)
+			if stop := httpDoors[m.Door]; stop != nil {
+				stop()
+				delete(httpDoors, m.Door)
+			}
+			continue
+		}
+		ln, err := net.FileListener(m.File)
+		m.File.Close()
+		if err != nil {
+			log.Error().Err(err).Msg("port control: a door's socket is not a listener")
+			continue
+		}
+		switch m.Kind {
+		case fdpass.KindIMAP:
+			imapDoor.ServeDoor(m.Door, ln)
+		case fdpass.KindHTTP:
+			if stop := httpDoors[m.Door]; stop != nil {
+				stop()
+			}
+			dctx, stop := context.WithCancel(ctx)
+			httpDoors[m.Door] = stop
+			go inbox.Serve(dctx, ln, pages(m.Door), false, log)
+		default:
+			ln.Close()
+			log.Error().Msg("port control: a listener that is no agent's door ignored")
+			continue
+		}
+		log.Debug().Int("port", m.Port).Str("kind", string(m.Kind)).Msg("agent's door serving")
+	}
 }

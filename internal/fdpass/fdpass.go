@@ -33,6 +33,9 @@ const (
 	KindHTTP    = 'h' // the mail API and bootstrap
 	KindSMTP    = 's' // SMTP, plain (STARTTLS where the writer has TLS)
 	KindSMTPTLS = 't' // SMTP with implicit TLS
+	// KindIMAP is an agent's door, to the inbox: IMAP inside the agent's
+	// network namespace, whose door key is the trial's namespace.
+	KindIMAP = 'i'
 )
 
 // MaxDoorKey bounds a door's key.
@@ -42,7 +45,7 @@ const MaxDoorKey = 64
 type Message struct {
 	Op   byte
 	Port int
-	Kind byte     // with Door: KindHTTP, KindSMTP or KindSMTPTLS
+	Kind byte     // with Door: KindHTTP, KindSMTP, KindSMTPTLS or KindIMAP
 	Door string   // the key of the netns door the listener belongs to; empty: a host port
 	File *os.File // OpAdd: the listener; the receiver owns it
 	// Plain, with OpAdd, serves SMTP without AUTH: for a listener that
@@ -140,7 +143,9 @@ func doorHeader(op byte, port int, kind byte, door string) []byte {
 
 func validDoor(door string) bool { return door != "" && len(door) <= MaxDoorKey }
 
-func validKind(kind byte) bool { return kind == KindHTTP || kind == KindSMTP || kind == KindSMTPTLS }
+func validKind(kind byte) bool {
+	return kind == KindHTTP || kind == KindSMTP || kind == KindSMTPTLS || kind == KindIMAP
+}
 
 // parse reads a message's bytes: a host port's three, or a door's.
 func parse(b []byte) (Message, bool) {

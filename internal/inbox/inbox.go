@@ -64,6 +64,9 @@ type Inbox struct {
 	// known are the tokens the plane accepted recently, by digest.
 	known connlimit.Callers
 	mcp   *inboxmcp.Handler // the same mailbox as MCP tools, at /mcp/{token}
+	// door, for a shared inbox's agent door inside the agent's network
+	// namespace, is the one trial whose token it takes (NewDoor).
+	door string
 }
 
 // oneTrial is the share key of a trial-bound inbox's requests: all are
@@ -82,6 +85,15 @@ func New(plane *rpc.Client, token string, rootRedirect bool, log zerolog.Logger)
 		in.token = ident.Digest(token)
 		in.base = "/inbox/" + url.PathEscape(token)
 	}
+	return in
+}
+
+// NewDoor returns a shared inbox for trial ns's agent door inside the
+// agent's network namespace: the same pages and MCP, for that trial's
+// token only; another trial's names nothing there, as a wrong one.
+func NewDoor(plane *rpc.Client, ns string, log zerolog.Logger) *Inbox {
+	in := New(plane, "", false, log)
+	in.door = ns
 	return in
 }
 
@@ -330,10 +342,14 @@ func (in *Inbox) caller(r *http.Request, rt route) (string, error) {
 	if in.token != nil {
 		return oneTrial, nil
 	}
-	return in.known.Resolve(rt.token, time.Now(), func() (string, error) {
+	ns, err := in.known.Resolve(rt.token, time.Now(), func() (string, error) {
 		resp, err := in.plane.ResolveReader(r.Context(), &rpc.ReadRequest{InboxToken: rt.token})
 		return resp.Namespace, err
 	})
+	if err == nil && in.door != "" && ns != in.door {
+		return "", rpc.Errorf(rpc.CodeNotFound, "another trial's token")
+	}
+	return ns, err
 }
 
 // read is the plane request for rt: a shared inbox names the token, which

@@ -82,8 +82,9 @@ type Server struct {
 	ctx     context.Context // the door's life: logins, reads and watchers end with it
 
 	mu     sync.Mutex
-	open   map[string]*conn // by remote and local address
+	open   map[string]*conn // by door, remote and local address
 	trials map[string]*trial
+	doors  map[string]*server.Server // agent doors, by their trial's namespace
 }
 
 // trial is one trial's logged-in connections and its watcher.
@@ -100,7 +101,7 @@ type trial struct {
 func New(ctx context.Context, plane Plane, tlsConfig *tls.Config, log zerolog.Logger) *Server {
 	s := &Server{plane: plane, log: log, conns: connlimit.NewShares(limits.IMAPTrialConns),
 		idles: connlimit.NewShares(limits.IMAPTrialIdles), maxOpen: connlimit.ProcessCap(),
-		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}}
+		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}, doors: map[string]*server.Server{}}
 	s.imap = newIMAP(s, tlsConfig, log)
 	return s
 }
@@ -116,7 +117,11 @@ func newIMAP(bkd backend.Backend, tlsConfig *tls.Config, log zerolog.Logger) *se
 	is.MaxLiteralSize = limits.IMAPLiteralBytes
 	is.ErrorLog = errorLog{log}
 	s, _ := bkd.(*Server)
-	is.Enable(lineBound{s})
+	d, isDoor := bkd.(door)
+	if isDoor {
+		s = d.s
+	}
+	is.Enable(lineBound{s, d.ns})
 	if s != nil {
 		// Enable skips an extension that offers IDLE (go-imap-idle's,
 		// built in since): this one offers it once enabled.
@@ -137,10 +142,65 @@ func (s *Server) Serve(plain, secure net.Listener) error {
 	select {
 	case <-s.ctx.Done():
 		s.imap.Close()
+		s.closeDoors()
 		return nil
 	case err := <-errs:
 		s.imap.Close()
+		s.closeDoors()
 		return err
+	}
+}
+
+// An agent door is an IMAP listener inside the agent's network namespace,
+// which the supervisor binds there and hands over: only that namespace's
+// processes reach it, so the kernel already separates, and LOGIN and
+// AUTHENTICATE PLAIN are taken there without TLS. It is one trial's: a
+// token of any other trial is refused as a wrong password.
+
+// door is the backend of an agent door's own go-imap server (go-imap
+// allows insecure auth per server): its logins must be trial ns's.
+type door struct {
+	s  *Server
+	ns string
+}
+
+func (d door) Login(info *imap.ConnInfo, _, password string) (backend.User, error) {
+	return d.s.login(info, d.ns, password)
+}
+
+// ServeDoor serves ln as trial ns's agent door until CloseDoor(ns) or the
+// end of the door's life (New's ctx); a door ns had is closed first.
+func (s *Server) ServeDoor(ns string, ln net.Listener) {
+	is := newIMAP(door{s: s, ns: ns}, nil, s.log)
+	is.AllowInsecureAuth = true // the namespace's loopback: see door
+	s.mu.Lock()
+	old := s.doors[ns]
+	s.doors[ns] = is
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	go is.Serve(&listener{Listener: ln, s: s, door: ns})
+}
+
+// CloseDoor closes trial ns's agent door and its connections.
+func (s *Server) CloseDoor(ns string) {
+	s.mu.Lock()
+	is := s.doors[ns]
+	delete(s.doors, ns)
+	s.mu.Unlock()
+	if is != nil {
+		is.Close()
+	}
+}
+
+func (s *Server) closeDoors() {
+	s.mu.Lock()
+	doors := s.doors
+	s.doors = map[string]*server.Server{}
+	s.mu.Unlock()
+	for _, is := range doors {
+		is.Close()
 	}
 }
 
@@ -202,7 +262,13 @@ func (m *merged) Addr() net.Addr { return m.lns[0].Addr() }
 // token, which the plane resolves to the trial. A connection's third
 // failure ends it.
 func (s *Server) Login(info *imap.ConnInfo, _, password string) (backend.User, error) {
-	c := s.connOf(info)
+	return s.login(info, "", password)
+}
+
+// login is Login at the host's ports (door "") or at trial door's agent
+// door, which takes that trial's token only.
+func (s *Server) login(info *imap.ConnInfo, door, password string) (backend.User, error) {
+	c := s.connOf(door, info)
 	if c == nil {
 		return nil, errUnavail
 	}
@@ -220,6 +286,9 @@ func (s *Server) Login(info *imap.ConnInfo, _, password string) (backend.User, e
 		})
 	} else {
 		err = rpc.Errorf(rpc.CodeNotFound, "no such token")
+	}
+	if err == nil && door != "" && ns != door {
+		err = rpc.Errorf(rpc.CodeNotFound, "another trial's token") // as a wrong one: says nothing of that trial
 	}
 	if err != nil {
 		switch a, _ := answers.For(err); a {
@@ -379,20 +448,27 @@ func (s *Server) endTrial(t *trial) {
 	}
 }
 
-func (s *Server) connOf(info *imap.ConnInfo) *conn {
+func (s *Server) connOf(door string, info *imap.ConnInfo) *conn {
 	if info == nil || info.RemoteAddr == nil || info.LocalAddr == nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.open[info.RemoteAddr.String()+"|"+info.LocalAddr.String()]
+	return s.open[connKey(door, info.RemoteAddr, info.LocalAddr)]
+}
+
+// connKey names a connection: addresses repeat across namespaces, so an
+// agent door's are prefixed with its trial's namespace.
+func connKey(door string, remote, local net.Addr) string {
+	return door + "|" + remote.String() + "|" + local.String()
 }
 
 // listener registers the connections it accepts, over the process's cap
 // closed at once.
 type listener struct {
 	net.Listener
-	s *Server
+	s    *Server
+	door string // an agent door's trial namespace; empty: a host port
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -416,7 +492,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			}
 		}
 		pause = 0
-		c := &conn{Conn: nc, s: l.s, key: nc.RemoteAddr().String() + "|" + nc.LocalAddr().String(), closed: make(chan struct{})}
+		c := &conn{Conn: nc, s: l.s, key: connKey(l.door, nc.RemoteAddr(), nc.LocalAddr()), closed: make(chan struct{})}
 		l.s.mu.Lock()
 		full := len(l.s.open) >= l.s.maxOpen
 		if !full {
@@ -443,7 +519,10 @@ var errTooMuch = errors.New("imap: the client sent more than its bound")
 // quadratic in the atom's length: the bound keeps a line's cost small.
 // It also hands each of the door's connections its go-imap connection,
 // to tell it of new mail.
-type lineBound struct{ s *Server }
+type lineBound struct {
+	s    *Server
+	door string
+}
 
 func (lineBound) Capabilities(server.Conn) []string    { return nil }
 func (lineBound) Command(string) server.HandlerFactory { return nil }
@@ -451,7 +530,7 @@ func (lineBound) Command(string) server.HandlerFactory { return nil }
 func (l lineBound) NewConn(ic server.Conn) server.Conn {
 	ic.(interface{ SetDebug(io.Writer) }).SetDebug(imap.NewDebugWriter(io.Discard, &lineTap{}))
 	if l.s != nil {
-		if c := l.s.connOf(ic.Info()); c != nil {
+		if c := l.s.connOf(l.door, ic.Info()); c != nil {
 			c.ic = ic // before the connection is served
 		}
 	}

@@ -6,6 +6,8 @@
 package inboxproc
 
 import (
+	"strconv"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/websitebench/mailplane/internal/cliapp"
@@ -28,6 +30,10 @@ type Config struct {
 	// plane's CA in TLSCert and TLSKey.
 	IMAPListen, IMAPSListen string
 	TLSCert, TLSKey         string
+	// PortControl is an inherited descriptor (0: none) over which the
+	// supervisor hands over agents' IMAP doors inside their network
+	// namespaces (fdpass.KindIMAP).
+	PortControl int
 }
 
 // Defaults is mail-inbox without flags or environment.
@@ -43,6 +49,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "imaps-listen", Usage: "the mailbox over IMAP with implicit TLS (shared inbox only); needs --tls-cert"},
 		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate chain for the IMAP ports (a leaf of the plane's CA)"},
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+		&cli.IntFlag{Name: "port-control", Usage: "inherited descriptor of the supervisor's port control, which hands over agents' IMAP doors in their network namespaces (with --imap-listen)"},
 	}, cliapp.SurfaceFlags...)
 }
 
@@ -50,7 +57,8 @@ func Flags() []cli.Flag {
 func FromContext(c *cli.Context) Config {
 	return Config{Surface: cliapp.SurfaceFromContext(c), Listen: c.String("listen"),
 		TokenFile: c.String("token-file"), RootRedirect: c.Bool("root-redirect"),
-		IMAPListen: c.String("imap-listen"), IMAPSListen: c.String("imaps-listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key")}
+		IMAPListen: c.String("imap-listen"), IMAPSListen: c.String("imaps-listen"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
+		PortControl: c.Int("port-control")}
 }
 
 // Args are the flags for cfg: FromContext of Args(cfg) is cfg.
@@ -62,5 +70,8 @@ func (cfg Config) Args() []string {
 	a.Str("imaps-listen", cfg.IMAPSListen)
 	a.Str("tls-cert", cfg.TLSCert)
 	a.Str("tls-key", cfg.TLSKey)
+	if cfg.PortControl > 0 {
+		a.Str("port-control", strconv.Itoa(cfg.PortControl))
+	}
 	return a
 }

@@ -157,6 +157,9 @@ type Trial struct {
 	// Door, given to CreateTrial only, is the trial's doors inside its
 	// network namespace; the trial's reads do not fill it.
 	Door *NetnsDoor
+	// AgentDoor, given to CreateTrial only, is the agent's IMAP door
+	// inside the agent's network namespace (Agent set).
+	AgentDoor *NetnsDoor
 }
 
 // Expired reports whether the trial's TTL has passed at now. An expired
@@ -201,7 +204,8 @@ const (
 	ByWriteCapability // of any of the trial's namespaces
 )
 
-// NetnsDoor is a trial's candidate doors inside its network namespace:
+// NetnsDoor is a trial's candidate doors inside its network namespace, or
+// the agent's (Agent):
 // the file that names the namespace, the key the shared writer presents
 // for them (rpc.NetnsDoor), and their ports there, kept so that a restart
 // binds them again where the trial's bundle says they are.
@@ -214,6 +218,10 @@ type NetnsDoor struct {
 	// Dev and Ino are the namespace file's identity when the doors were
 	// first bound (0: a door stored before identities, known by path).
 	Dev, Ino uint64
+	// Agent: the agent's doors (its Key is the trial's namespace when it
+	// opened): IMAP at IMAPPort, the pages and MCP at HTTPPort.
+	Agent    bool
+	IMAPPort int
 }
 
 // Entry is one accepted message in the index.

@@ -117,11 +117,15 @@ func trialOpenCommand() *cli.Command {
 			"inbox_url (with the token path), api_url, read_capability, smtp_port (the trial's own) and\n" +
 			"writer_url. With --ttl the plane closes the trial by itself once the TTL has passed. With --netns, the\n" +
 			"stack's supervisor binds the trial's candidate doors (mail API and bootstrap, SMTP, implicit-TLS SMTP)\n" +
-			"on the loopback of that network namespace, and the candidate environment names them there.",
+			"on the loopback of that network namespace, and the candidate environment names them there. With\n" +
+			"--agent-netns, it binds the agent's doors on the loopback of that namespace: IMAP, where LOGIN needs\n" +
+			"no TLS (only that namespace's processes reach it), and the inbox's pages and MCP; the bundle's\n" +
+			"inbox_url, inbox_mcp_url and inbox_imap name them.",
 		Flags: append(adminFlags(),
 			&cli.DurationFlag{Name: "ttl", Usage: "close the trial this long after it opens (0: never)"},
 			&cli.StringFlag{Name: "profile", Value: rpc.ProfileCandidate, Usage: "candidate, sidecar or authoring"},
 			&cli.StringFlag{Name: "netns", Usage: "the candidate's network namespace file (/proc/PID/ns/net, /run/netns/NAME): its doors are bound there"},
+			&cli.StringFlag{Name: "agent-netns", Usage: "the agent's network namespace file: its inbox doors (IMAP with plain LOGIN, pages, MCP) are bound there"},
 			&cli.StringFlag{Name: "faults", Usage: "the trial's fault schedule: a JSON file of rules (- for stdin; see mail-plane trial faults)"},
 			webhookFlag(),
 		),
@@ -145,7 +149,7 @@ func trialOpenCommand() *cli.Command {
 				return err
 			}
 			req := &rpc.TrialOpenRequest{Profile: c.String("profile"), TTLMillis: c.Duration("ttl").Milliseconds(), Netns: c.String("netns"),
-				Faults: schedule, Webhooks: hooks}
+				AgentNetns: c.String("agent-netns"), Faults: schedule, Webhooks: hooks}
 			return answer(c, func(ctx context.Context) (rpc.Bundle, error) { return client.TrialOpen(ctx, req) }, printBundle)
 		},
 	}
@@ -173,6 +177,7 @@ func trialCreateCommand() *cli.Command {
 			&cli.StringFlag{Name: "api-url", Value: "http://127.0.0.1:8025", Usage: "authoring: origin of the API port the capture uses"},
 			&cli.StringFlag{Name: "smtp-host", Value: "127.0.0.1", Usage: "authoring: SMTP host the capture uses"},
 			&cli.IntFlag{Name: "smtp-port", Value: 1025, Usage: "authoring: SMTP port the capture uses"},
+			&cli.StringFlag{Name: "agent-netns", Usage: "the agent's network namespace file: its inbox doors (IMAP with plain LOGIN, pages, MCP) are bound there"},
 			&cli.StringFlag{Name: "faults", Usage: "the trial's fault schedule: a JSON file of rules (- for stdin; see mail-plane trial faults)"},
 		),
 		Action: trialCreate,

@@ -40,7 +40,7 @@ type doorQueue struct {
 	wanted  []rpc.NetnsDoor               // answered until the supervisor reports on them
 	waiting map[string]chan rpc.NetnsDoor // trial.open calls waiting, by key
 	closing []string                      // keys answered until the supervisor acknowledges them
-	byTrial map[int64]string              // open trials' keys, to close their doors with them
+	byTrial map[int64][]string            // open trials' keys, to close their doors with them
 }
 
 // validNetns reports whether path may name a namespace file: absolute,
@@ -59,21 +59,34 @@ func doorKey() string { return "mpd_" + rand.Text() }
 // refused (4xx) and leaves nothing bound; a supervisor that does not
 // answer in time is an outage.
 func (p *portPool) openDoors(ctx context.Context, netns string) (rpc.NetnsDoor, error) {
+	return p.bindDoors(ctx, "netns", rpc.NetnsDoor{Key: doorKey(), Netns: netns})
+}
+
+// openAgentDoor has the supervisor bind the agent's IMAP door of trial ns
+// in netns and hand it to the inbox, as openDoors does the candidate's.
+// Its key is ns: the inbox takes that trial's token only there.
+func (p *portPool) openAgentDoor(ctx context.Context, netns, ns string) (rpc.NetnsDoor, error) {
+	return p.bindDoors(ctx, "agent_netns", rpc.NetnsDoor{Key: ns, Netns: netns, Namespace: ns, Agent: true})
+}
+
+// bindDoors is openDoors and openAgentDoor: field names the request's
+// field in errors.
+func (p *portPool) bindDoors(ctx context.Context, field string, want rpc.NetnsDoor) (rpc.NetnsDoor, error) {
+	netns, key := want.Netns, want.Key
 	if !validNetns(netns) {
-		return rpc.NetnsDoor{}, rpc.Errorf(rpc.CodeBadRequest, "netns must be the absolute, clean path of a network namespace file")
+		return rpc.NetnsDoor{}, rpc.Errorf(rpc.CodeBadRequest, "%s must be the absolute, clean path of a network namespace file", field)
 	}
-	key := doorKey()
 	ch := make(chan rpc.NetnsDoor, 1)
 	p.mu.Lock()
 	if !p.supervised() {
 		p.mu.Unlock()
-		return rpc.NetnsDoor{}, rpc.Errorf(rpc.CodeBadRequest, "no supervisor binds doors in network namespaces here: open netns trials on mail-plane up")
+		return rpc.NetnsDoor{}, rpc.Errorf(rpc.CodeBadRequest, "no supervisor binds doors in network namespaces here: open %s trials on mail-plane up", field)
 	}
 	if p.doors.waiting == nil {
 		p.doors.waiting = map[string]chan rpc.NetnsDoor{}
 	}
 	p.doors.waiting[key] = ch
-	p.doors.wanted = append(p.doors.wanted, rpc.NetnsDoor{Key: key, Netns: netns})
+	p.doors.wanted = append(p.doors.wanted, want)
 	p.signal()
 	p.mu.Unlock()
 	timer := time.NewTimer(doorWait)
@@ -82,7 +95,7 @@ func (p *portPool) openDoors(ctx context.Context, netns string) (rpc.NetnsDoor, 
 	select {
 	case d := <-ch:
 		if d.Error != "" {
-			return d, rpc.Errorf(rpc.CodeBadRequest, "netns %s: %s", netns, d.Error)
+			return d, rpc.Errorf(rpc.CodeBadRequest, "%s %s: %s", field, netns, d.Error)
 		}
 		return d, nil
 	case <-timer.C:
@@ -105,9 +118,9 @@ func (p *portPool) openDoors(ctx context.Context, netns string) (rpc.NetnsDoor, 
 func (p *portPool) doorsOpened(id int64, key string) {
 	p.mu.Lock()
 	if p.doors.byTrial == nil {
-		p.doors.byTrial = map[int64]string{}
+		p.doors.byTrial = map[int64][]string{}
 	}
-	p.doors.byTrial[id] = key
+	p.doors.byTrial[id] = append(p.doors.byTrial[id], key)
 	p.mu.Unlock()
 }
 
@@ -116,12 +129,13 @@ func (p *portPool) doorsOpened(id int64, key string) {
 func (p *portPool) closeDoors(id int64, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	keys := []string{key}
 	if key == "" {
-		key = p.doors.byTrial[id]
+		keys = p.doors.byTrial[id]
 		delete(p.doors.byTrial, id)
 	}
-	if key != "" {
-		p.doors.closing = append(p.doors.closing, key)
+	if len(keys) > 0 {
+		p.doors.closing = append(p.doors.closing, keys...)
 		p.signal()
 	}
 }
@@ -170,7 +184,8 @@ func (b *Broker) restoreDoors(ctx context.Context) ([]rpc.NetnsDoor, error) {
 	for _, d := range ds {
 		b.ports.doorsOpened(d.TrialID, d.Key)
 		out = append(out, rpc.NetnsDoor{Key: d.Key, Netns: d.Netns, Namespace: d.Namespace,
-			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort, NetnsDev: d.Dev, NetnsIno: d.Ino})
+			HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort, NetnsDev: d.Dev, NetnsIno: d.Ino,
+			Agent: d.Agent, IMAPPort: d.IMAPPort})
 	}
 	return out, nil
 }
@@ -182,6 +197,13 @@ func (b *Broker) restoreDoors(ctx context.Context) ([]rpc.NetnsDoor, error) {
 func (b *Broker) unservedDoors(ctx context.Context, ds []rpc.NetnsDoor) error {
 	for _, d := range ds {
 		if d.Error == "" {
+			continue
+		}
+		if d.Agent {
+			// The agent reads through the host's ports still; nothing of
+			// the trial's mail can go astray, so the trial goes on.
+			b.log.Error().Str("namespace", d.Namespace).Str("netns", d.Netns).Str("error", d.Error).
+				Msg("the agent's IMAP door in its network namespace is not served")
 			continue
 		}
 		reason := cmp.Or(d.Reason, rpc.SealDoorsUnbound)
@@ -204,7 +226,7 @@ func (b *Broker) unservedDoors(ctx context.Context, ds []rpc.NetnsDoor) error {
 // ledgerDoor is the ledger's row of a door the supervisor bound.
 func ledgerDoor(d rpc.NetnsDoor) *ledger.NetnsDoor {
 	return &ledger.NetnsDoor{Key: d.Key, Netns: d.Netns, HTTPPort: d.HTTPPort, SMTPPort: d.SMTPPort, SMTPTLSPort: d.SMTPTLSPort,
-		Dev: d.NetnsDev, Ino: d.NetnsIno}
+		Dev: d.NetnsDev, Ino: d.NetnsIno, Agent: d.Agent, IMAPPort: d.IMAPPort}
 }
 
 // doorBundle is a netns trial's bundle: the candidate's addresses are on

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/ident"
@@ -22,7 +24,7 @@ import (
 // out), and returns the identity once. Its writer and inbox grants bind
 // one surface process each to it (strict mode).
 func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (rpc.Identity, error) {
-	id, _, err := b.createTrial(ctx, req, 0, nil)
+	id, _, err := b.createTrial(ctx, req, 0, nil, nil)
 	return id, err
 }
 
@@ -31,7 +33,7 @@ func (b *Broker) CreateTrial(ctx context.Context, req *rpc.TrialCreateRequest) (
 // any profile: the port alone selects the trial on a plain SMTP client's
 // connection). A trial with doors in its network namespace (door) takes
 // no port: its doors are its own.
-func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration, door *ledger.NetnsDoor) (rpc.Identity, ledger.Trial, error) {
+func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, ttl time.Duration, door, agent *ledger.NetnsDoor) (rpc.Identity, ledger.Trial, error) {
 	if req.Profile == "" {
 		req.Profile = rpc.ProfileCandidate
 	}
@@ -87,7 +89,7 @@ func (b *Broker) createTrial(ctx context.Context, req *rpc.TrialCreateRequest, t
 	if ttl > 0 {
 		t.Expires = t.Created.Add(ttl) // from the same instant, so that ttl_ms reads back exactly
 	}
-	t.Door = door
+	t.Door, t.AgentDoor = door, agent
 	if door == nil {
 		port, err := b.ports.take(ctx)
 		if err != nil {
@@ -165,26 +167,61 @@ func (b *Broker) OpenTrial(ctx context.Context, req *rpc.TrialOpenRequest) (rpc.
 	if req.TTLMillis < 0 {
 		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "ttl_ms must not be negative")
 	}
+	if req.AgentNetns != "" && b.advertise.IMAPPort == 0 {
+		return rpc.Bundle{}, rpc.Errorf(rpc.CodeBadRequest, "agent_netns: this stack's inbox serves no IMAP")
+	}
+	create := &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults, Webhooks: req.Webhooks, Namespace: ident.Namespace()}
+	var agent *ledger.NetnsDoor
+	if req.AgentNetns != "" {
+		d, err := b.ports.openAgentDoor(ctx, req.AgentNetns, create.Namespace)
+		if err != nil {
+			return rpc.Bundle{}, err
+		}
+		agent = ledgerDoor(d)
+	}
 	var door *ledger.NetnsDoor
 	if req.Netns != "" {
 		d, err := b.ports.openDoors(ctx, req.Netns)
 		if err != nil {
+			if agent != nil {
+				b.ports.closeDoors(0, agent.Key)
+			}
 			return rpc.Bundle{}, err
 		}
 		door = ledgerDoor(d)
 	}
-	id, t, err := b.createTrial(ctx, &rpc.TrialCreateRequest{Profile: req.Profile, Faults: req.Faults, Webhooks: req.Webhooks}, time.Duration(req.TTLMillis)*time.Millisecond, door)
+	id, t, err := b.createTrial(ctx, create, time.Duration(req.TTLMillis)*time.Millisecond, door, agent)
 	if err != nil {
 		if door != nil {
 			b.ports.closeDoors(0, door.Key)
 		}
+		if agent != nil {
+			b.ports.closeDoors(0, agent.Key)
+		}
 		return rpc.Bundle{}, err
 	}
+	var bu rpc.Bundle
 	if door != nil {
 		b.ports.doorsOpened(t.ID, door.Key)
-		return b.doorBundle(id, door), nil
+		bu = b.doorBundle(id, door)
+	} else {
+		bu = b.bundle(id, t.SMTPPort)
 	}
-	return b.bundle(id, t.SMTPPort), nil
+	if agent != nil {
+		b.ports.doorsOpened(t.ID, agent.Key)
+		agentDoors(&bu, id, agent)
+	}
+	return bu, nil
+}
+
+// agentDoors points the bundle's agent part at the agent's doors inside
+// its network namespace, on that loopback: the pages and MCP, and IMAP
+// without TLS, LOGIN taken as it is.
+func agentDoors(bu *rpc.Bundle, id rpc.Identity, d *ledger.NetnsDoor) {
+	base := "http://" + net.JoinHostPort(rpc.NetnsDoorHost, strconv.Itoa(d.HTTPPort))
+	bu.InboxURL = base + "/inbox/" + id.InboxToken
+	bu.InboxMCPURL = base + "/mcp/" + id.InboxToken
+	bu.InboxIMAP = &rpc.InboxIMAP{Host: rpc.NetnsDoorHost, Port: d.IMAPPort, Username: id.Namespace, Password: id.InboxToken, PlainLogin: true}
 }
 
 // bundle is a trial's part of the stack's bundle.

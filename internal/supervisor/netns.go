@@ -204,6 +204,9 @@ func loopbackUp() error {
 // free ones), hands them to the writer, and answers d with the ports or
 // with why nothing of it is served.
 func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
+	if d.Agent {
+		return k.bindAgentDoor(d)
+	}
 	kinds := []byte{fdpass.KindSMTP, fdpass.KindHTTP}
 	ports := []int{d.SMTPPort, d.HTTPPort}
 	if k.tls {
@@ -240,6 +243,32 @@ func (k *portKeeper) bindDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
 	return d
 }
 
+// bindAgentDoor binds an agent's doors inside its namespace (IMAP, and
+// the pages and MCP over HTTP) and hands them to the inbox, which serves
+// them for the trial the key names.
+func (k *portKeeper) bindAgentDoor(d rpc.NetnsDoor) rpc.NetnsDoor {
+	kinds := []byte{fdpass.KindIMAP, fdpass.KindHTTP}
+	lns, id, err := listenIn(d.Netns, []int{d.IMAPPort, d.HTTPPort}, nsID{d.NetnsDev, d.NetnsIno})
+	if err != nil {
+		d.Error, d.Reason = err.Error(), sealReason(err)
+		return d
+	}
+	d.NetnsDev, d.NetnsIno = id.dev, id.ino
+	ports := make([]int, len(lns))
+	for i, ln := range lns {
+		defer ln.Close() // the inbox holds its own copies
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		if err := fdpass.AddDoor(k.inboxCtl, d.Key, kinds[i], ports[i], ln); err != nil {
+			fdpass.RemoveDoor(k.inboxCtl, d.Key)
+			d.Error = "cannot hand the doors to the inbox"
+			k.log.Error().Err(err).Msg("port control: an agent's door not handed over")
+			return d
+		}
+	}
+	d.IMAPPort, d.HTTPPort = ports[0], ports[1]
+	return d
+}
+
 // doors does one ports.sync answer's door work: binds the doors asked for
 // (a restored trial's at its ports) and closes those released, and puts
 // the outcome in the next request. A restored trial whose namespace is
@@ -258,8 +287,9 @@ func (k *portKeeper) doors(resp rpc.PortsSyncResponse, req *rpc.PortsSyncRequest
 		if k.dialer != nil {
 			k.dialer.remove(key)
 		}
-		if err := fdpass.RemoveDoor(k.ctl, key); err != nil {
-			k.log.Error().Err(err).Msg("port control: the writer is gone")
+		// A key is the writer's or the inbox's: each ignores the other's.
+		if err := errors.Join(fdpass.RemoveDoor(k.ctl, key), fdpass.RemoveDoor(k.inboxCtl, key)); err != nil {
+			k.log.Error().Err(err).Msg("port control: the writer or the inbox is gone")
 			return
 		}
 		req.DoorsClosed = append(req.DoorsClosed, key)

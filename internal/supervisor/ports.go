@@ -22,8 +22,10 @@ import (
 type portKeeper struct {
 	admin *rpc.Client
 	ctl   *net.UnixConn
-	host  string
-	tls   bool // the writer has TLS: a netns door has implicit-TLS SMTP too
+	// inboxCtl hands agents' IMAP doors to the shared inbox.
+	inboxCtl *net.UnixConn
+	host     string
+	tls      bool // the writer has TLS: a netns door has implicit-TLS SMTP too
 	// moveTaken is up --move-taken-ports: a trial whose port another
 	// process took moves to a new port instead of being sealed.
 	moveTaken bool

@@ -45,8 +45,9 @@ func fd(i int) string { return "fd:" + strconv.Itoa(3+i) }
 // sharedServices are up's children besides the plane: one writer, inbox,
 // gateway and console that every trial shares. lns are the writer's HTTP
 // and SMTP, the inbox's and the gateway's; writerEnd is the writer's end
-// of the port control; writer adds up's AUTH settings.
-func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls *writerTLS, writerEnd *os.File, writer func(*writerproc.Config)) []*surface {
+// of the port control and inboxEnd the inbox's (agents' IMAP doors);
+// writer adds up's AUTH settings.
+func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls *writerTLS, writerEnd, inboxEnd *os.File, writer func(*writerproc.Config)) []*surface {
 	// fd 3 HTTP, 4 SMTP, 5 SMTP with implicit TLS, 6 HTTPS, 7 the port control.
 	wlns := append(lns[0:2:2], wtls.lns[:2]...)
 	w := writerproc.Defaults()
@@ -57,12 +58,12 @@ func (st *stack) sharedServices(lns [4]net.Listener, console net.Listener, wtls 
 	w.MaxConnections, w.IdleTimeout = 0, limits.SharedIdle
 	wtls.configure(&w, fd(2), fd(3))
 	writer(&w)
-	// fd 3 HTTP, 4 IMAP with STARTTLS, 5 IMAP with implicit TLS.
-	in := inboxproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleInbox)), Listen: fd(0)}
+	// fd 3 HTTP, 4 IMAP with STARTTLS, 5 IMAP with implicit TLS, 6 the port control.
+	in := inboxproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleInbox)), Listen: fd(0), PortControl: 6}
 	wtls.configureInbox(&in, fd(1), fd(2))
 	return []*surface{
 		{name: "mail-writer", lns: wlns, files: []*os.File{writerEnd}, cfg: w},
-		{name: "mail-inbox", lns: []net.Listener{lns[2], wtls.lns[2], wtls.lns[3]}, cfg: in},
+		{name: "mail-inbox", lns: []net.Listener{lns[2], wtls.lns[2], wtls.lns[3]}, files: []*os.File{inboxEnd}, cfg: in},
 		{name: "mail-gateway", lns: lns[3:4], cfg: gatewayproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleGateway)), Listen: fd(0)}},
 		{name: "mail-console", lns: []net.Listener{console}, cfg: consoleproc.Config{Surface: st.surfaceConfig(st.grantFile(rpc.RoleConsole)), Listen: fd(0)}},
 	}

@@ -67,7 +67,7 @@ func TestServicesTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer end.Close()
-	up := st.sharedServices(shared, listener(), wtls, end, func(w *writerproc.Config) { w.SMTPPlainPorts = true })
+	up := st.sharedServices(shared, listener(), wtls, end, end, func(w *writerproc.Config) { w.SMTPPlainPorts = true })
 	lns := sidecarListeners{api: listener(), smtp: listener(), inbox: listener(), writerHTTP: listener(), gatewayHTTP: listener()}
 	sidecar := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileSidecar, advertise: "smtp.test"})
 	authoring := st.sidecarServices(&lns, sidecarEnv{profile: rpc.ProfileAuthoring, advertise: "smtp.test"})

@@ -147,12 +147,13 @@ func up(c *cli.Context) error {
 	}
 	defer admin.Close()
 	dialer := newHookDialer(log)
-	ctl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log), dialer)
+	ctl, inboxCtl, err := st.startShared(ctx, deadline, lns, cln, wtls, writerAuth(c, log), dialer)
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
-	keeper := &portKeeper{admin: admin, ctl: ctl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
+	defer inboxCtl.Close()
+	keeper := &portKeeper{admin: admin, ctl: ctl, inboxCtl: inboxCtl, host: host, tls: wtls.smtpTLSPort() > 0, moveTaken: c.Bool("move-taken-ports"),
 		ports: hostPortRange(), log: log, ready: make(chan struct{}), dialer: dialer}
 	go keeper.run(ctx)
 	select {
@@ -250,35 +251,47 @@ func (sh shared) planeConfig(st *stack, store serve.StoreConfig) serve.Config {
 }
 
 // startShared starts the shared writer, inbox and gateway on their
-// listeners; it returns up's end of the writer's port control.
-func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config), dialer *hookDialer) (*net.UnixConn, error) {
+// listeners, and the hooks process; it returns up's ends of the writer's
+// and the inbox's port controls.
+func (st *stack) startShared(ctx context.Context, deadline time.Time, lns [4]net.Listener, console net.Listener, wtls *writerTLS, auth func(*writerproc.Config), dialer *hookDialer) (ctl, inboxCtl *net.UnixConn, err error) {
 	ctl, writerEnd, err := fdpass.Pair()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	inboxCtl, inboxEnd, err := fdpass.Pair()
+	if err != nil {
+		ctl.Close()
+		writerEnd.Close()
+		return nil, nil, err
 	}
 	hooks, err := net.Listen("tcp", "127.0.0.1:0") // the hooks process's /healthz
 	if err != nil {
 		ctl.Close()
 		writerEnd.Close()
-		return nil, err
+		inboxCtl.Close()
+		inboxEnd.Close()
+		return nil, nil, err
 	}
 	dctl, dialEnd, err := fdpass.Pair()
 	if err != nil {
 		ctl.Close()
 		writerEnd.Close()
+		inboxCtl.Close()
+		inboxEnd.Close()
 		hooks.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	go func() {
 		defer dctl.Close()
 		dialer.serve(dctl) // until the hooks process closes its end
 	}()
-	surfaces := append(st.sharedServices(lns, console, wtls, writerEnd, auth), st.hooksService(hooks, dialEnd))
+	surfaces := append(st.sharedServices(lns, console, wtls, writerEnd, inboxEnd, auth), st.hooksService(hooks, dialEnd))
 	if err := st.startSurfaces(ctx, deadline, surfaces...); err != nil {
 		ctl.Close()
-		return nil, err
+		inboxCtl.Close()
+		return nil, nil, err
 	}
-	return ctl, nil
+	return ctl, inboxCtl, nil
 }
 
 // openAll keeps the trials of the last start that are still open, opens

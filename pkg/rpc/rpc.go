@@ -536,6 +536,12 @@ type TrialOpenRequest struct {
 	// has the supervisor bind the trial's candidate doors on that
 	// namespace's loopback (NetnsDoor); the bundle then names them.
 	Netns string `json:"netns,omitempty"`
+	// AgentNetns, a network namespace file, has the supervisor bind the
+	// agent's doors on that namespace's loopback: IMAP, where LOGIN is
+	// taken without TLS (the kernel already separates), and the inbox's
+	// pages and MCP; the bundle's InboxIMAP, InboxURL and InboxMCPURL then
+	// name them.
+	AgentNetns string `json:"agent_netns,omitempty"`
 	// Faults is the trial's fault schedule (MethodTrialFaults).
 	Faults json.RawMessage `json:"faults,omitempty"`
 	// Webhooks are the trial's provider webhooks (MethodTrialWebhooks).
@@ -588,6 +594,9 @@ type InboxIMAP struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
 	CAFile   string `json:"ca_file"`
+	// PlainLogin: the door is inside the agent's network namespace
+	// (Port on its loopback, no TLS port): LOGIN needs no TLS there.
+	PlainLogin bool `json:"plain_login,omitempty"`
 }
 
 // Providers are a trial's coordinates for the writer's provider-compatible
@@ -720,6 +729,11 @@ type NetnsDoor struct {
 	// the doors are bound only inside the same namespace.
 	NetnsDev uint64 `json:"netns_dev,omitempty"`
 	NetnsIno uint64 `json:"netns_ino,omitempty"`
+	// Agent: the agent's doors, handed to the inbox (no candidate doors):
+	// IMAP at IMAPPort, the pages and MCP at HTTPPort; its Key is the
+	// trial's Namespace.
+	Agent    bool `json:"agent,omitempty"`
+	IMAPPort int  `json:"imap_port,omitempty"`
 }
 
 // GrantCreateRequest mints a grant for a role that is not bound to a trial.

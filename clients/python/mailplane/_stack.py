@@ -229,6 +229,7 @@ class Stack:
         netns: Optional[str] = None,
         faults: Optional[Sequence[Mapping[str, Any]]] = None,
         webhooks: Optional[Sequence[Mapping[str, Any]]] = None,
+        agent_netns: Optional[str] = None,
     ) -> Trial:
         """Opens a fresh candidate trial on this stack's plane over its admin
         RPC (``trial.open`` on the Unix socket; no process is started).
@@ -237,7 +238,11 @@ class Stack:
         ``/run/netns/NAME``), has the stack bind the candidate's doors on
         that namespace's loopback: ``candidate_environment`` then names
         addresses valid only inside it, and plain SMTP there is the
-        trial's. ``faults`` is the trial's fault schedule: a list of rules
+        trial's. ``agent_netns``, a network namespace file too, has it bind
+        the agent's doors on that namespace's loopback: IMAP, where plain
+        LOGIN is taken without TLS, and the inbox's pages and MCP;
+        ``trial.inbox_imap`` (``plain_login`` true, no ``tls_port``),
+        ``inbox_url`` and ``inbox_mcp_url`` then name them. ``faults`` is the trial's fault schedule: a list of rules
         (``{"door": "http", "first": 2, "do": "refuse", "status": 429,
         "retry_after": 2}``...); one that is not valid is refused whole
         (Refused ``invalid_faults``, naming the rule). ``trial.set_faults``
@@ -253,6 +258,8 @@ class Stack:
             body["ttl_ms"] = max(1, int(ttl * 1000))
         if netns is not None:
             body["netns"] = netns
+        if agent_netns is not None:
+            body["agent_netns"] = agent_netns
         if faults is not None:
             body["faults"] = list(faults)
         if webhooks is not None:

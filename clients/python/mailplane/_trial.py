@@ -129,8 +129,11 @@ class Trial:
     def inbox_imap(self) -> Optional[Dict[str, Any]]:
         """The same mailbox over IMAP, as a mail client's account (a copy):
         ``{"host", "port" (STARTTLS), "tls_port" (implicit TLS),
-        "username", "password" (the inbox token), "ca_file"}``. None where
-        the stack's inbox serves no IMAP. Hand it to the agent only."""
+        "username", "password" (the inbox token), "ca_file"}``; for a trial
+        opened with ``agent_netns``, ``{"host", "port", "username",
+        "password", "plain_login": True}``: a door inside the agent's
+        network namespace, without TLS. None where the stack's inbox serves
+        no IMAP. Hand it to the agent only."""
         return dict(self._inbox_imap) if self._inbox_imap else None
 
     @property

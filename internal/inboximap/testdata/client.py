@@ -7,7 +7,7 @@ import ssl
 import sys
 
 mode, acct = sys.argv[1], json.loads(sys.argv[2])
-ctx = ssl.create_default_context(cafile=acct["ca_file"])  # verifies host and chain
+ctx = ssl.create_default_context(cafile=acct.get("ca_file"))  # verifies host and chain (no CA: a door without TLS)
 
 
 def starttls():
@@ -140,3 +140,13 @@ elif mode in ("flags", "mark"):
     print(json.dumps({"flags": [m.fetch(n, "(FLAGS)")[1][0].decode() for n in m.search(None, "ALL")[1][0].decode().split()],
                       "uidvalidity": m.response("UIDVALIDITY")[1][0].decode()}))
     m.logout()
+elif mode == "door":
+    # The agent's door inside its network namespace: LOGIN without TLS.
+    m = imaplib.IMAP4(acct["host"], acct["port"], timeout=30)
+    caps = [c.decode() if isinstance(c, bytes) else c for c in m.capabilities]
+    out = read(m)
+    out["capabilities"] = caps
+    print(json.dumps(out))
+elif mode == "door-login":
+    m = imaplib.IMAP4(acct["host"], acct["port"], timeout=30)
+    print(json.dumps({"login": status(lambda: m.login(acct["username"], acct["password"]))}))

@@ -218,6 +218,15 @@ CREATE TABLE IF NOT EXISTS netns_doors (
 	netns_dev INTEGER NOT NULL DEFAULT 0,
 	netns_ino INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS agent_doors (
+	trial_id INTEGER NOT NULL PRIMARY KEY REFERENCES trials(id),
+	door TEXT NOT NULL,
+	netns TEXT NOT NULL,
+	imap_port INTEGER NOT NULL,
+	http_port INTEGER NOT NULL,
+	netns_dev INTEGER NOT NULL,
+	netns_ino INTEGER NOT NULL
+);
 `
 
 // indexes find a trial by the digest of any credential a shared surface

@@ -205,6 +205,7 @@ func (l *DB) CloseTrial(ctx context.Context, trialID int64, action string, queue
 		for _, q := range []string{
 			`DELETE FROM grants WHERE trial_id = ?`,
 			`DELETE FROM netns_doors WHERE trial_id = ?`,
+			`DELETE FROM agent_doors WHERE trial_id = ?`,
 			`DELETE FROM trial_faults WHERE trial_id = ?`,
 			`DELETE FROM webhook_events WHERE trial_id = ?`,
 			`DELETE FROM namespaces WHERE trial_id = ?`,
