@@ -9,7 +9,9 @@
 // accepted token remembered for seconds by connlimit.Callers), and only
 // once the connection is TLS (STARTTLS on one port, implicit TLS on the
 // other). Before that, a connection may send IMAPPreauthBytes and take
-// IMAPPreauthTimeout (package limits); its third failed login ends it. A
+// IMAPPreauthTimeout (package limits), and at most IMAPPreauthConns wait
+// at once, the oldest closed for a new one; its third failed login ends
+// it. A
 // logged-in connection reads through the plane with that token at door
 // imap: its list is the trial's mail (planted mail too, no code, no
 // evaluator data), rebuilt as MIME messages (message.go); fetching any
@@ -81,9 +83,11 @@ type Server struct {
 	imap    *server.Server
 	ctx     context.Context // the door's life: logins, reads and watchers end with it
 
-	mu     sync.Mutex
-	open   map[string]*conn // by remote and local address
-	trials map[string]*trial
+	mu       sync.Mutex
+	open     map[string]*conn // by remote and local address
+	pre      map[*conn]uint64 // not logged in yet, by order of arrival
+	accepted uint64
+	trials   map[string]*trial
 }
 
 // trial is one trial's logged-in connections and its watcher.
@@ -100,7 +104,7 @@ type trial struct {
 func New(ctx context.Context, plane Plane, tlsConfig *tls.Config, log zerolog.Logger) *Server {
 	s := &Server{plane: plane, log: log, conns: connlimit.NewShares(limits.IMAPTrialConns),
 		idles: connlimit.NewShares(limits.IMAPTrialIdles), maxOpen: connlimit.ProcessCap(),
-		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}}
+		ctx: ctx, open: map[string]*conn{}, pre: map[*conn]uint64{}, trials: map[string]*trial{}}
 	s.imap = newIMAP(s, tlsConfig, log)
 	return s
 }
@@ -241,8 +245,11 @@ func (s *Server) Login(info *imap.ConnInfo, _, password string) (backend.User, e
 		return nil, errors.New("too many connections to this mailbox; log out of one first")
 	}
 	u := &user{srv: s, c: c, token: password, ns: ns}
-	c.loggedIn(release)
-	s.join(u)
+	if !s.join(u, release) {
+		release()
+		return nil, errUnavail // closed meanwhile, evicted by newer ones
+	}
+	c.loggedIn()
 	return u, nil
 }
 
@@ -262,11 +269,20 @@ func validToken(t string) bool {
 	return true
 }
 
-// join counts c's connection under its trial, starting the trial's
-// watcher with the first.
-func (s *Server) join(u *user) {
+// join counts u's connection under its trial, starting the trial's
+// watcher with the first, and no longer as waiting for its login; the
+// connection's Close gives back release. False: the connection was
+// closed before (release is the caller's to give back).
+func (s *Server) join(u *user, release func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case <-u.c.closed:
+		return false
+	default:
+	}
+	delete(s.pre, u.c)
+	u.c.release = release
 	t := s.trials[u.ns]
 	if t == nil {
 		ctx, stop := context.WithCancel(s.ctx)
@@ -276,13 +292,16 @@ func (s *Server) join(u *user) {
 	}
 	t.conns[u.c] = true
 	u.c.trial = t
+	return true
 }
 
-// leave forgets a closed connection.
-func (s *Server) leave(c *conn) {
+// leave forgets a closed connection, and returns what it holds of its
+// trial's share (nil if it never logged in).
+func (s *Server) leave(c *conn) (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.open, c.key)
+	delete(s.pre, c)
 	if t := c.trial; t != nil {
 		delete(t.conns, c)
 		delete(t.idling, c)
@@ -293,6 +312,7 @@ func (s *Server) leave(c *conn) {
 			}
 		}
 	}
+	return c.release
 }
 
 // seen is the number of messages the watcher of ns has counted (0: no
@@ -419,13 +439,27 @@ func (l *listener) Accept() (net.Conn, error) {
 		c := &conn{Conn: nc, s: l.s, key: nc.RemoteAddr().String() + "|" + nc.LocalAddr().String(), closed: make(chan struct{})}
 		l.s.mu.Lock()
 		full := len(l.s.open) >= l.s.maxOpen
+		var oldest *conn
 		if !full {
 			l.s.open[c.key] = c
+			if len(l.s.pre) >= limits.IMAPPreauthConns {
+				for w, n := range l.s.pre {
+					if oldest == nil || n < l.s.pre[oldest] {
+						oldest = w
+					}
+				}
+				delete(l.s.pre, oldest)
+			}
+			l.s.accepted++
+			l.s.pre[c] = l.s.accepted
 		}
 		l.s.mu.Unlock()
 		if full {
 			nc.Close()
 			continue
+		}
+		if oldest != nil {
+			oldest.end() // the oldest not logged in makes room
 		}
 		nc.SetDeadline(time.Now().Add(limits.IMAPPreauthTimeout))
 		return c, nil
@@ -494,7 +528,7 @@ type conn struct {
 	read    atomic.Int64 // before login
 	trial   *trial       // under Server.mu
 	ic      server.Conn  // go-imap's connection over this one
-	release func()
+	release func()       // its trial's share, under Server.mu
 	once    sync.Once
 	closed  chan struct{}
 }
@@ -533,8 +567,7 @@ func (c *conn) Write(p []byte) (int, error) {
 }
 
 // loggedIn lifts the pre-login bounds.
-func (c *conn) loggedIn(release func()) {
-	c.release = release
+func (c *conn) loggedIn() {
 	c.Conn.SetDeadline(time.Time{})
 	c.authed.Store(true)
 }
@@ -549,10 +582,9 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		close(c.closed)
-		if c.release != nil {
-			c.release()
+		if release := c.s.leave(c); release != nil {
+			release()
 		}
-		c.s.leave(c)
 	})
 	return err
 }

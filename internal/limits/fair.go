@@ -76,6 +76,14 @@ const (
 	// its login is accepted (the TLS handshake included): a greeting's
 	// worth of commands. One byte more ends the connection.
 	IMAPPreauthBytes = 16 << 10
+	// IMAPPreauthConns bounds the connections of one inbox process not
+	// logged in yet, whoever they are: one more closes the oldest. A
+	// waiting connection holds far more than the bytes it sent (go-imap's
+	// goroutines, buffers, a field per atom: about 100 KB for a 4 KiB
+	// line of short atoms, measured), so the process cap alone let a
+	// stranger hold gigabytes and every connection slot. A mail client
+	// logs in within its first round trips, so the oldest is a stranger's.
+	IMAPPreauthConns = 128
 	// IMAPPreauthTimeout bounds how long a connection may take to log in.
 	IMAPPreauthTimeout = 20 * time.Second
 	// IMAPLineBytes bounds every line a client sends, literals included
