@@ -98,11 +98,19 @@ func TestParseClient(t *testing.T) {
 	if !long.ended || long.commands != 1 {
 		t.Errorf("a line over the bound: %+v, want the reading ended after one command", long)
 	}
+	// A command of literals: each ends a line, the command is bounded.
+	lits := func(n int) string {
+		return "a1 SEARCH" + strings.Repeat(" TEXT {2000+}\r\n"+strings.Repeat("z", 2000), n) + "\r\n"
+	}
+	if endless := parseClient([]byte(lits(limits.IMAPCommandBytes/2000 + 1))); !endless.ended || endless.commands != 0 {
+		t.Errorf("a command over its bound: %+v, want the reading ended", endless)
+	}
 	for _, c := range []struct {
 		in       string
 		commands int
 		literal  int
 	}{
+		{lits(limits.IMAPCommandBytes/2000 - 1), 1, 2000},
 		{"a1 LOGIN agent secret\r\na2 SELECT INBOX\r\na3 UID FETCH 1:* (FLAGS BODY.PEEK[HEADER.FIELDS (SUBJECT)])\r\n", 3, 0},
 		{"a1 SEARCH ALL\r\na2 IDLE\r\nDONE\r\na3 LOGOUT\r\n", 3, 0},
 		{"a1 LOGIN {5}\r\nagent {6+}\r\nsecret\r\n", 1, 6},
@@ -128,7 +136,7 @@ func FuzzParseClient(f *testing.F) {
 		"a1 LOGIN agent secret\r\n", "a1 AUTHENTICATE PLAIN AGFnZW50AHNlY3JldA==\r\n", "a2 SELECT INBOX\r\n", "a2 EXAMINE \"INBOX\"\r\n",
 		"a3 UID FETCH 1:*,7 (UID FLAGS RFC822.SIZE BODY.PEEK[1.MIME] BODY[]<0.100>)\r\n", "a4 SEARCH OR FROM x (SUBJECT \"y z\") NOT SEEN 1:3\r\n",
 		"a5 STORE 1 +FLAGS.SILENT (\\Seen \\Deleted)\r\n", "a6 APPEND INBOX (\\Seen) {3+}\r\nabc\r\n", "a7 IDLE\r\nDONE\r\n",
-		"a8 STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN)\r\n", "a9 LIST \"\" *\r\n", "b1 LOGIN {99999999}\r\n",
+		"a8 STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN)\r\n", "a9 LIST \"\" *\r\n", "b1 LOGIN {99999999}\r\n", "b2 SEARCH TEXT {3+}\r\nabc TEXT {5}\r\nhello\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -469,8 +469,9 @@ func (l *listener) Accept() (net.Conn, error) {
 // errTooMuch ends a connection that sent more than its bound.
 var errTooMuch = errors.New("imap: the client sent more than its bound")
 
-// lineBound bounds every line a client sends to limits.IMAPLineBytes. It
-// reads the client's bytes as the server does, decrypted, through
+// lineBound bounds every line a client sends to limits.IMAPLineBytes,
+// and every command, its literals included, to limits.IMAPCommandBytes.
+// It reads the client's bytes as the server does, decrypted, through
 // go-imap's per-connection mirror of what it reads (SetDebug, kept across
 // STARTTLS), whose write error ends the connection. go-imap's reader
 // builds an atom a character at a time (atom += string(char)), which is
@@ -493,26 +494,64 @@ func (l lineBound) NewConn(ic server.Conn) server.Conn {
 }
 
 // lineTap counts the bytes of the client's line (its CR included)
-// before its line feed.
-type lineTap struct{ run int }
+// before its line feed, and those of its command: a line that announces
+// a literal ({n} or {n+}, n within go-imap's MaxLiteralSize, which
+// refuses a larger one) goes on after the literal's n bytes, which are
+// the line's too and never end it.
+type lineTap struct {
+	run  int    // the line's bytes
+	cmd  int    // the command's bytes
+	lit  int    // bytes of an announced literal still to come
+	tail []byte // the line's last bytes, to tell a literal's announcement
+}
 
 func (l *lineTap) Write(p []byte) (int, error) {
-	n := len(p)
-	for {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.run += len(p)
-			break
-		}
-		if l.run+i > limits.IMAPLineBytes {
+	for _, b := range p {
+		if l.cmd++; l.cmd > limits.IMAPCommandBytes {
 			return 0, errTooMuch
 		}
-		l.run, p = 0, p[i+1:]
+		if l.lit > 0 {
+			l.lit--
+		} else if b == '\n' {
+			l.lit = literal(l.tail)
+			if l.lit == 0 {
+				l.cmd = 0
+			}
+			l.run, l.tail = 0, l.tail[:0]
+			continue
+		} else if l.tail = append(l.tail, b); len(l.tail) > 32 {
+			l.tail = append(l.tail[:0], l.tail[len(l.tail)-16:]...)
+		}
+		if l.run++; l.run > limits.IMAPLineBytes {
+			return 0, errTooMuch
+		}
 	}
-	if l.run > limits.IMAPLineBytes {
-		return 0, errTooMuch
+	return len(p), nil
+}
+
+// literal is the size a line's end announces ("{n}\r" or "{n+}\r"), 0 if
+// none or one over limits.IMAPLiteralBytes (refused, so never sent).
+func literal(end []byte) int {
+	s, ok := bytes.CutSuffix(end, []byte("}\r"))
+	if !ok {
+		return 0
 	}
-	return n, nil
+	s = bytes.TrimSuffix(s, []byte("+"))
+	i := bytes.LastIndexByte(s, '{')
+	if i < 0 || i == len(s)-1 || len(s)-i > 6 {
+		return 0
+	}
+	n := 0
+	for _, d := range s[i+1:] {
+		if d < '0' || d > '9' {
+			return 0
+		}
+		n = 10*n + int(d-'0')
+	}
+	if n > limits.IMAPLiteralBytes {
+		return 0
+	}
+	return n
 }
 
 // conn is one client connection under the door's bounds: before login,

@@ -2,7 +2,11 @@ package inboximap_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -115,4 +119,63 @@ func rssKiB(t *testing.T, pid int) int {
 	}
 	t.Fatal("no VmRSS")
 	return 0
+}
+
+// TestIMAPCommandOfLiterals: a logged-in client's command is bounded
+// with its literals (limits.IMAPCommandBytes). Each literal ends a line,
+// so the line bound alone let one SEARCH of literals go on for as long
+// as the client sent (300 MiB took the inbox to 380 MB); a search with
+// two literals is still answered.
+func TestIMAPCommandOfLiterals(t *testing.T) {
+	s := itest.StartUp(t, "--data", t.TempDir(), "--trials", "1")
+	acct := s.Bundle.Trials[0].InboxIMAP
+	pem, err := os.ReadFile(acct.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	login := func() (*tls.Conn, *bufio.Reader) {
+		c, err := tls.Dial("tcp", net.JoinHostPort(acct.Host, strconv.Itoa(acct.TLSPort)), &tls.Config{RootCAs: roots, ServerName: acct.Host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(itest.Bound))
+		r := bufio.NewReader(c)
+		fmt.Fprintf(c, "a LOGIN agent %s\r\nb SELECT INBOX\r\n", acct.Password)
+		for line := ""; !strings.HasPrefix(line, "b "); {
+			if line, err = r.ReadString('\n'); err != nil || strings.HasPrefix(line, "a NO") {
+				t.Fatalf("login: %q %v", line, err)
+			}
+		}
+		return c, r
+	}
+
+	c, r := login()
+	if _, err := fmt.Fprintf(c, "c SEARCH TEXT {3+}\r\nabc TEXT {5+}\r\nhello\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for line := ""; !strings.HasPrefix(line, "c "); {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("a search with two literals: %v", err)
+		}
+		if strings.HasPrefix(line, "c ") && !strings.HasPrefix(line, "c OK") {
+			t.Fatalf("a search with two literals: %q", line)
+		}
+	}
+
+	// 1 MiB of one command, not ended: the server closes the connection
+	// (a read that waits means it is still reading the command).
+	c, r = login()
+	chunk := " TEXT {2000+}\r\n" + strings.Repeat("z", 2000)
+	io.WriteString(c, "d SEARCH")
+	for range (1 << 20) / len(chunk) {
+		if _, err := io.WriteString(c, chunk); err != nil {
+			break
+		}
+	}
+	if rest, err := io.ReadAll(r); isTimeout(err) || strings.HasPrefix(string(rest), "d ") || strings.Contains(string(rest), "\nd ") {
+		t.Errorf("a command of 1 MiB (bound %d bytes): %q, %v", limits.IMAPCommandBytes, rest, err)
+	}
 }
