@@ -94,9 +94,13 @@ func parseClient(data []byte) parsed {
 
 func TestParseClient(t *testing.T) {
 	lit := strings.Repeat("x", limits.IMAPLiteralBytes)
-	long := parseClient([]byte("a0 NOOP\r\na1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-len("a1 SEARCH SUBJECT ")) + "\r\na2 NOOP\r\n"))
+	long := parseClient([]byte("a0 NOOP\r\na1 SEARCH" + strings.Repeat(" x", limits.IMAPLineBytes/2) + "\r\na2 NOOP\r\n"))
 	if !long.ended || long.commands != 1 {
 		t.Errorf("a line over the bound: %+v, want the reading ended after one command", long)
+	}
+	atom := parseClient([]byte("a0 NOOP\r\na1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPAtomBytes+1) + "\r\na2 NOOP\r\n"))
+	if !atom.ended || atom.commands > 1 {
+		t.Errorf("an atom over the bound: %+v, want the reading ended", atom)
 	}
 	// A command of literals: each ends a line, the command is bounded.
 	lits := func(n int) string {
@@ -116,9 +120,13 @@ func TestParseClient(t *testing.T) {
 		{"a1 LOGIN {5}\r\nagent {6+}\r\nsecret\r\n", 1, 6},
 		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)) + "}\r\n" + lit + "\r\n", 1, len(lit)},
 		// One byte over the bound: BAD, and its bytes are never a literal.
-		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)+1) + "}\r\n" + lit + "x\r\n", 0, 0},
+		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)+1) + "}\r\n" + strings.Repeat("x ", len(lit)/2) + "x\r\n", 0, 0},
 		{"a1 FETCH 1 (BODY[\r\n", 0, 0},
-		{"a1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-1-len("a1 SEARCH SUBJECT ")) + "\r\n", 1, 0},
+		{longestLine(), 1, 0},
+		// An atom within square brackets goes on past spaces; one in
+		// quotes is a quoted string, never an atom.
+		{"a1 FETCH 1 (BODY.PEEK[HEADER.FIELDS (" + strings.Repeat("X ", limits.IMAPAtomBytes/2-40) + "Y)])\r\n", 1, 0},
+		{"a1 SEARCH SUBJECT \"" + strings.Repeat("y", limits.IMAPLineBytes-30) + "\"\r\n", 1, 0},
 		{"a1 NOSUCH\r\n", 0, 0},
 	} {
 		got := parseClient([]byte(c.in))
@@ -185,10 +193,20 @@ func TestParseClientLinear(t *testing.T) {
 	}
 }
 
-// BenchmarkLongestLine is the cost of the longest line a client may
-// send, one atom (limits.IMAPLineBytes' comment).
+// longestLine is the costliest line a client may send: as long as a
+// line may be, of atoms as long as an atom may be.
+func longestLine() string {
+	line := "a1 SEARCH"
+	for room := limits.IMAPLineBytes - 1 - len(line) - len(" SUBJECT "); room > 0; room = limits.IMAPLineBytes - 1 - len(line) - len(" SUBJECT ") {
+		line += " SUBJECT " + strings.Repeat("y", min(room, limits.IMAPAtomBytes))
+	}
+	return line + "\r\n"
+}
+
+// BenchmarkLongestLine is the cost of the costliest line a client may
+// send (limits.IMAPAtomBytes' comment).
 func BenchmarkLongestLine(b *testing.B) {
-	in := []byte("a1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-1-len("a1 SEARCH SUBJECT ")) + "\r\n")
+	in := []byte(longestLine())
 	for b.Loop() {
 		if parseClient(in).commands != 1 {
 			b.Fatal("the line did not parse")

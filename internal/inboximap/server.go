@@ -497,12 +497,20 @@ func (l lineBound) NewConn(ic server.Conn) server.Conn {
 // before its line feed, and those of its command: a line that announces
 // a literal ({n} or {n+}, n within go-imap's MaxLiteralSize, which
 // refuses a larger one) goes on after the literal's n bytes, which are
-// the line's too and never end it.
+// the line's too and never end it. It also counts the bytes of each atom
+// as go-imap's reader delimits one (outside a quoted string, up to a
+// space, a parenthesis, a brace or a CR, and inside square brackets up
+// to the CR), the reader's cost being the square of that count.
 type lineTap struct {
 	run  int    // the line's bytes
 	cmd  int    // the command's bytes
 	lit  int    // bytes of an announced literal still to come
 	tail []byte // the line's last bytes, to tell a literal's announcement
+
+	atom     int  // the bytes of the atom being read
+	brackets int  // its open square brackets
+	quoted   bool // in a quoted string ...
+	escaped  bool // ... just after its backslash
 }
 
 func (l *lineTap) Write(p []byte) (int, error) {
@@ -518,15 +526,50 @@ func (l *lineTap) Write(p []byte) (int, error) {
 				l.cmd = 0
 			}
 			l.run, l.tail = 0, l.tail[:0]
+			l.atom, l.brackets, l.quoted, l.escaped = 0, 0, false, false
 			continue
-		} else if l.tail = append(l.tail, b); len(l.tail) > 32 {
-			l.tail = append(l.tail[:0], l.tail[len(l.tail)-16:]...)
+		} else {
+			if l.tail = append(l.tail, b); len(l.tail) > 32 {
+				l.tail = append(l.tail[:0], l.tail[len(l.tail)-16:]...)
+			}
+			if !l.atomByte(b) {
+				return 0, errTooMuch
+			}
 		}
 		if l.run++; l.run > limits.IMAPLineBytes {
 			return 0, errTooMuch
 		}
 	}
 	return len(p), nil
+}
+
+// atomByte follows one byte of a line outside a literal, and reports
+// whether the atom it is part of is still within limits.IMAPAtomBytes.
+func (l *lineTap) atomByte(b byte) bool {
+	switch {
+	case l.quoted:
+		switch {
+		case l.escaped:
+			l.escaped = false
+		case b == '\\':
+			l.escaped = true
+		case b == '"':
+			l.quoted = false
+		}
+		return true
+	case b == '\r':
+		l.atom, l.brackets = 0, 0
+		return true
+	case l.brackets == 0 && (b == ' ' || b == '(' || b == ')' || b == '{' || b == '"'):
+		l.atom, l.quoted = 0, b == '"'
+		return true
+	case b == '[':
+		l.brackets++
+	case b == ']' && l.brackets > 0:
+		l.brackets--
+	}
+	l.atom++
+	return l.atom <= limits.IMAPAtomBytes
 }
 
 // literal is the size a line's end announces ("{n}\r" or "{n+}\r"), 0 if
