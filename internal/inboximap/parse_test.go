@@ -94,23 +94,39 @@ func parseClient(data []byte) parsed {
 
 func TestParseClient(t *testing.T) {
 	lit := strings.Repeat("x", limits.IMAPLiteralBytes)
-	long := parseClient([]byte("a0 NOOP\r\na1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-len("a1 SEARCH SUBJECT ")) + "\r\na2 NOOP\r\n"))
+	long := parseClient([]byte("a0 NOOP\r\na1 SEARCH" + strings.Repeat(" x", limits.IMAPLineBytes/2) + "\r\na2 NOOP\r\n"))
 	if !long.ended || long.commands != 1 {
 		t.Errorf("a line over the bound: %+v, want the reading ended after one command", long)
+	}
+	atom := parseClient([]byte("a0 NOOP\r\na1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPAtomBytes+1) + "\r\na2 NOOP\r\n"))
+	if !atom.ended || atom.commands > 1 {
+		t.Errorf("an atom over the bound: %+v, want the reading ended", atom)
+	}
+	// A command of literals: each ends a line, the command is bounded.
+	lits := func(n int) string {
+		return "a1 SEARCH" + strings.Repeat(" TEXT {2000+}\r\n"+strings.Repeat("z", 2000), n) + "\r\n"
+	}
+	if endless := parseClient([]byte(lits(limits.IMAPCommandBytes/2000 + 1))); !endless.ended || endless.commands != 0 {
+		t.Errorf("a command over its bound: %+v, want the reading ended", endless)
 	}
 	for _, c := range []struct {
 		in       string
 		commands int
 		literal  int
 	}{
+		{lits(limits.IMAPCommandBytes/2000 - 1), 1, 2000},
 		{"a1 LOGIN agent secret\r\na2 SELECT INBOX\r\na3 UID FETCH 1:* (FLAGS BODY.PEEK[HEADER.FIELDS (SUBJECT)])\r\n", 3, 0},
 		{"a1 SEARCH ALL\r\na2 IDLE\r\nDONE\r\na3 LOGOUT\r\n", 3, 0},
 		{"a1 LOGIN {5}\r\nagent {6+}\r\nsecret\r\n", 1, 6},
 		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)) + "}\r\n" + lit + "\r\n", 1, len(lit)},
 		// One byte over the bound: BAD, and its bytes are never a literal.
-		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)+1) + "}\r\n" + lit + "x\r\n", 0, 0},
+		{"a1 LOGIN agent {" + strconv.Itoa(len(lit)+1) + "}\r\n" + strings.Repeat("x ", len(lit)/2) + "x\r\n", 0, 0},
 		{"a1 FETCH 1 (BODY[\r\n", 0, 0},
-		{"a1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-1-len("a1 SEARCH SUBJECT ")) + "\r\n", 1, 0},
+		{longestLine(), 1, 0},
+		// An atom within square brackets goes on past spaces; one in
+		// quotes is a quoted string, never an atom.
+		{"a1 FETCH 1 (BODY.PEEK[HEADER.FIELDS (" + strings.Repeat("X ", limits.IMAPAtomBytes/2-40) + "Y)])\r\n", 1, 0},
+		{"a1 SEARCH SUBJECT \"" + strings.Repeat("y", limits.IMAPLineBytes-30) + "\"\r\n", 1, 0},
 		{"a1 NOSUCH\r\n", 0, 0},
 	} {
 		got := parseClient([]byte(c.in))
@@ -128,7 +144,7 @@ func FuzzParseClient(f *testing.F) {
 		"a1 LOGIN agent secret\r\n", "a1 AUTHENTICATE PLAIN AGFnZW50AHNlY3JldA==\r\n", "a2 SELECT INBOX\r\n", "a2 EXAMINE \"INBOX\"\r\n",
 		"a3 UID FETCH 1:*,7 (UID FLAGS RFC822.SIZE BODY.PEEK[1.MIME] BODY[]<0.100>)\r\n", "a4 SEARCH OR FROM x (SUBJECT \"y z\") NOT SEEN 1:3\r\n",
 		"a5 STORE 1 +FLAGS.SILENT (\\Seen \\Deleted)\r\n", "a6 APPEND INBOX (\\Seen) {3+}\r\nabc\r\n", "a7 IDLE\r\nDONE\r\n",
-		"a8 STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN)\r\n", "a9 LIST \"\" *\r\n", "b1 LOGIN {99999999}\r\n",
+		"a8 STATUS INBOX (MESSAGES UIDNEXT UIDVALIDITY UNSEEN)\r\n", "a9 LIST \"\" *\r\n", "b1 LOGIN {99999999}\r\n", "b2 SEARCH TEXT {3+}\r\nabc TEXT {5}\r\nhello\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -177,10 +193,20 @@ func TestParseClientLinear(t *testing.T) {
 	}
 }
 
-// BenchmarkLongestLine is the cost of the longest line a client may
-// send, one atom (limits.IMAPLineBytes' comment).
+// longestLine is the costliest line a client may send: as long as a
+// line may be, of atoms as long as an atom may be.
+func longestLine() string {
+	line := "a1 SEARCH"
+	for room := limits.IMAPLineBytes - 1 - len(line) - len(" SUBJECT "); room > 0; room = limits.IMAPLineBytes - 1 - len(line) - len(" SUBJECT ") {
+		line += " SUBJECT " + strings.Repeat("y", min(room, limits.IMAPAtomBytes))
+	}
+	return line + "\r\n"
+}
+
+// BenchmarkLongestLine is the cost of the costliest line a client may
+// send (limits.IMAPAtomBytes' comment).
 func BenchmarkLongestLine(b *testing.B) {
-	in := []byte("a1 SEARCH SUBJECT " + strings.Repeat("y", limits.IMAPLineBytes-1-len("a1 SEARCH SUBJECT ")) + "\r\n")
+	in := []byte(longestLine())
 	for b.Loop() {
 		if parseClient(in).commands != 1 {
 			b.Fatal("the line did not parse")

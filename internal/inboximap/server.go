@@ -9,7 +9,9 @@
 // accepted token remembered for seconds by connlimit.Callers), and only
 // once the connection is TLS (STARTTLS on one port, implicit TLS on the
 // other). Before that, a connection may send IMAPPreauthBytes and take
-// IMAPPreauthTimeout (package limits); its third failed login ends it. A
+// IMAPPreauthTimeout (package limits), and at most IMAPPreauthConns wait
+// at once, the oldest closed for a new one; its third failed login ends
+// it. A
 // logged-in connection reads through the plane with that token at door
 // imap: its list is the trial's mail (planted mail too, no code, no
 // evaluator data), rebuilt as MIME messages (message.go); fetching any
@@ -81,10 +83,12 @@ type Server struct {
 	imap    *server.Server
 	ctx     context.Context // the door's life: logins, reads and watchers end with it
 
-	mu     sync.Mutex
-	open   map[string]*conn // by door, remote and local address
-	trials map[string]*trial
-	doors  map[string]*server.Server // agent doors, by their trial's namespace
+	mu       sync.Mutex
+	open     map[string]*conn // by door, remote and local address
+	pre      map[*conn]uint64 // not logged in yet, by order of arrival
+	accepted uint64
+	trials   map[string]*trial
+	doors    map[string]*server.Server // agent doors, by their trial's namespace
 }
 
 // trial is one trial's logged-in connections and its watcher.
@@ -101,7 +105,7 @@ type trial struct {
 func New(ctx context.Context, plane Plane, tlsConfig *tls.Config, log zerolog.Logger) *Server {
 	s := &Server{plane: plane, log: log, conns: connlimit.NewShares(limits.IMAPTrialConns),
 		idles: connlimit.NewShares(limits.IMAPTrialIdles), maxOpen: connlimit.ProcessCap(),
-		ctx: ctx, open: map[string]*conn{}, trials: map[string]*trial{}, doors: map[string]*server.Server{}}
+		ctx: ctx, open: map[string]*conn{}, pre: map[*conn]uint64{}, trials: map[string]*trial{}, doors: map[string]*server.Server{}}
 	s.imap = newIMAP(s, tlsConfig, log)
 	return s
 }
@@ -310,8 +314,11 @@ func (s *Server) login(info *imap.ConnInfo, door, password string) (backend.User
 		return nil, errors.New("too many connections to this mailbox; log out of one first")
 	}
 	u := &user{srv: s, c: c, token: password, ns: ns}
-	c.loggedIn(release)
-	s.join(u)
+	if !s.join(u, release) {
+		release()
+		return nil, errUnavail // closed meanwhile, evicted by newer ones
+	}
+	c.loggedIn()
 	return u, nil
 }
 
@@ -331,11 +338,20 @@ func validToken(t string) bool {
 	return true
 }
 
-// join counts c's connection under its trial, starting the trial's
-// watcher with the first.
-func (s *Server) join(u *user) {
+// join counts u's connection under its trial, starting the trial's
+// watcher with the first, and no longer as waiting for its login; the
+// connection's Close gives back release. False: the connection was
+// closed before (release is the caller's to give back).
+func (s *Server) join(u *user, release func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case <-u.c.closed:
+		return false
+	default:
+	}
+	delete(s.pre, u.c)
+	u.c.release = release
 	t := s.trials[u.ns]
 	if t == nil {
 		ctx, stop := context.WithCancel(s.ctx)
@@ -345,13 +361,16 @@ func (s *Server) join(u *user) {
 	}
 	t.conns[u.c] = true
 	u.c.trial = t
+	return true
 }
 
-// leave forgets a closed connection.
-func (s *Server) leave(c *conn) {
+// leave forgets a closed connection, and returns what it holds of its
+// trial's share (nil if it never logged in).
+func (s *Server) leave(c *conn) (release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.open, c.key)
+	delete(s.pre, c)
 	if t := c.trial; t != nil {
 		delete(t.conns, c)
 		delete(t.idling, c)
@@ -362,6 +381,7 @@ func (s *Server) leave(c *conn) {
 			}
 		}
 	}
+	return c.release
 }
 
 // seen is the number of messages the watcher of ns has counted (0: no
@@ -495,13 +515,27 @@ func (l *listener) Accept() (net.Conn, error) {
 		c := &conn{Conn: nc, s: l.s, key: connKey(l.door, nc.RemoteAddr(), nc.LocalAddr()), closed: make(chan struct{})}
 		l.s.mu.Lock()
 		full := len(l.s.open) >= l.s.maxOpen
+		var oldest *conn
 		if !full {
 			l.s.open[c.key] = c
+			if len(l.s.pre) >= limits.IMAPPreauthConns {
+				for w, n := range l.s.pre {
+					if oldest == nil || n < l.s.pre[oldest] {
+						oldest = w
+					}
+				}
+				delete(l.s.pre, oldest)
+			}
+			l.s.accepted++
+			l.s.pre[c] = l.s.accepted
 		}
 		l.s.mu.Unlock()
 		if full {
 			nc.Close()
 			continue
+		}
+		if oldest != nil {
+			oldest.end() // the oldest not logged in makes room
 		}
 		nc.SetDeadline(time.Now().Add(limits.IMAPPreauthTimeout))
 		return c, nil
@@ -511,8 +545,9 @@ func (l *listener) Accept() (net.Conn, error) {
 // errTooMuch ends a connection that sent more than its bound.
 var errTooMuch = errors.New("imap: the client sent more than its bound")
 
-// lineBound bounds every line a client sends to limits.IMAPLineBytes. It
-// reads the client's bytes as the server does, decrypted, through
+// lineBound bounds every line a client sends to limits.IMAPLineBytes,
+// and every command, its literals included, to limits.IMAPCommandBytes.
+// It reads the client's bytes as the server does, decrypted, through
 // go-imap's per-connection mirror of what it reads (SetDebug, kept across
 // STARTTLS), whose write error ends the connection. go-imap's reader
 // builds an atom a character at a time (atom += string(char)), which is
@@ -538,26 +573,107 @@ func (l lineBound) NewConn(ic server.Conn) server.Conn {
 }
 
 // lineTap counts the bytes of the client's line (its CR included)
-// before its line feed.
-type lineTap struct{ run int }
+// before its line feed, and those of its command: a line that announces
+// a literal ({n} or {n+}, n within go-imap's MaxLiteralSize, which
+// refuses a larger one) goes on after the literal's n bytes, which are
+// the line's too and never end it. It also counts the bytes of each atom
+// as go-imap's reader delimits one (outside a quoted string, up to a
+// space, a parenthesis, a brace or a CR, and inside square brackets up
+// to the CR), the reader's cost being the square of that count.
+type lineTap struct {
+	run  int    // the line's bytes
+	cmd  int    // the command's bytes
+	lit  int    // bytes of an announced literal still to come
+	tail []byte // the line's last bytes, to tell a literal's announcement
+
+	atom     int  // the bytes of the atom being read
+	brackets int  // its open square brackets
+	quoted   bool // in a quoted string ...
+	escaped  bool // ... just after its backslash
+}
 
 func (l *lineTap) Write(p []byte) (int, error) {
-	n := len(p)
-	for {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.run += len(p)
-			break
-		}
-		if l.run+i > limits.IMAPLineBytes {
+	for _, b := range p {
+		if l.cmd++; l.cmd > limits.IMAPCommandBytes {
 			return 0, errTooMuch
 		}
-		l.run, p = 0, p[i+1:]
+		if l.lit > 0 {
+			l.lit--
+		} else if b == '\n' {
+			l.lit = literal(l.tail)
+			if l.lit == 0 {
+				l.cmd = 0
+			}
+			l.run, l.tail = 0, l.tail[:0]
+			l.atom, l.brackets, l.quoted, l.escaped = 0, 0, false, false
+			continue
+		} else {
+			if l.tail = append(l.tail, b); len(l.tail) > 32 {
+				l.tail = append(l.tail[:0], l.tail[len(l.tail)-16:]...)
+			}
+			if !l.atomByte(b) {
+				return 0, errTooMuch
+			}
+		}
+		if l.run++; l.run > limits.IMAPLineBytes {
+			return 0, errTooMuch
+		}
 	}
-	if l.run > limits.IMAPLineBytes {
-		return 0, errTooMuch
+	return len(p), nil
+}
+
+// atomByte follows one byte of a line outside a literal, and reports
+// whether the atom it is part of is still within limits.IMAPAtomBytes.
+func (l *lineTap) atomByte(b byte) bool {
+	switch {
+	case l.quoted:
+		switch {
+		case l.escaped:
+			l.escaped = false
+		case b == '\\':
+			l.escaped = true
+		case b == '"':
+			l.quoted = false
+		}
+		return true
+	case b == '\r':
+		l.atom, l.brackets = 0, 0
+		return true
+	case l.brackets == 0 && (b == ' ' || b == '(' || b == ')' || b == '{' || b == '"'):
+		l.atom, l.quoted = 0, b == '"'
+		return true
+	case b == '[':
+		l.brackets++
+	case b == ']' && l.brackets > 0:
+		l.brackets--
 	}
-	return n, nil
+	l.atom++
+	return l.atom <= limits.IMAPAtomBytes
+}
+
+// literal is the size a line's end announces ("{n}\r" or "{n+}\r"), 0 if
+// none or one over limits.IMAPLiteralBytes (refused, so never sent).
+func literal(end []byte) int {
+	s, ok := bytes.CutSuffix(end, []byte("}\r"))
+	if !ok {
+		return 0
+	}
+	s = bytes.TrimSuffix(s, []byte("+"))
+	i := bytes.LastIndexByte(s, '{')
+	if i < 0 || i == len(s)-1 || len(s)-i > 6 {
+		return 0
+	}
+	n := 0
+	for _, d := range s[i+1:] {
+		if d < '0' || d > '9' {
+			return 0
+		}
+		n = 10*n + int(d-'0')
+	}
+	if n > limits.IMAPLiteralBytes {
+		return 0
+	}
+	return n
 }
 
 // conn is one client connection under the door's bounds: before login,
@@ -573,7 +689,7 @@ type conn struct {
 	read    atomic.Int64 // before login
 	trial   *trial       // under Server.mu
 	ic      server.Conn  // go-imap's connection over this one
-	release func()
+	release func()       // its trial's share, under Server.mu
 	once    sync.Once
 	closed  chan struct{}
 }
@@ -612,8 +728,7 @@ func (c *conn) Write(p []byte) (int, error) {
 }
 
 // loggedIn lifts the pre-login bounds.
-func (c *conn) loggedIn(release func()) {
-	c.release = release
+func (c *conn) loggedIn() {
 	c.Conn.SetDeadline(time.Time{})
 	c.authed.Store(true)
 }
@@ -628,10 +743,9 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		close(c.closed)
-		if c.release != nil {
-			c.release()
+		if release := c.s.leave(c); release != nil {
+			release()
 		}
-		c.s.leave(c)
 	})
 	return err
 }

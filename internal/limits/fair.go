@@ -76,15 +76,36 @@ const (
 	// its login is accepted (the TLS handshake included): a greeting's
 	// worth of commands. One byte more ends the connection.
 	IMAPPreauthBytes = 16 << 10
+	// IMAPPreauthConns bounds the connections of one inbox process not
+	// logged in yet, whoever they are: one more closes the oldest. A
+	// waiting connection holds far more than the bytes it sent (go-imap's
+	// goroutines, buffers, a field per atom: about 100 KB for a 4 KiB
+	// line of short atoms, measured), so the process cap alone let a
+	// stranger hold gigabytes and every connection slot. A mail client
+	// logs in within its first round trips, so the oldest is a stranger's.
+	IMAPPreauthConns = 128
 	// IMAPPreauthTimeout bounds how long a connection may take to log in.
 	IMAPPreauthTimeout = 20 * time.Second
 	// IMAPLineBytes bounds every line a client sends, literals included
 	// (whose bound is below it): a FETCH or SEARCH of hundreds of ids
-	// (clients keep to 1000 octets, RFC 2683 §3.2.1.5). go-imap's reader
-	// copies an atom once per character, so a line's cost grows with its
-	// square: the longest, one atom, took 3.8 ms and 8.9 MB of garbage
-	// (BenchmarkLongestLine in package inboximap; 8 KiB took 13.7 ms).
+	// (clients keep to 1000 octets, RFC 2683 §3.2.1.5).
 	IMAPLineBytes = 4 << 10
+	// IMAPAtomBytes bounds one atom of a line (a set of ids, a FETCH
+	// item such as BODY.PEEK[HEADER.FIELDS (...)]). go-imap's reader
+	// copies an atom once per character, so its cost grows with its
+	// square: a 4 KiB line of one atom took 3.8 ms and 8.9 MB of garbage,
+	// and a stranger's CPU per byte sent was 11 times a line of short
+	// atoms' (measured on the door: 0.88 against 0.077 µs a byte). With
+	// atoms of 1 KiB at most: 0.28 µs a byte, and the costliest line
+	// (BenchmarkLongestLine in package inboximap) 2.1 ms and 2.2 MB.
+	// A set of ids as long as RFC 2683 §3.2.1.5's 1000 octets fits.
+	IMAPAtomBytes = 1 << 10
+	// IMAPCommandBytes bounds one command, its lines and literals
+	// together: each literal ends a line, so the line bound alone let a
+	// logged-in client send one command of literals without end, all
+	// held until it ended (300 MiB took mail-inbox to 380 MB, measured).
+	// A login with two literals, or a search with a few, fits.
+	IMAPCommandBytes = 16 << 10
 	// IMAPLiteralBytes is the largest literal a command may carry
 	// (go-imap's MaxLiteralSize): the mailbox takes no mail (APPEND is
 	// refused), so a literal is a login's password or a search string.
