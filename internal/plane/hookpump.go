@@ -152,17 +152,19 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 			if err := b.fillFact(ctx, ns, &f); err != nil {
 				return 0, err
 			}
-			data, err := json.Marshal(f)
-			if err != nil {
-				return 0, err
-			}
 			for i, h := range hooks {
 				if h.Provider == webhooks.Postmark && f.Kind == webhooks.Sent {
 					continue // Postmark reports no "sent"
 				}
-				ev := ledger.WebhookEvent{ID: webhooks.EventID(f, i), Hook: i, EmailID: f.EmailID, Kind: f.Kind, Data: string(data), Due: now}
-				counted++
-				out = append(out, applyWebhookFault(rules, counted, ev)...)
+				for _, p := range webhooks.PerPost(h, f) {
+					data, err := json.Marshal(p)
+					if err != nil {
+						return 0, err
+					}
+					ev := ledger.WebhookEvent{ID: webhooks.EventID(p, i), Hook: i, EmailID: p.EmailID, Kind: p.Kind, Data: string(data), Due: now}
+					counted++
+					out = append(out, applyWebhookFault(rules, counted, ev)...)
+				}
 			}
 		}
 	}
@@ -244,10 +246,12 @@ func applyWebhookFault(rules faults.Schedule, n int64, ev ledger.WebhookEvent) [
 	return []ledger.WebhookEvent{ev}
 }
 
-// fillFact completes an open's, a click's or a delayed delivery's fact
-// from the stored message: its id, sender and recipients, and a click's
-// URL. A message gone since (its trial rotated and closed, a purge) keeps
-// what the trail said.
+// fillFact completes a fact from the stored message: an open's, a
+// click's or a delayed delivery's id, sender and recipients (a send's are
+// the trail's: a recipient that bounced is not the stored message's),
+// every fact's subject and tags, and a click's URL. They are read from
+// the message's index here, so the trail keeps no content. A message gone
+// since (its trial rotated and closed, a purge) keeps what the trail said.
 func (b *Broker) fillFact(ctx context.Context, ns ledger.Namespace, f *webhooks.Fact) error {
 	if f.MessageSeq == 0 {
 		return nil
@@ -259,9 +263,8 @@ func (b *Broker) fillFact(ctx context.Context, ns ledger.Namespace, f *webhooks.
 	if err != nil {
 		return err
 	}
-	f.EmailID, f.From, f.To = e.UUID, e.From, e.To
-	if f.Kind != webhooks.Clicked {
-		return nil
+	if f.EmailID == "" || len(f.To) == 0 {
+		f.EmailID, f.From, f.To = e.UUID, e.From, e.To
 	}
 	x, err := b.index(ctx, ns, e)
 	if errors.Is(err, errGone) {
@@ -270,7 +273,13 @@ func (b *Broker) fillFact(ctx context.Context, ns ledger.Namespace, f *webhooks.
 	if err != nil {
 		return err
 	}
-	if f.Link >= 0 && f.Link < len(x.LinkURLs) {
+	f.Subject = x.Subject
+	for _, h := range x.Headers {
+		if webhooks.TagHeader(h.Name) {
+			f.Tags = append(f.Tags, webhooks.Tag{Name: h.Name, Value: h.Value})
+		}
+	}
+	if f.Kind == webhooks.Clicked && f.Link >= 0 && f.Link < len(x.LinkURLs) {
 		f.URL = x.LinkURLs[f.Link]
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -40,6 +41,69 @@ type Fact struct {
 	MessageSeq int64 `json:"message_seq,omitempty"`
 	// Link is a click's link index (before the plane fills URL).
 	Link int `json:"-"`
+	// Subject and Tags are the stored message's, filled by the plane
+	// from its index when the event is derived (the trail keeps no
+	// content): Tags are the headers the send APIs keep their tags,
+	// metadata and variables in (TagHeader), for each provider's own
+	// fields. A send stored nowhere (every recipient bounced) has none.
+	Subject string `json:"subject,omitempty"`
+	Tags    []Tag  `json:"tags,omitempty"`
+}
+
+// Tag is one header of a stored message that carries a send's tags.
+type Tag struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// The headers the send APIs keep tags in (internal/writer,
+// internal/sendapi): Resend's tags as name=value, Postmark's Tag and
+// Metadata, Mailgun's o:tag and v: variables (a JSON object).
+const (
+	resendTag        = "X-Resend-Tag"
+	postmarkTag      = "X-PM-Tag"
+	postmarkMetadata = "X-PM-Metadata-"
+	mailgunTag       = "X-Mailgun-Tag"
+	mailgunVariables = "X-Mailgun-Variables"
+)
+
+// TagHeader reports whether a stored message's header carries a send's
+// tags (kept in a Fact's Tags).
+func TagHeader(name string) bool {
+	for _, n := range []string{resendTag, postmarkTag, mailgunTag, mailgunVariables} {
+		if strings.EqualFold(name, n) {
+			return true
+		}
+	}
+	return len(name) > len(postmarkMetadata) && strings.EqualFold(name[:len(postmarkMetadata)], postmarkMetadata)
+}
+
+// tagValues are the values of f's tag headers named name.
+func tagValues(f Fact, name string) []string {
+	var out []string
+	for _, t := range f.Tags {
+		if strings.EqualFold(t.Name, name) {
+			out = append(out, t.Value)
+		}
+	}
+	return out
+}
+
+// PerPost is f as h's provider posts it: Mailgun and Postmark post one
+// event per recipient, so a send's or its delivery's fact concerning
+// several is one fact per recipient (each its own event id). Opens and
+// clicks are the agent's, one reader: they stay one event, for the
+// first recipient.
+func PerPost(h Hook, f Fact) []Fact {
+	if (h.Provider != Mailgun && h.Provider != Postmark) || f.Recipient != "" || len(f.To) < 2 || (f.Kind != Sent && f.Kind != Delivered) {
+		return []Fact{f}
+	}
+	out := make([]Fact, len(f.To))
+	for i, r := range f.To {
+		out[i] = f
+		out[i].Recipient = r
+	}
+	return out
 }
 
 // Facts are what a trail event caused, in order. Opens and clicks come
@@ -48,6 +112,9 @@ type Fact struct {
 func Facts(e evidence.Event) []Fact {
 	t, _ := time.Parse(evidence.TimeFormat, e.Time)
 	base := Fact{EmailID: e.EmailID, API: e.API, From: e.From, To: e.To, Time: t, Namespace: e.Namespace, TrailSeq: e.Seq}
+	if e.Action == "send" && len(e.MessageIDs) > 0 {
+		base.MessageSeq = e.MessageIDs[0] // its subject and tags, from the message
+	}
 	with := func(kind, recipient string) Fact {
 		f := base
 		f.Kind, f.Recipient = kind, recipient

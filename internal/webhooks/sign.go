@@ -55,12 +55,43 @@ func recipients(f Fact) []string {
 	return f.To
 }
 
+// reported is who a provider that reports per recipient reports a fact
+// for: each recipient it concerns, except an open or a click, which is
+// the agent's, one reader: the first recipient's.
+func reported(f Fact) []string {
+	rs := recipients(f)
+	if (f.Kind == Opened || f.Kind == Clicked) && len(rs) > 1 {
+		return rs[:1]
+	}
+	return rs
+}
+
+// first is the first recipient a fact concerns ("" if none).
+func first(f Fact) string {
+	if rs := recipients(f); len(rs) > 0 {
+		return rs[0]
+	}
+	return ""
+}
+
+// resendTags are Resend's tags of a send as its webhook reports them, an
+// object of name to value (from the stored message's X-Resend-Tag
+// name=value headers).
+func resendTags(f Fact) map[string]string {
+	out := map[string]string{}
+	for _, v := range tagValues(f, resendTag) {
+		name, value, _ := strings.Cut(v, "=")
+		out[name] = value
+	}
+	return out
+}
+
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // Resend (Svix): svix-id, svix-timestamp and svix-signature "v1,"+base64
 // HMAC-SHA256 of id.timestamp.body keyed by the decoded whsec_ secret.
 func resendEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
-	data := map[string]any{"email_id": f.EmailID, "created_at": stamp(f.Time), "from": f.From, "to": recipients(f), "subject": "", "tags": map[string]string{}}
+	data := map[string]any{"email_id": f.EmailID, "created_at": stamp(f.Time), "from": f.From, "to": recipients(f), "subject": f.Subject, "tags": resendTags(f)}
 	switch f.Kind {
 	case Bounced:
 		data["bounce"] = map[string]string{"type": "Permanent", "subType": "General", "message": "The recipient's mail server permanently rejected the email (simulated by mailplane)."}
@@ -91,7 +122,7 @@ var sendgridEvents = map[string]string{Sent: "processed", Delivered: "delivered"
 // P-256 over SHA-256 of timestamp+body (X-Twilio-Email-Event-Webhook-*).
 func sendgridEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
 	var events []map[string]any
-	for i, to := range recipients(f) {
+	for i, to := range reported(f) {
 		e := map[string]any{"email": to, "timestamp": f.Time.Unix(), "smtp-id": "<" + f.EmailID + ">", "event": sendgridEvents[f.Kind],
 			"category": []string{}, "sg_event_id": id, "sg_message_id": f.EmailID}
 		if i > 0 {
@@ -125,19 +156,19 @@ var mailgunEvents = map[string]string{Sent: "accepted", Delivered: "delivered", 
 
 // Mailgun: {"signature": {timestamp, token, signature: hex HMAC-SHA256 of
 // timestamp+token keyed by the signing key}, "event-data": {…}}, one per
-// POST, for the first recipient a fact concerns. The message id is the
-// send's id at its sender's domain, as Mailgun's answer names it.
+// POST and recipient (PerPost made a fact of each). The message id is the
+// send's id at its sender's domain, as Mailgun's answer names it; tags
+// and user-variables are the send's o:tag and v: variables.
 func mailgunEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, error) {
-	to := ""
-	if rs := recipients(f); len(rs) > 0 {
-		to = rs[0]
-	}
+	to := first(f)
 	domain := "mailplane.local"
 	if at := strings.LastIndexByte(f.From, '@'); at >= 0 {
 		domain = f.From[at+1:]
 	}
 	ev := map[string]any{"event": mailgunEvents[f.Kind], "id": id, "timestamp": float64(f.Time.UnixMilli()) / 1000, "recipient": to,
-		"message": map[string]any{"headers": map[string]string{"message-id": f.EmailID + "@" + domain, "from": f.From, "to": to}}}
+		"message":        map[string]any{"headers": map[string]string{"message-id": f.EmailID + "@" + domain, "from": f.From, "to": to, "subject": f.Subject}},
+		"tags":           append([]string{}, tagValues(f, mailgunTag)...),
+		"user-variables": mailgunVariablesOf(f)}
 	switch f.Kind {
 	case Bounced:
 		ev["severity"], ev["reason"] = "permanent", "bounce"
@@ -156,23 +187,42 @@ func mailgunEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, er
 	})
 }
 
+// mailgunVariablesOf is the send's v: variables, the JSON object of its
+// X-Mailgun-Variables header (none, or one that is not an object: {}).
+func mailgunVariablesOf(f Fact) map[string]any {
+	out := map[string]any{}
+	if vs := tagValues(f, mailgunVariables); len(vs) > 0 {
+		if json.Unmarshal([]byte(vs[0]), &out) != nil || out == nil {
+			out = map[string]any{}
+		}
+	}
+	return out
+}
+
 // postmarkRecords are Postmark's RecordType of each kind (it reports no
 // "sent").
 var postmarkRecords = map[string]string{Delivered: "Delivery", Opened: "Open", Clicked: "Click", Bounced: "Bounce", Complained: "SpamComplaint"}
 
-// Postmark: one event per POST by RecordType, unsigned: the URL's Basic
-// credentials, which the client sends, are what the site checks.
+// Postmark: one event per POST and recipient (PerPost) by RecordType,
+// unsigned: the URL's Basic credentials, which the client sends, are what
+// the site checks. Tag and Metadata are the send's.
 func postmarkEvent(h Hook, id string, f Fact) (Request, error) {
 	rt, ok := postmarkRecords[f.Kind]
 	if !ok {
 		return Request{}, ErrNoEvent
 	}
-	to := ""
-	if rs := recipients(f); len(rs) > 0 {
-		to = rs[0]
-	}
+	to := first(f)
 	at := f.Time.UTC().Format(time.RFC3339)
-	ev := map[string]any{"RecordType": rt, "MessageID": f.EmailID, "Recipient": to, "MessageStream": "outbound", "Tag": "", "Metadata": map[string]string{}}
+	tag, meta := "", map[string]string{}
+	for _, t := range f.Tags {
+		switch {
+		case strings.EqualFold(t.Name, postmarkTag):
+			tag = t.Value
+		case len(t.Name) > len(postmarkMetadata) && strings.EqualFold(t.Name[:len(postmarkMetadata)], postmarkMetadata):
+			meta[t.Name[len(postmarkMetadata):]] = t.Value
+		}
+	}
+	ev := map[string]any{"RecordType": rt, "MessageID": f.EmailID, "Recipient": to, "MessageStream": "outbound", "Tag": tag, "Metadata": meta}
 	switch f.Kind {
 	case Delivered:
 		ev["DeliveredAt"], ev["Details"] = at, "Test delivery (mailplane)"
@@ -183,9 +233,11 @@ func postmarkEvent(h Hook, id string, f Fact) (Request, error) {
 	case Bounced:
 		ev["BouncedAt"], ev["Type"], ev["TypeCode"], ev["Email"], ev["Inactive"] = at, "HardBounce", 1, to, true
 		ev["ID"], ev["Description"] = bounceNumber(id), "The server was unable to deliver your message (simulated by mailplane)."
+		ev["Name"], ev["Details"], ev["From"], ev["Subject"], ev["DumpAvailable"], ev["CanActivate"] = "Hard bounce", "550 5.1.1 (simulated by mailplane)", f.From, f.Subject, false, true
 	case Complained:
 		ev["BouncedAt"], ev["Type"], ev["TypeCode"], ev["Email"] = at, "SpamComplaint", 512, to
 		ev["ID"] = bounceNumber(id)
+		ev["Name"], ev["From"], ev["Subject"], ev["Inactive"], ev["DumpAvailable"], ev["CanActivate"] = "Spam complaint", f.From, f.Subject, true, false, false
 	}
 	return jsonRequest(h.URL, ev)
 }
