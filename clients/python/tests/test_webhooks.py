@@ -251,6 +251,61 @@ def test_bounces_and_complaints(stack: Stack, endpoint: Endpoint) -> None:
         assert [m.subject for m in t.messages()] == ["complaint"]
 
 
+def post_json(url: str, body: Dict[str, Any], headers: Dict[str, str]) -> Dict[str, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return dict(json.load(r))
+
+
+def test_subject_tags_and_each_recipient(stack: Stack, endpoint: Endpoint) -> None:
+    """Events carry the send's subject and its provider's tags, read from
+    the stored message; Mailgun and Postmark get one event per recipient,
+    SendGrid one list entry per recipient."""
+    u = endpoint.url
+    hooks = [{"provider": p, "url": u + "/" + p} for p in ("resend", "sendgrid", "mailgun")]
+    hooks.append({"provider": "postmark", "url": "http://pm:s3cret@" + u[len("http://"):] + "/postmark"})
+    to = ["a@example.com", "b@example.com"]
+    with stack.open_trial(webhooks=hooks) as t:
+        env, p = t.candidate_environment, t.providers
+        sender = env["WEBSITEBENCH_MAIL_FROM"]
+        rid = str(post_json(env["WEBSITEBENCH_MAIL_API_URL"],
+                            {"from": sender, "to": to, "subject": "Welcome aboard", "text": "hi", "tags": [{"name": "category", "value": "welcome"}]},
+                            {"Authorization": "Bearer " + env["WEBSITEBENCH_MAIL_API_TOKEN"]})["id"])
+        pid = str(post_json(p["postmark"]["base_url"] + "/email",
+                            {"From": sender, "To": ", ".join(to), "Subject": "Your receipt", "TextBody": "hi", "Tag": "receipt", "Metadata": {"order": "43"}},
+                            {"X-Postmark-Server-Token": p["postmark"]["server_token"], "Accept": "application/json"})["MessageID"])
+        # Two sends to two recipients: Resend 2 x (sent, delivered); SendGrid
+        # as many lists of two; Mailgun and Postmark one POST per recipient.
+        want = {"/resend": 4, "/sendgrid": 4, "/mailgun": 8, "/postmark": 4}
+        assert wait_until(lambda: all(len(endpoint.bodies(k)) >= n for k, n in want.items()), 20), endpoint.got
+        subject = {rid: "Welcome aboard", pid: "Your receipt"}
+
+        resend = endpoint.bodies("/resend")
+        assert sorted((b["data"]["email_id"], b["type"]) for b in resend) == sorted(
+            (i, k) for i in (rid, pid) for k in ("email.sent", "email.delivered"))
+        for b in resend:
+            assert b["data"]["subject"] == subject[b["data"]["email_id"]] and b["data"]["to"] == to
+            assert b["data"]["tags"] == ({"category": "welcome"} if b["data"]["email_id"] == rid else {})
+
+        for h, b in [(h, b) for path, h, b in endpoint.got if path == "/sendgrid"]:
+            assert sendgrid_ok(p["sendgrid"]["webhook_public_key"], h, b)
+            assert [e["email"] for e in json.loads(b)] == to
+
+        mailgun = endpoint.bodies("/mailgun")
+        assert all(mailgun_ok(p["mailgun"]["webhook_signing_key"], b) for b in mailgun)
+        got = sorted((b["event-data"]["message"]["headers"]["message-id"].split("@")[0], b["event-data"]["event"], b["event-data"]["recipient"]) for b in mailgun)
+        assert got == sorted((i, k, r) for i in (rid, pid) for k in ("accepted", "delivered") for r in to)
+        assert len({b["event-data"]["id"] for b in mailgun}) == 8
+        assert all(b["event-data"]["message"]["headers"]["subject"] == subject[b["event-data"]["message"]["headers"]["message-id"].split("@")[0]] for b in mailgun)
+
+        postmark = endpoint.bodies("/postmark")
+        assert sorted((b["MessageID"], b["RecordType"], b["Recipient"]) for b in postmark) == sorted((i, "Delivery", r) for i in (rid, pid) for r in to)
+        for b in postmark:
+            assert (b["Tag"], b["Metadata"]) == (("receipt", {"order": "43"}) if b["MessageID"] == pid else ("", {}))
+        # Nothing of the content is on the trail.
+        assert not any("Welcome aboard" in json.dumps(e) or "welcome" in json.dumps(e) for e in t.events())
+
+
 def test_retries_same_event_id(stack: Stack) -> None:
     failing = Endpoint(statuses=(500, 500))
     try:
