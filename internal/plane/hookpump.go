@@ -148,9 +148,14 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 			return 0, err
 		}
 		to = e.Seq
-		for _, f := range webhooks.Facts(e) {
+		facts := webhooks.Facts(e)
+		for k := 0; k < len(facts); k++ {
+			f := facts[k]
 			if err := b.fillFact(ctx, ns, &f); err != nil {
 				return 0, err
+			}
+			if e.Action == evidence.ActionDeliver && f.Kind == webhooks.Delivered {
+				facts = append(facts, webhooks.AfterDelivery(f)...) // a delayed send's simulators
 			}
 			for i, h := range hooks {
 				if h.Provider == webhooks.Postmark && f.Kind == webhooks.Sent {
@@ -273,7 +278,7 @@ func (b *Broker) fillFact(ctx context.Context, ns ledger.Namespace, f *webhooks.
 	if err != nil {
 		return err
 	}
-	f.Subject = x.Subject
+	f.Subject, f.Tags = x.Subject, nil
 	for _, h := range x.Headers {
 		if webhooks.TagHeader(h.Name) {
 			f.Tags = append(f.Tags, webhooks.Tag{Name: h.Name, Value: h.Value})

@@ -149,9 +149,11 @@ func Facts(e evidence.Event) []Fact {
 		if e.EmailID == "" {
 			return nil
 		}
-		out := delivered(base, with, false)
+		// Its recipients are the message's: the plane fills them, then
+		// adds what they cause (AfterDelivery).
+		out := []Fact{with(Delivered, "")}
 		if len(e.MessageIDs) > 0 {
-			out[0].MessageSeq = e.MessageIDs[0] // its recipients, from the message
+			out[0].MessageSeq = e.MessageIDs[0]
 		}
 		return out
 	case evidence.ActionOpen, evidence.ActionClick:
@@ -171,19 +173,34 @@ func Facts(e evidence.Event) []Fact {
 	return nil
 }
 
-// delivered is a shown send's delivery, then a bounce for each of its
-// bounce simulators (a send to some only is shown to the others) and a
+// delivered is a shown send's delivery, then what its recipients cause.
+func delivered(base Fact, with func(kind, recipient string) Fact, complainAll bool) []Fact {
+	return append([]Fact{with(Delivered, "")}, afterDelivery(with(Delivered, ""), complainAll)...)
+}
+
+// AfterDelivery is what delivery d's recipients cause after it, for a
+// delayed send's delivery, whose recipients only its message names (the
+// plane fills them first).
+func AfterDelivery(d Fact) []Fact { return afterDelivery(d, false) }
+
+// afterDelivery is a bounce for each bounce simulator among d's
+// recipients (a send to some only is shown to the others) and a
 // complaint for each complaint simulator, or for every recipient when a
 // complain fault made it.
-func delivered(base Fact, with func(kind, recipient string) Fact, complainAll bool) []Fact {
-	out := []Fact{with(Delivered, "")}
-	for _, r := range base.To {
+func afterDelivery(d Fact, complainAll bool) []Fact {
+	var out []Fact
+	for _, r := range d.To {
+		f := d
+		f.Recipient = r
 		switch {
 		case Simulated(r) == SimBounce:
-			out = append(out, with(Bounced, r))
+			f.Kind = Bounced
 		case complainAll || Simulated(r) == SimComplain:
-			out = append(out, with(Complained, r))
+			f.Kind = Complained
+		default:
+			continue
 		}
+		out = append(out, f)
 	}
 	return out
 }

@@ -156,3 +156,24 @@ func TestSendFactsNameTheirMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterDelayedDelivery: a delayed send's delivery names no
+// recipients in its trail event; once the plane fills them from the
+// message, its simulators bounce and complain as an undelayed send's do.
+func TestAfterDelayedDelivery(t *testing.T) {
+	fs := Facts(evidence.Event{Seq: 9, Action: evidence.ActionDeliver, Outcome: evidence.Accepted, EmailID: "id1", MessageIDs: []int64{4}})
+	if !slices.Equal(kinds(fs), []string{Delivered}) || fs[0].MessageSeq != 4 {
+		t.Fatalf("facts %v", kinds(fs))
+	}
+	d := fs[0]
+	d.To = []string{"a@x.example", "complained@resend.dev", "bounce+x@simulator.amazonses.com"}
+	got := AfterDelivery(d)
+	if want := []string{"complained:complained@resend.dev", "bounced:bounce+x@simulator.amazonses.com"}; !slices.Equal(kinds(got), want) {
+		t.Errorf("after delivery %v, want %v", kinds(got), want)
+	}
+	for _, f := range got {
+		if f.EmailID != "id1" || f.TrailSeq != 9 || EventID(f, 0) == EventID(d, 0) {
+			t.Errorf("%+v", f)
+		}
+	}
+}

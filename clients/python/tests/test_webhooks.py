@@ -306,6 +306,24 @@ def test_subject_tags_and_each_recipient(stack: Stack, endpoint: Endpoint) -> No
         assert not any("Welcome aboard" in json.dumps(e) or "welcome" in json.dumps(e) for e in t.events())
 
 
+def test_delayed_send_to_simulators(stack: Stack, endpoint: Endpoint) -> None:
+    """A delayed send's recipients are reported when it shows, as an
+    undelayed send's: delivered, then the complaint simulator's complaint
+    and the bounce simulator's bounce; its subject is the message's."""
+    with stack.open_trial(webhooks=[{"provider": "resend", "url": endpoint.url + "/r"}],
+                          faults=[{"door": "http", "sends": [1], "do": "delay", "seconds": 1}]) as t:
+        env = t.candidate_environment
+        to = ["agent@example.com", "complained@resend.dev", "bounced@resend.dev"]
+        sid = str(post_json(env["WEBSITEBENCH_MAIL_API_URL"], {"from": env["WEBSITEBENCH_MAIL_FROM"], "to": to, "subject": "late", "text": "hi"},
+                            {"Authorization": "Bearer " + env["WEBSITEBENCH_MAIL_API_TOKEN"]})["id"])
+        assert wait_until(lambda: len(endpoint.bodies("/r")) >= 4, 20), endpoint.bodies("/r")
+        got = [(b["type"], b["data"]["to"]) for b in endpoint.bodies("/r")]
+        assert got == [("email.sent", to), ("email.delivered", to), ("email.complained", ["complained@resend.dev"]),
+                       ("email.bounced", ["bounced@resend.dev"])]
+        assert all(b["data"]["email_id"] == sid for b in endpoint.bodies("/r"))
+        assert [b["data"]["subject"] for b in endpoint.bodies("/r")[1:]] == ["late"] * 3
+
+
 def test_retries_same_event_id(stack: Stack) -> None:
     failing = Endpoint(statuses=(500, 500))
     try:
