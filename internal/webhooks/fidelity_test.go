@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailgun/mailgun-go/v4"
+	"github.com/mailgun/mailgun-go/v4/events"
+
 	"github.com/websitebench/mailplane/internal/evidence"
 )
 
@@ -174,6 +177,47 @@ func TestAfterDelayedDelivery(t *testing.T) {
 	for _, f := range got {
 		if f.EmailID != "id1" || f.TrailSeq != 9 || EventID(f, 0) == EventID(d, 0) {
 			t.Errorf("%+v", f)
+		}
+	}
+}
+
+// TestMailgunGoParsesOurEvents: mailgun-go's own event types read each
+// event-data we post, with the fields a site reads.
+func TestMailgunGoParsesOurEvents(t *testing.T) {
+	for _, kind := range []string{Sent, Delivered, Opened, Clicked, Bounced, Complained} {
+		f := fact(kind)
+		f.Subject, f.Tags = "Hello", []Tag{{"X-Mailgun-Tag", "signup"}}
+		var body struct {
+			EventData json.RawMessage `json:"event-data"`
+		}
+		r, err := Build(Hook{Provider: Mailgun, URL: "http://127.0.0.1:1/mg"}, testKeys, "00112233445566778899aabbccddeeff", f, time.Now())
+		if err != nil || json.Unmarshal(r.Body, &body) != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		ev, err := mailgun.ParseEvent(body.EventData)
+		if err != nil {
+			t.Fatalf("%s: mailgun-go: %v", kind, err)
+		}
+		ok := ev.GetName() == mailgunEvents[kind] && ev.GetID() == "00112233445566778899aabbccddeeff"
+		switch e := ev.(type) {
+		case *events.Accepted:
+			ok = ok && e.Recipient == "agent@example.com" && e.RecipientDomain == "example.com" && e.Envelope.Targets == e.Recipient &&
+				e.Message.Headers.Subject == "Hello" && slices.Equal(e.Tags, []string{"signup"})
+		case *events.Delivered:
+			ok = ok && e.DeliveryStatus.Code == 250 && e.Message.Headers.MessageID == f.EmailID+"@site.example" && e.Envelope.Sender == f.From
+		case *events.Opened:
+			ok = ok && e.IP == readerIP && e.ClientInfo.UserAgent == readerAgent
+		case *events.Clicked:
+			ok = ok && e.Url == f.URL && e.ClientInfo.UserAgent == readerAgent
+		case *events.Failed:
+			ok = ok && e.Severity == "permanent" && e.DeliveryStatus.Code == 550 && e.Reason == "bounce"
+		case *events.Complained:
+			ok = ok && e.Recipient == "agent@example.com"
+		default:
+			ok = false
+		}
+		if !ok {
+			t.Errorf("%s: %+v", kind, ev)
 		}
 	}
 }

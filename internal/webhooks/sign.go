@@ -86,6 +86,13 @@ func resendTags(f Fact) map[string]string {
 	return out
 }
 
+// The agent's reader as an open's or a click's event names it: its
+// inbox, on the plane's host.
+const (
+	readerIP    = "127.0.0.1"
+	readerAgent = "mailplane inbox"
+)
+
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // Resend (Svix): svix-id, svix-timestamp and svix-signature "v1,"+base64
@@ -96,7 +103,7 @@ func resendEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, err
 	case Bounced:
 		data["bounce"] = map[string]string{"type": "Permanent", "subType": "General", "message": "The recipient's mail server permanently rejected the email (simulated by mailplane)."}
 	case Clicked:
-		data["click"] = map[string]string{"link": f.URL, "timestamp": stamp(f.Time), "ipAddress": "127.0.0.1", "userAgent": "mailplane inbox"}
+		data["click"] = map[string]string{"link": f.URL, "timestamp": stamp(f.Time), "ipAddress": readerIP, "userAgent": readerAgent}
 	}
 	r, err := jsonRequest(h.URL, map[string]any{"type": "email." + f.Kind, "created_at": stamp(now), "data": data})
 	if err != nil {
@@ -129,10 +136,14 @@ func sendgridEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, e
 			e["sg_event_id"] = id + "-" + strconv.Itoa(i)
 		}
 		switch f.Kind {
+		case Delivered:
+			e["response"], e["ip"], e["tls"] = "250 2.0.0 OK (mailplane)", readerIP, 0
 		case Bounced:
 			e["type"], e["reason"], e["status"] = "bounce", "550 5.1.1 The email account does not exist (simulated by mailplane)", "5.1.1"
+		case Opened:
+			e["useragent"], e["ip"], e["sg_machine_open"] = readerAgent, readerIP, false
 		case Clicked:
-			e["url"] = f.URL
+			e["url"], e["useragent"], e["ip"] = f.URL, readerAgent, readerIP
 		}
 		events = append(events, e)
 	}
@@ -169,12 +180,26 @@ func mailgunEvent(h Hook, k Keys, id string, f Fact, now time.Time) (Request, er
 		"message":        map[string]any{"headers": map[string]string{"message-id": f.EmailID + "@" + domain, "from": f.From, "to": to, "subject": f.Subject}},
 		"tags":           append([]string{}, tagValues(f, mailgunTag)...),
 		"user-variables": mailgunVariablesOf(f)}
+	ev["log-level"] = "info"
+	if at := strings.LastIndexByte(to, '@'); at >= 0 {
+		ev["recipient-domain"] = to[at+1:]
+	}
 	switch f.Kind {
+	case Sent, Delivered:
+		ev["envelope"] = map[string]string{"sender": f.From, "targets": to, "transport": "smtp"}
+		ev["flags"] = map[string]bool{"is-authenticated": true, "is-test-mode": false}
+		if f.Kind == Delivered {
+			ev["delivery-status"] = map[string]any{"code": 250, "message": "OK", "description": "", "tls": false}
+		}
 	case Bounced:
-		ev["severity"], ev["reason"] = "permanent", "bounce"
+		ev["severity"], ev["reason"], ev["log-level"] = "permanent", "bounce", "error"
 		ev["delivery-status"] = map[string]any{"code": 550, "message": "5.1.1 The email account does not exist (simulated by mailplane)"}
+	case Complained:
+		ev["log-level"] = "warn"
+	case Opened:
+		ev["ip"], ev["client-info"] = readerIP, map[string]string{"user-agent": readerAgent, "client-type": "browser"}
 	case Clicked:
-		ev["url"] = f.URL
+		ev["url"], ev["ip"], ev["client-info"] = f.URL, readerIP, map[string]string{"user-agent": readerAgent, "client-type": "browser"}
 	}
 	token := make([]byte, 25)
 	rand.Read(token)
@@ -227,9 +252,9 @@ func postmarkEvent(h Hook, id string, f Fact) (Request, error) {
 	case Delivered:
 		ev["DeliveredAt"], ev["Details"] = at, "Test delivery (mailplane)"
 	case Opened:
-		ev["ReceivedAt"], ev["FirstOpen"] = at, true
+		ev["ReceivedAt"], ev["FirstOpen"], ev["UserAgent"], ev["Platform"] = at, true, readerAgent, "WebMail"
 	case Clicked:
-		ev["ReceivedAt"], ev["OriginalLink"], ev["ClickLocation"] = at, f.URL, "HTML"
+		ev["ReceivedAt"], ev["OriginalLink"], ev["ClickLocation"], ev["UserAgent"], ev["Platform"] = at, f.URL, "HTML", readerAgent, "WebMail"
 	case Bounced:
 		ev["BouncedAt"], ev["Type"], ev["TypeCode"], ev["Email"], ev["Inactive"] = at, "HardBounce", 1, to, true
 		ev["ID"], ev["Description"] = bounceNumber(id), "The server was unable to deliver your message (simulated by mailplane)."
