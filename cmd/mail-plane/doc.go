@@ -33,6 +33,20 @@
 // itself). Trials are opened and closed on the running stack (trial.open,
 // trial.close); the number of processes does not grow with them.
 //
+// up also runs two children that are mail-plane itself, each with less
+// than the plane: mail-plane hooks, the webhook deliverer, holds only a
+// hooks grant, whose one pair of calls (webhooks.take, webhooks.report)
+// hands it each request already signed by the plane: it holds no trial's
+// key, reads no mail and chooses no URL (only the admin sets one). It
+// dials the candidates' endpoints, with a bounded time and body per
+// attempt and a per-trial share; a netns trial's endpoint through a
+// socket up connects inside that trial's namespace (only in a namespace
+// of a door up bound, only to an IP address or localhost). mail-plane
+// route, the sidecar's API router, serves untrusted HTTP and holds no
+// grant. A trial opened with --agent-netns has its inbox doors (IMAP with
+// plain LOGIN, the pages, MCP) bound inside the agent's namespace and
+// handed to mail-inbox, as the candidate's are to the writer.
+//
 // Strict mode: mail-plane trial create mints a trial with a writer grant
 // and an inbox grant bound to it, for one mail-writer and one mail-inbox
 // process per trial (build/'s compose file and systemd units), so that the
