@@ -128,6 +128,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')`), trialID, last+int64(i)+1, e.ID, e
 	})
 }
 
+// PendingWebhookEvents counts trial id's events still to be delivered.
+func (l *DB) PendingWebhookEvents(ctx context.Context, trialID int64) (int, error) {
+	var n int
+	err := l.read.QueryRowContext(ctx, l.d.text(`SELECT COUNT(*) FROM webhook_events WHERE trial_id = ? AND state = 'pending'`), trialID).Scan(&n)
+	return n, err
+}
+
 const webhookColumns = `trial_id, seq, id, hook, email, namespace, kind, data, state, attempts, due_at, log`
 
 func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {

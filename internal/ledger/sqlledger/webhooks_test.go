@@ -93,6 +93,12 @@ func testWebhooks(t *testing.T) {
 	if last.Action != evidence.ActionWebhook || last.Webhook == nil || last.Webhook.EventID != "e1" {
 		t.Errorf("the trail's last event %s, want the attempt", lines[len(lines)-1])
 	}
+	if n, err := l.PendingWebhookEvents(ctx, tr.ID); err != nil || n != 2 {
+		t.Errorf("pending %d, %v; want 2 (e2, e3: not the delivered, not the dropped)", n, err)
+	}
+	if n, _ := l.PendingWebhookEvents(ctx, other.ID); n != 0 {
+		t.Errorf("trial b's pending: %d", n)
+	}
 	if o, _ := l.WebhookEvents(ctx, other.ID); len(o) != 0 {
 		t.Errorf("trial b's outbox: %v", idsOf(o))
 	}
