@@ -10,6 +10,8 @@ import threading
 import urllib.request
 from typing import Any, Dict, List
 
+import pytest
+
 from conftest import send, wait_until
 from mailplane import Stack, Trial
 
@@ -125,3 +127,90 @@ def test_redirects_are_not_followed(stack: Stack) -> None:
     finally:
         other.close()
         redirect.close()
+
+
+def test_netns_slow_connect_holds_only_its_own_trial(stack: Stack) -> None:
+    """Two netns trials: A's site takes no connection (its listener's queue
+    is full, so every connect waits out limits.WebhookTimeout), B's answers
+    at once. The supervisor makes each netns dial on its own, so B's
+    events are delivered while A's connects are still waiting, not after
+    them (before, the supervisor dialed one at a time)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("ss") is None:
+        pytest.skip("network namespaces of their own need root, ip and ss")
+    names = [f"mpt-hka-{os.getpid()}", f"mpt-hkb-{os.getpid()}"]
+    procs: List["subprocess.Popen[bytes]"] = []
+    out = tempfile.NamedTemporaryFile(delete=False)
+    # A: a listener that never accepts, its queue filled by its own
+    # connections, so the kernel drops every further SYN.
+    stuck = (
+        "import socket, sys, time\n"
+        "l = socket.socket(); l.bind(('127.0.0.1', 8025)); l.listen(0)\n"
+        "held = []\n"
+        "for _ in range(4):\n"
+        "    c = socket.socket(); c.setblocking(False); c.connect_ex(('127.0.0.1', 8025)); held.append(c)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    served = (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_POST(self):\n"
+        "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
+        "        open(sys.argv[1], 'ab').write(b + b'\\n')\n"
+        "        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.ThreadingHTTPServer(('127.0.0.1', 8026), H).serve_forever()\n"
+    )
+    sender = (
+        "import json, os, sys, urllib.request\n"
+        "for n in range(int(sys.argv[1])):\n"
+        "    body = json.dumps({'from': os.environ['WEBSITEBENCH_MAIL_FROM'], 'to': ['ns@example.com'], 'subject': f'n{n}', 'text': 'hi'}).encode()\n"
+        "    req = urllib.request.Request(os.environ['WEBSITEBENCH_MAIL_API_URL'], data=body, method='POST', headers={'Content-Type': 'application/json', 'Authorization': 'Bearer ' + os.environ['WEBSITEBENCH_MAIL_API_TOKEN']})\n"
+        "    urllib.request.urlopen(req, timeout=10).read()\n"
+    )
+
+    def run_in(name: str, t: Trial, script: str, *args: str) -> None:
+        subprocess.run(["ip", "netns", "exec", name, "/usr/bin/python3", "-c", script, *args],
+                       env={"PATH": "/usr/bin:/bin", **t.candidate_environment}, check=True, timeout=60, capture_output=True)
+
+    def syn_sent(name: str) -> int:
+        r = subprocess.run(["ip", "netns", "exec", name, "ss", "-Htn", "state", "syn-sent"], check=True, timeout=30, capture_output=True, text=True)
+        return len(r.stdout.splitlines())
+
+    def got() -> List[Any]:
+        with open(out.name, "rb") as f:
+            return [json.loads(line) for line in f.read().splitlines() if line]
+
+    try:
+        for name in names:
+            subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+            subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, timeout=30)
+        a = subprocess.Popen(["ip", "netns", "exec", names[0], "/usr/bin/python3", "-c", stuck], stdout=subprocess.PIPE)
+        procs.append(a)
+        assert a.stdout is not None and a.stdout.readline() == b"ready\n"
+        procs.append(subprocess.Popen(["ip", "netns", "exec", names[1], "/usr/bin/python3", "-c", served, out.name]))
+        hook = {"provider": "resend", "retry_seconds": [3600]}
+        with stack.open_trial(netns=f"/run/netns/{names[0]}", webhooks=[{**hook, "url": "http://127.0.0.1:8025/a"}]) as ta, \
+                stack.open_trial(netns=f"/run/netns/{names[1]}", webhooks=[{**hook, "url": "http://127.0.0.1:8026/b"}]) as tb:
+            run_in(names[0], ta, sender, "4")  # four sends: A's whole share of deliveries
+            assert wait_until(lambda: syn_sent(names[0]) >= 1, 20)
+            run_in(names[1], tb, sender, "1")
+            assert wait_until(lambda: len(got()) >= 2, 30), attempts(tb)
+            assert [e["type"] for e in got()] == ["email.sent", "email.delivered"]
+            # B was served while A's connects still waited out their bound.
+            assert attempts(ta) == []
+            # And A's end as they must: a timeout, to be retried.
+            assert wait_until(lambda: len(attempts(ta)) >= 4, 30)
+            assert {(w["error"], w["state"]) for w in attempts(ta)} == {("timeout", "pending")}, attempts(ta)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for name in names:
+            subprocess.run(["ip", "netns", "del", name], timeout=30)
+        os.unlink(out.name)
