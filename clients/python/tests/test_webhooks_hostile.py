@@ -214,3 +214,112 @@ def test_netns_slow_connect_holds_only_its_own_trial(stack: Stack) -> None:
         for name in names:
             subprocess.run(["ip", "netns", "del", name], timeout=30)
         os.unlink(out.name)
+
+
+def test_webhook_secrets_are_never_shown() -> None:
+    """The trial's webhook keys and a Postmark URL's Basic credentials,
+    through delivered and failed attempts, are in no log line (at debug),
+    trail event, gateway list, trial info or console page."""
+    ok = RawEndpoint(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    refused = f"127.0.0.1:{closed_port()}"
+    host = ok.url[len("http://"):]
+    try:
+        with Stack(log_level="debug") as stack:
+            hooks = [{"provider": "postmark", "url": f"http://pm-user:pm-s3cret-pass@{host}/pm"},
+                     {"provider": "postmark", "url": f"http://pm-user:pm-s3cret-pass@{refused}/pm", "retry_seconds": [3600]},
+                     {"provider": "resend", "url": ok.url + "/r"}, {"provider": "mailgun", "url": ok.url + "/m"},
+                     {"provider": "sendgrid", "url": ok.url + "/s"}]
+            with stack.open_trial(webhooks=hooks) as t:
+                send(t, "agent@example.com")
+                # postmark delivered; resend, mailgun, sendgrid: sent and delivered; the refused one attempted
+                assert wait_until(lambda: len(attempts(t)) >= 8, 20), attempts(t)
+                secrets = ["pm-s3cret-pass", t.providers["resend"]["webhook_secret"], t.providers["resend"]["webhook_secret"][len("whsec_"):],
+                           t.providers["mailgun"]["webhook_signing_key"]]
+                assert stack.console_url and stack._admin_grant_file
+                grant = open(stack._admin_grant_file).read().strip()
+                req = urllib.request.Request(f"{stack.console_url}/trials/{t.namespace}", headers={"Authorization": "Bearer " + grant})
+                shown = {
+                    "events": json.dumps(t.events()),
+                    "gateway": json.dumps(gateway_webhooks(t)),
+                    "info": json.dumps(stack.trial_info(t.namespace)),
+                    "console": urllib.request.urlopen(req, timeout=10).read().decode(),
+                }
+                assert "pm-user" in shown["gateway"] or "redacted" in shown["gateway"]  # the URL is listed, without its password
+                assert "connect" in shown["events"]  # the refused attempt is on the record
+            assert stack.log_path
+            with open(stack.log_path, encoding="utf-8", errors="replace") as f:
+                shown["log"] = f.read()
+            assert "webhook attempt" in shown["log"]  # the hooks process's debug lines are there
+            for where, text in shown.items():
+                for s in secrets:
+                    assert s not in text, (where, s[:6])
+    finally:
+        ok.close()
+
+
+class SilentEndpoint:
+    """A real TCP endpoint that accepts, reads, and never answers (or,
+    with ``trickle``, answers 200 and then one body byte a second)."""
+
+    def __init__(self, trickle: bool = False) -> None:
+        self.trickle = trickle
+        self.conns: List[socket.socket] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.trickle:
+                threading.Thread(target=self._trickle, args=(c,), daemon=True).start()
+
+    def _trickle(self, c: socket.socket) -> None:
+        try:
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not self.stop.wait(1):
+                c.sendall(b"x")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def test_silent_endpoints_hold_only_their_own_trial(stack: Stack) -> None:
+    """Trial A's endpoint accepts and never answers, trial C's trickles a
+    byte a second: each fills its own share of deliveries, and trial B's
+    events are delivered while theirs still wait; theirs then end at the
+    attempt's bound, as timeouts (A) or as the answered status (C)."""
+    silent, trickle, fine = SilentEndpoint(), SilentEndpoint(trickle=True), RawEndpoint(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    hook = {"provider": "resend", "retry_seconds": [3600]}
+    try:
+        with stack.open_trial(webhooks=[{**hook, "url": silent.url + "/a"}]) as ta, \
+                stack.open_trial(webhooks=[{**hook, "url": trickle.url + "/c"}]) as tc, \
+                stack.open_trial(webhooks=[{**hook, "url": fine.url + "/b"}]) as tb:
+            for n in range(6):  # more than a trial's share (4) each
+                send(ta, "agent@example.com", subject=f"a{n}")
+                send(tc, "agent@example.com", subject=f"c{n}")
+            assert wait_until(lambda: len(silent.conns) >= 4 and len(trickle.conns) >= 4, 20)
+            send(tb, "agent@example.com")
+            assert wait_until(lambda: fine.requests >= 2, 20)
+            assert wait_until(lambda: [w["state"] for w in attempts(tb)] == ["delivered", "delivered"], 10), attempts(tb)
+            # A's and C's attempts were all still waiting while B's went.
+            assert attempts(ta) == [] and attempts(tc) == []
+            assert len(silent.conns) == 4 and len(trickle.conns) == 4  # no more than their shares at once
+            assert wait_until(lambda: len(attempts(ta)) >= 4 and len(attempts(tc)) >= 4, 30)
+            assert {(w["error"], w["state"]) for w in attempts(ta)} == {("timeout", "pending")}, attempts(ta)
+            assert {w.get("status") for w in attempts(tc)} == {200}, attempts(tc)
+    finally:
+        for e in (silent, trickle, fine):
+            e.close()
