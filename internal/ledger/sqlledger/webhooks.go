@@ -9,6 +9,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/evidence"
 	. "github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // SetWebhooks replaces trial id's webhooks (stored is package webhooks'
@@ -159,15 +160,23 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 // pending event of its send to its webhook and not leased, for lease:
 // until it ends
 // (an attempt's outcome is reported first, or the deliverer died) no
-// other call is handed it.
+// other call is handed it. A trial has at most
+// limits.TrialWebhookDeliveries events leased at once: one whose
+// endpoint holds its attempts, with many events due, never fills a take
+// ahead of the other trials' events.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
 	var out []WebhookEvent
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM webhook_events w
+		at := now.UnixMilli()
+		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
+SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth,
+(SELECT COUNT(*) FROM webhook_events y WHERE y.trial_id = w.trial_id AND y.state = 'pending' AND y.leased_until > ?) AS leased
+FROM webhook_events w
 WHERE state = 'pending' AND due_at <= ? AND leased_until <= ?
 AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
-ORDER BY due_at, trial_id, seq LIMIT ?`), now.UnixMilli(), now.UnixMilli(), limit))
+) d WHERE nth + leased <= ?
+ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliveries, limit))
 		if err != nil {
 			return err
 		}
