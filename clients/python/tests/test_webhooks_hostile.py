@@ -323,3 +323,30 @@ def test_silent_endpoints_hold_only_their_own_trial(stack: Stack) -> None:
     finally:
         for e in (silent, trickle, fine):
             e.close()
+
+
+def test_an_endpoint_failing_forever_gets_its_schedule_then_nothing(stack: Stack) -> None:
+    """An endpoint that answers 500 to everything: each event is attempted
+    once and once per wait of the schedule, the same event id each time,
+    then recorded failed and never attempted again."""
+    e = RawEndpoint(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+    try:
+        with stack.open_trial(webhooks=[{"provider": "mailgun", "url": e.url + "/m", "retry_seconds": [0, 1]}]) as t:
+            send(t, "agent@example.com")
+            # accepted: 3 attempts, failed; then delivered: 3 attempts, failed
+            assert wait_until(lambda: [w["state"] for w in gateway_webhooks(t)] == ["failed", "failed"], 20), gateway_webhooks(t)
+            listed = gateway_webhooks(t)
+            assert [[a.get("status") for a in w["attempts"]] for w in listed] == [[500, 500, 500], [500, 500, 500]]
+            assert [(a["attempt"], a["state"]) for a in attempts(t)] == [(1, "pending"), (2, "pending"), (3, "failed")] * 2
+            # Nothing more comes: a send to another trial's endpoint, once
+            # answered, shows the deliverer has moved on.
+            marker = RawEndpoint(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            try:
+                with stack.open_trial(webhooks=[{"provider": "mailgun", "url": marker.url + "/k"}]) as other:
+                    send(other, "agent@example.com")
+                    assert wait_until(lambda: marker.requests >= 2, 20)
+            finally:
+                marker.close()
+            assert e.requests == 6
+    finally:
+        e.close()

@@ -191,11 +191,16 @@ ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliver
 	return out, err
 }
 
-// NextWebhookDue is when the next pending event is due or its lease ends
-// (zero: none is pending).
-func (l *DB) NextWebhookDue(ctx context.Context) (time.Time, error) {
+// NextWebhookDue is the first time after after that a pending event
+// comes due or its lease ends (zero: none). An event due already but not
+// handed out waits behind its send's earlier event or its trial's share,
+// which a report frees, and a report wakes the take: counting it here
+// would have the take poll until then.
+func (l *DB) NextWebhookDue(ctx context.Context, after time.Time) (time.Time, error) {
 	var due sql.NullInt64
-	err := l.read.QueryRowContext(ctx, `SELECT MIN(CASE WHEN leased_until > due_at THEN leased_until ELSE due_at END) FROM webhook_events WHERE state = 'pending'`).Scan(&due)
+	err := l.read.QueryRowContext(ctx, l.d.text(`SELECT MIN(t) FROM (
+SELECT CASE WHEN leased_until > due_at THEN leased_until ELSE due_at END AS t FROM webhook_events WHERE state = 'pending') d WHERE t > ?`),
+		after.UnixMilli()).Scan(&due)
 	if err != nil || !due.Valid {
 		return time.Time{}, err
 	}

@@ -188,6 +188,11 @@ func testWebhookShares(t *testing.T) {
 	if none, _ := l.DueWebhookEvents(ctx, now, time.Minute, 64); len(none) != 0 {
 		t.Fatalf("a's share is leased, yet %v", idsOf(none))
 	}
+	// a's other events are due already but wait for its share: the next
+	// time anything changes unreported is when the leases end.
+	if next, err := l.NextWebhookDue(ctx, now); err != nil || next.UnixMilli() != now.Add(time.Minute).UnixMilli() {
+		t.Errorf("next due %v, %v; want the leases' end %v", next, err, now.Add(time.Minute))
+	}
 	e := first[0]
 	attempt := evidence.Event{Namespace: "a", Door: evidence.DoorWebhook, Action: evidence.ActionWebhook, Outcome: evidence.Failed,
 		Webhook: &evidence.Webhook{Provider: "resend", EventID: e.ID, Kind: "sent", Attempt: 1, Error: "timeout", State: WebhookPending}}
