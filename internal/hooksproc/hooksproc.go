@@ -68,7 +68,8 @@ func newClient(dial func(ctx context.Context, network, addr string) (net.Conn, e
 		// endpoint's answer, not a new destination.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{Proxy: nil, DialContext: dial,
-			MaxIdleConnsPerHost: limits.TrialWebhookDeliveries, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: limits.WebhookTimeout},
+			MaxIdleConnsPerHost: limits.TrialWebhookDeliveries, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: limits.WebhookTimeout,
+			MaxResponseHeaderBytes: limits.WebhookAnswerHeaderBytes},
 	}
 }
 

@@ -71,8 +71,9 @@ type Ledger interface {
 	WebhookTrials(ctx context.Context) ([]Trial, error)
 	WebhookCursor(ctx context.Context, ns string) (int64, error)
 	AddWebhookEvents(ctx context.Context, trialID int64, ns string, from, to int64, evs []WebhookEvent) error
+	PendingWebhookEvents(ctx context.Context, trialID int64) (int, error)
 	DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error)
-	NextWebhookDue(ctx context.Context) (time.Time, error)
+	NextWebhookDue(ctx context.Context, after time.Time) (time.Time, error)
 	WebhookAttempted(ctx context.Context, a WebhookAttempt) error
 	WebhookEvents(ctx context.Context, trialID int64) ([]WebhookEvent, error)
 	WebhookEvent(ctx context.Context, trialID, seq int64) (WebhookEvent, error)

@@ -19,9 +19,19 @@ const (
 	// WebhookTimeout bounds one delivery attempt, from connecting to the
 	// endpoint's answer; a slower endpoint's attempt fails and is retried.
 	WebhookTimeout = 5 * time.Second
-	// WebhookAnswerBytes bounds how much of an endpoint's answer is read.
-	WebhookAnswerBytes = 4 << 10
+	// WebhookAnswerBytes bounds how much of an endpoint's answer is read,
+	// and WebhookAnswerHeaderBytes its header block (a larger one fails
+	// the attempt): without it, Go's client would read 10 MB of headers
+	// per attempt.
+	WebhookAnswerBytes       = 4 << 10
+	WebhookAnswerHeaderBytes = 16 << 10
 	// TrialWebhookDeliveries bounds the deliveries one trial has in flight
 	// at once in the hooks process.
 	TrialWebhookDeliveries = 4
+	// TrialWebhookPending bounds the events one trial's outbox holds
+	// pending (to be delivered or retried): many sends to an endpoint that
+	// never takes them would otherwise grow it, and the plane's passes
+	// over it, without end. An event derived beyond it is recorded failed
+	// at once, with no attempt.
+	TrialWebhookPending = 1024
 )

@@ -9,6 +9,7 @@ import (
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/faults"
 	"github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 	"github.com/websitebench/mailplane/internal/webhooks"
 )
 
@@ -139,7 +140,12 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 	if err != nil {
 		return 0, err
 	}
+	pending, err := b.ledger.PendingWebhookEvents(ctx, t.ID)
+	if err != nil {
+		return 0, err
+	}
 	var out []ledger.WebhookEvent
+	shed := 0
 	to := from
 	now := time.Now()
 	for _, line := range lines {
@@ -168,10 +174,23 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 					}
 					ev := ledger.WebhookEvent{ID: webhooks.EventID(p, i), Hook: i, EmailID: p.EmailID, Kind: p.Kind, Data: string(data), Due: now}
 					counted++
-					out = append(out, applyWebhookFault(rules, counted, ev)...)
+					for _, ev := range applyWebhookFault(rules, counted, ev) {
+						if ev.State == "" {
+							if pending >= limits.TrialWebhookPending {
+								ev.State = ledger.WebhookFailed // the outbox is full: no attempt
+								shed++
+							} else {
+								pending++
+							}
+						}
+						out = append(out, ev)
+					}
 				}
 			}
 		}
+	}
+	if shed > 0 {
+		b.log.Warn().Str("namespace", ns.Name).Int("events", shed).Msg("the trial's webhook outbox is full; events failed without an attempt")
 	}
 	if len(out) == 0 && len(lines) < pumpPage {
 		// Nothing to report (a read, a webhook attempt): the cursor stays,

@@ -176,7 +176,7 @@ func (b *Broker) TakeWebhooks(ctx context.Context, req *rpc.WebhooksTakeRequest)
 		if left <= 0 {
 			return rpc.WebhooksTakeResponse{Deliveries: []rpc.WebhookDelivery{}}, nil
 		}
-		if next, err := b.ledger.NextWebhookDue(ctx); err == nil && !next.IsZero() {
+		if next, err := b.ledger.NextWebhookDue(ctx, now); err == nil && !next.IsZero() {
 			left = min(left, max(time.Until(next), time.Millisecond))
 		}
 		timer := time.NewTimer(left)
@@ -309,9 +309,10 @@ func (b *Broker) webhookAttempted(ctx context.Context, e ledger.WebhookEvent, pr
 		return b.storeErr("webhook attempt", err)
 	}
 	b.trails.notify(e.Namespace)
-	if state == ledger.WebhookDelivered || state == ledger.WebhookFailed {
-		b.hooks.wake() // the webhook's next event may go
-	}
+	// Whatever the outcome, a waiting take looks again: the send's next
+	// event may go (delivered, failed), this one is due again at its next
+	// wait (pending, even at once), and the trial's share has room.
+	b.hooks.wake()
 	return nil
 }
 

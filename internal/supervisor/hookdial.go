@@ -28,9 +28,10 @@ import (
 
 // hookDialer serves the hooks process's dials.
 type hookDialer struct {
-	mu    sync.Mutex
-	doors map[string]doorNS // door key: its namespace
-	log   zerolog.Logger
+	mu       sync.Mutex
+	doors    map[string]doorNS // door key: its namespace
+	inflight map[string]int    // door key: its dials in progress
+	log      zerolog.Logger
 }
 
 type doorNS struct {
@@ -39,7 +40,7 @@ type doorNS struct {
 }
 
 func newHookDialer(log zerolog.Logger) *hookDialer {
-	return &hookDialer{doors: map[string]doorNS{}, log: log}
+	return &hookDialer{doors: map[string]doorNS{}, inflight: map[string]int{}, log: log}
 }
 
 func (h *hookDialer) add(key, path string, id nsID) {
@@ -54,14 +55,19 @@ func (h *hookDialer) remove(key string) {
 	delete(h.doors, key)
 }
 
-// dialRequest is one dial the hooks process asks for.
+// dialRequest is one dial the hooks process asks for; its answer names
+// its ID, since dials are answered as they finish.
 type dialRequest struct {
+	ID   uint64 `json:"id"`
 	Door string `json:"door"`
 	Addr string `json:"addr"` // IP:port
 }
 
-// serve answers c's requests until it closes: "ok" with the socket, or
-// "error: …".
+// serve answers c's requests until it closes: "ok ID" with the socket,
+// or "error ID: …". Each dial runs on its own: a candidate whose
+// address never answers a connect holds its own dials for
+// limits.WebhookTimeout, never another trial's; a door has at most
+// limits.TrialWebhookDeliveries dials in progress.
 func (h *hookDialer) serve(c *net.UnixConn) {
 	buf := make([]byte, 1024)
 	for {
@@ -71,19 +77,41 @@ func (h *hookDialer) serve(c *net.UnixConn) {
 		}
 		var req dialRequest
 		if err := json.Unmarshal(buf[:n], &req); err != nil {
-			c.Write([]byte("error: not a dial request"))
+			c.Write([]byte("error 0: not a dial request"))
 			continue
 		}
-		fd, err := h.dial(req)
-		if err != nil {
-			c.Write([]byte("error: " + err.Error()))
+		if !h.begin(req.Door) {
+			c.Write(fmt.Appendf(nil, "error %d: too many dials at once", req.ID))
 			continue
 		}
-		_, _, err = c.WriteMsgUnix([]byte("ok"), unix.UnixRights(fd), nil)
-		unix.Close(fd)
-		if err != nil {
-			return
-		}
+		go func() {
+			defer h.end(req.Door)
+			fd, err := h.dial(req)
+			if err != nil {
+				c.Write(fmt.Appendf(nil, "error %d: %v", req.ID, err))
+				return
+			}
+			c.WriteMsgUnix(fmt.Appendf(nil, "ok %d", req.ID), unix.UnixRights(fd), nil)
+			unix.Close(fd)
+		}()
+	}
+}
+
+func (h *hookDialer) begin(door string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight[door] >= limits.TrialWebhookDeliveries {
+		return false
+	}
+	h.inflight[door]++
+	return true
+}
+
+func (h *hookDialer) end(door string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight[door]--; h.inflight[door] <= 0 {
+		delete(h.inflight, door)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,34 +113,110 @@ func (h hooksCommand) Args() []string {
 	return append([]string{"hooks"}, h.hooks.Args()...)
 }
 
-// doorDialer asks the supervisor, over conn, for a connection inside a
-// door's network namespace: one request at a time.
+// doorDialer asks the supervisor, over conn, for connections inside a
+// door's network namespace: every dial is sent at once and answered as
+// it finishes (one reader hands each answer to its caller by ID), so one
+// trial's slow connect never waits in front of another's.
 func doorDialer(conn *net.UnixConn) hooksproc.DoorDialer {
-	var mu sync.Mutex
-	return func(ctx context.Context, door, addr string) (net.Conn, error) {
-		req, _ := json.Marshal(dialRequest{Door: door, Addr: addr})
-		mu.Lock()
-		defer mu.Unlock()
-		if _, err := conn.Write(req); err != nil {
-			return nil, err
-		}
+	type answer struct {
+		text string
+		fd   int // -1: none
+	}
+	var (
+		mu      sync.Mutex
+		next    uint64
+		waiting = map[uint64]chan answer{}
+		broken  error
+	)
+	go func() {
 		buf, oob := make([]byte, 512), make([]byte, unix.CmsgSpace(4))
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
-		if err != nil {
+		for {
+			n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+			if err != nil {
+				mu.Lock()
+				broken = err
+				for id, ch := range waiting {
+					close(ch)
+					delete(waiting, id)
+				}
+				mu.Unlock()
+				return
+			}
+			a := answer{fd: -1}
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+				if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+					a.fd = fds[0]
+				}
+			}
+			verdict, rest, _ := strings.Cut(string(buf[:n]), " ")
+			idText, detail, _ := strings.Cut(rest, ": ")
+			id, _ := strconv.ParseUint(idText, 10, 64)
+			a.text = verdict
+			if verdict == "error" {
+				a.text = "error: " + detail
+			}
+			// Handed over under mu: a caller that gave up (and so left
+			// waiting under mu) finds its answer in ch or never gets one.
+			mu.Lock()
+			ch, ok := waiting[id]
+			delete(waiting, id)
+			if ok {
+				ch <- a
+			}
+			mu.Unlock()
+			if !ok && a.fd >= 0 {
+				unix.Close(a.fd) // its caller gave up
+			}
+		}
+	}()
+	return func(ctx context.Context, door, addr string) (net.Conn, error) {
+		ch := make(chan answer, 1)
+		mu.Lock()
+		if broken != nil {
+			mu.Unlock()
+			return nil, broken
+		}
+		next++
+		id := next
+		waiting[id] = ch
+		mu.Unlock()
+		req, _ := json.Marshal(dialRequest{ID: id, Door: door, Addr: addr})
+		if _, err := conn.Write(req); err != nil {
+			mu.Lock()
+			delete(waiting, id)
+			mu.Unlock()
 			return nil, err
 		}
-		if string(buf[:n]) != "ok" {
-			return nil, errors.New("netns dial: " + string(buf[:n]))
+		var a answer
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			delete(waiting, id)
+			mu.Unlock()
+			select { // answered meanwhile
+			case a, ok := <-ch:
+				if ok && a.fd >= 0 {
+					unix.Close(a.fd)
+				}
+			default:
+			}
+			return nil, ctx.Err()
+		case got, ok := <-ch:
+			if !ok {
+				return nil, errors.New("netns dial: the supervisor's socket closed")
+			}
+			a = got
 		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
+		if a.text != "ok" {
+			if a.fd >= 0 {
+				unix.Close(a.fd)
+			}
+			return nil, errors.New("netns dial: " + a.text)
+		}
+		if a.fd < 0 {
 			return nil, errors.New("netns dial: no socket came")
 		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			return nil, errors.New("netns dial: no socket came")
-		}
-		f := os.NewFile(uintptr(fds[0]), "netns-dial")
+		f := os.NewFile(uintptr(a.fd), "netns-dial")
 		defer f.Close()
 		return net.FileConn(f)
 	}

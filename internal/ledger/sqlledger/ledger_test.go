@@ -25,7 +25,7 @@ func TestEngines(t *testing.T) {
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
 		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
 		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes}, {"DeferredBatches", testDeferredBatches},
-		{"Unavailable", testUnavailable}, {"Webhooks", testWebhooks}, {"BouncesInBatches", testBouncesInBatches},
+		{"Unavailable", testUnavailable}, {"Webhooks", testWebhooks}, {"WebhookShares", testWebhookShares}, {"BouncesInBatches", testBouncesInBatches},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {

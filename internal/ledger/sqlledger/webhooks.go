@@ -9,6 +9,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/evidence"
 	. "github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // SetWebhooks replaces trial id's webhooks (stored is package webhooks'
@@ -128,6 +129,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')`), trialID, last+int64(i)+1, e.ID, e
 	})
 }
 
+// PendingWebhookEvents counts trial id's events still to be delivered.
+func (l *DB) PendingWebhookEvents(ctx context.Context, trialID int64) (int, error) {
+	var n int
+	err := l.read.QueryRowContext(ctx, l.d.text(`SELECT COUNT(*) FROM webhook_events WHERE trial_id = ? AND state = 'pending'`), trialID).Scan(&n)
+	return n, err
+}
+
 const webhookColumns = `trial_id, seq, id, hook, email, namespace, kind, data, state, attempts, due_at, log`
 
 func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
@@ -152,15 +160,23 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 // pending event of its send to its webhook and not leased, for lease:
 // until it ends
 // (an attempt's outcome is reported first, or the deliverer died) no
-// other call is handed it.
+// other call is handed it. A trial has at most
+// limits.TrialWebhookDeliveries events leased at once: one whose
+// endpoint holds its attempts, with many events due, never fills a take
+// ahead of the other trials' events.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
 	var out []WebhookEvent
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM webhook_events w
+		at := now.UnixMilli()
+		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
+SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth,
+(SELECT COUNT(*) FROM webhook_events y WHERE y.trial_id = w.trial_id AND y.state = 'pending' AND y.leased_until > ?) AS leased
+FROM webhook_events w
 WHERE state = 'pending' AND due_at <= ? AND leased_until <= ?
 AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
-ORDER BY due_at, trial_id, seq LIMIT ?`), now.UnixMilli(), now.UnixMilli(), limit))
+) d WHERE nth + leased <= ?
+ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliveries, limit))
 		if err != nil {
 			return err
 		}
@@ -175,11 +191,16 @@ ORDER BY due_at, trial_id, seq LIMIT ?`), now.UnixMilli(), now.UnixMilli(), limi
 	return out, err
 }
 
-// NextWebhookDue is when the next pending event is due or its lease ends
-// (zero: none is pending).
-func (l *DB) NextWebhookDue(ctx context.Context) (time.Time, error) {
+// NextWebhookDue is the first time after after that a pending event
+// comes due or its lease ends (zero: none). An event due already but not
+// handed out waits behind its send's earlier event or its trial's share,
+// which a report frees, and a report wakes the take: counting it here
+// would have the take poll until then.
+func (l *DB) NextWebhookDue(ctx context.Context, after time.Time) (time.Time, error) {
 	var due sql.NullInt64
-	err := l.read.QueryRowContext(ctx, `SELECT MIN(CASE WHEN leased_until > due_at THEN leased_until ELSE due_at END) FROM webhook_events WHERE state = 'pending'`).Scan(&due)
+	err := l.read.QueryRowContext(ctx, l.d.text(`SELECT MIN(t) FROM (
+SELECT CASE WHEN leased_until > due_at THEN leased_until ELSE due_at END AS t FROM webhook_events WHERE state = 'pending') d WHERE t > ?`),
+		after.UnixMilli()).Scan(&due)
 	if err != nil || !due.Valid {
 		return time.Time{}, err
 	}

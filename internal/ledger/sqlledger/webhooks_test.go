@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
 	. "github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // testWebhooks: a trial's webhooks and its outbox. Setting webhooks starts
@@ -93,6 +95,12 @@ func testWebhooks(t *testing.T) {
 	if last.Action != evidence.ActionWebhook || last.Webhook == nil || last.Webhook.EventID != "e1" {
 		t.Errorf("the trail's last event %s, want the attempt", lines[len(lines)-1])
 	}
+	if n, err := l.PendingWebhookEvents(ctx, tr.ID); err != nil || n != 2 {
+		t.Errorf("pending %d, %v; want 2 (e2, e3: not the delivered, not the dropped)", n, err)
+	}
+	if n, _ := l.PendingWebhookEvents(ctx, other.ID); n != 0 {
+		t.Errorf("trial b's pending: %d", n)
+	}
 	if o, _ := l.WebhookEvents(ctx, other.ID); len(o) != 0 {
 		t.Errorf("trial b's outbox: %v", idsOf(o))
 	}
@@ -132,4 +140,66 @@ func idsOf(evs []WebhookEvent) []string {
 		out = append(out, e.ID)
 	}
 	return out
+}
+
+// testWebhookShares: a trial has at most limits.TrialWebhookDeliveries
+// events leased at once, whatever it has due, so a trial whose endpoint
+// holds its attempts never fills a take ahead of another trial's event;
+// an attempt reported frees its place.
+func testWebhookShares(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	a, _ := trial(t, l, "a")
+	b, _ := trial(t, l, "b")
+	now := time.Now()
+	for _, tr := range []struct {
+		id    int64
+		ns    string
+		sends int
+	}{{a.ID, "a", 3 * limits.TrialWebhookDeliveries}, {b.ID, "b", 1}} {
+		if err := l.SetWebhooks(ctx, tr.id, tr.ns, `[{"provider":"resend","url":"http://127.0.0.1:9/"}]`); err != nil {
+			t.Fatal(err)
+		}
+		from, _ := l.WebhookCursor(ctx, tr.ns)
+		var evs []WebhookEvent
+		for i := range tr.sends {
+			// a's are due before b's: only the share keeps b's from waiting behind them
+			due := now.Add(-time.Duration(tr.sends-i) * time.Minute)
+			evs = append(evs, WebhookEvent{ID: fmt.Sprintf("%s%d", tr.ns, i), EmailID: fmt.Sprintf("m%d", i), Kind: "sent", Data: `{}`, Due: due})
+		}
+		if err := l.AddWebhookEvents(ctx, tr.id, tr.ns, from, from+1, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perTrial := func(evs []WebhookEvent) map[int64]int {
+		n := map[int64]int{}
+		for _, e := range evs {
+			n[e.TrialID]++
+		}
+		return n
+	}
+	first, err := l.DueWebhookEvents(ctx, now, time.Minute, limits.TrialWebhookDeliveries+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := perTrial(first); n[a.ID] != limits.TrialWebhookDeliveries || n[b.ID] != 1 {
+		t.Fatalf("a take of %d: %v, want a's share and b's one", limits.TrialWebhookDeliveries+1, idsOf(first))
+	}
+	if none, _ := l.DueWebhookEvents(ctx, now, time.Minute, 64); len(none) != 0 {
+		t.Fatalf("a's share is leased, yet %v", idsOf(none))
+	}
+	// a's other events are due already but wait for its share: the next
+	// time anything changes unreported is when the leases end.
+	if next, err := l.NextWebhookDue(ctx, now); err != nil || next.UnixMilli() != now.Add(time.Minute).UnixMilli() {
+		t.Errorf("next due %v, %v; want the leases' end %v", next, err, now.Add(time.Minute))
+	}
+	e := first[0]
+	attempt := evidence.Event{Namespace: "a", Door: evidence.DoorWebhook, Action: evidence.ActionWebhook, Outcome: evidence.Failed,
+		Webhook: &evidence.Webhook{Provider: "resend", EventID: e.ID, Kind: "sent", Attempt: 1, Error: "timeout", State: WebhookPending}}
+	if err := l.WebhookAttempted(ctx, WebhookAttempt{TrialID: a.ID, Seq: e.Seq, State: WebhookPending, Due: now.Add(time.Hour), Entry: `{"error":"timeout"}`, Event: attempt}); err != nil {
+		t.Fatal(err)
+	}
+	if freed, _ := l.DueWebhookEvents(ctx, now, time.Minute, 64); len(freed) != 1 || freed[0].TrialID != a.ID {
+		t.Fatalf("after one of a's attempts: %v, want one more of a's", idsOf(freed))
+	}
 }
