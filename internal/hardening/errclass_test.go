@@ -281,20 +281,11 @@ func TestCorruptIndexIsABug(t *testing.T) {
 		if body != "" {
 			method = http.MethodPost
 		}
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if strings.Contains(string(b), id.ReadCapability) || strings.Contains(string(b), id.InboxToken) {
+		code, b := request(t, hc, method, u, header, body)
+		if strings.Contains(b, id.ReadCapability) || strings.Contains(b, id.InboxToken) {
 			t.Errorf("%s: the answer holds the credential: %s", u, b)
 		}
-		return resp.StatusCode, string(b)
+		return code, b
 	}
 	if s, b := get(gw.URL+"/api/namespaces/"+id.Namespace+"/messages/1", map[string]string{"Authorization": "Bearer " + id.ReadCapability}, ""); s != 500 || !strings.Contains(b, `"error":"internal_error"`) {
 		t.Errorf("gateway, a corrupt index: %d %s, want 500 internal_error", s, b)
@@ -333,17 +324,8 @@ func TestStoppedStoreIsAnOutage(t *testing.T) {
 	hc := httpClient(2)
 	status := func(method, u string, header map[string]string, body string) int {
 		t.Helper()
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := request(t, hc, method, u, header, body)
+		return code
 	}
 	send := func() int {
 		return status(http.MethodPost, wr.URL+"/emails", map[string]string{"Authorization": "Bearer " + id.MailAPIToken, "Content-Type": "application/json"},
@@ -420,30 +402,16 @@ func TestHandlerBugAtTheDoors(t *testing.T) {
 	gw := itest.StartGateway(t, p)
 	in := itest.StartInbox(t, p, id.InboxGrant, id.InboxToken)
 	hc := httpClient(2)
-	ask := func(method, u string, header map[string]string, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	bearer := map[string]string{"Authorization": "Bearer " + id.ReadCapability}
 	for what, path := range map[string]string{"gateway get (a panic)": "/messages/1", "gateway list (an error)": "/messages"} {
-		if s, b := ask(http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+path, bearer, ""); s != 500 || !strings.Contains(b, `"error":"internal_error"`) {
+		if s, b := request(t, hc, http.MethodGet, gw.URL+"/api/namespaces/"+id.Namespace+path, bearer, ""); s != 500 || !strings.Contains(b, `"error":"internal_error"`) {
 			t.Errorf("%s: %d %s, want 500 internal_error", what, s, b)
 		}
 	}
-	if s, b := ask(http.MethodGet, in.URL+"/inbox/"+id.InboxToken, nil, ""); s != 500 {
+	if s, b := request(t, hc, http.MethodGet, in.URL+"/inbox/"+id.InboxToken, nil, ""); s != 500 {
 		t.Errorf("inbox page (list, an error): %d %s, want 500", s, b)
 	}
-	s, b := ask(http.MethodPost, in.URL+"/mcp/"+id.InboxToken, map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+	s, b := request(t, hc, http.MethodPost, in.URL+"/mcp/"+id.InboxToken, map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_message","arguments":{"id":1}}}`)
 	if !strings.Contains(mcpJSON(b), `"code":-32603`) {
 		t.Errorf("MCP read_message (get, a panic): %d %s, want JSON-RPC -32603", s, b)
@@ -459,4 +427,20 @@ func TestHandlerBugAtTheDoors(t *testing.T) {
 			t.Error("a credential reached a log")
 		}
 	}
+}
+
+// request makes one request with hc and answers its status and body.
+func request(t *testing.T, hc *http.Client, method, u string, header map[string]string, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
