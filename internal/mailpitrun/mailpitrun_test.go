@@ -92,19 +92,7 @@ func TestEphemeralBinary(t *testing.T) {
 	}
 
 	// A new run (a restarted plane) reads the mail of the last.
-	e2, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e2.Stop()
-	s2, err := mailpit.New(mailpit.Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	if got, err := s2.Get(ctx, ns, ref, testEnv); err != nil || !bytes.Equal(got, raw) {
-		t.Fatalf("Get from the next run: %v", err)
-	}
+	readsLast(t, cfg, ns, ref, raw, "the next run")
 }
 
 func TestEphemeralNotConfigured(t *testing.T) {
@@ -174,19 +162,7 @@ func TestEphemeralDocker(t *testing.T) {
 		t.Fatalf("container %s left behind", name)
 	}
 
-	e2, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e2.Stop()
-	s2, err := mailpit.New(mailpit.Config{HTTPSocket: e2.HTTPSocket, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	if got, err := s2.Get(ctx, ns, ref, testEnv); err != nil || !bytes.Equal(got, raw) {
-		t.Fatalf("Get from the next container: %v", err)
-	}
+	readsLast(t, cfg, ns, ref, raw, "the next container")
 }
 
 // running is the current run of Mailpit.
@@ -270,4 +246,24 @@ func scrub(t *testing.T, raw []byte, from string, to []string) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// readsLast starts Mailpit again with cfg (a restarted plane) and checks
+// that it reads the last run's message ref, named what.
+func readsLast(t *testing.T, cfg Config, ns msgstore.Namespace, ref string, raw []byte, what string) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	s, err := mailpit.New(mailpit.Config{HTTPSocket: e.HTTPSocket, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err := s.Get(ctx, ns, ref, testEnv); err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("Get from %s: %v", what, err)
+	}
 }
