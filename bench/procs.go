@@ -189,8 +189,10 @@ func memOf(pid int) (memory, error) {
 	return m, nil
 }
 
-// childrenOf lists the processes whose parent is pid, by their command
-// name (mail-plane up's children).
+// childrenOf lists the processes whose parent is pid (mail-plane up's
+// children) by their command name, and a mail-plane child by its command
+// name and subcommand ("mail-plane serve", "mail-plane hooks"): up runs
+// more than one, and a name alone would pick one of them at random.
 func childrenOf(pid int) (map[string]int, error) {
 	procs, err := allProcs()
 	if err != nil {
@@ -198,9 +200,23 @@ func childrenOf(pid int) (map[string]int, error) {
 	}
 	kids := map[string]int{}
 	for child, p := range procs {
-		if p.ppid == pid {
-			kids[p.comm] = child
+		if p.ppid != pid {
+			continue
 		}
+		name := p.comm
+		if name == "mail-plane" {
+			argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
+			if err != nil {
+				continue // gone since allProcs read it
+			}
+			for _, arg := range strings.Split(string(argv), "\x00")[1:] {
+				if arg == "serve" || arg == "hooks" { // after up's global flags
+					name += " " + arg
+					break
+				}
+			}
+		}
+		kids[name] = child
 	}
 	return kids, nil
 }

@@ -166,6 +166,9 @@ func (h *harness) startUpFrom(ctx context.Context, binDir string, extra ...strin
 		return nil, err
 	}
 	for _, name := range binaries {
+		if name == "mail-plane" {
+			name = planeServe
+		}
 		if u.kids[name] == 0 {
 			u.stop()
 			return nil, fmt.Errorf("mail-plane up: no %s child found", name)
@@ -185,6 +188,9 @@ func (u *upRun) stop() {
 	}
 }
 
+// planeServe is the plane's broker among up's children (childrenOf).
+const planeServe = "mail-plane serve"
+
 // settle lets the processes finish what the load left (GC, idle
 // connections closing) before their resident size is read.
 const settle = 2 * time.Second
@@ -200,7 +206,7 @@ func (h *harness) memory(ctx context.Context, up *upRun, mp *mailpit, null *null
 		name string
 		pid  int
 	}{
-		{"mail-plane serve", up.kids["mail-plane"]},
+		{planeServe, up.kids[planeServe]},
 		{"mail-writer", up.kids["mail-writer"]},
 		{"mail-inbox", up.kids["mail-inbox"]},
 		{"mail-gateway", up.kids["mail-gateway"]},
