@@ -2,6 +2,7 @@ package ident
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -60,6 +61,39 @@ func TestValidNamespace(t *testing.T) {
 	} {
 		if got := ValidNamespace(s); got != want {
 			t.Errorf("ValidNamespace(%q) = %v", s, got)
+		}
+	}
+}
+
+// TestWordIsTheRegexp: Word answers as the regexps it replaced, for every
+// byte in every position and at every length around the bounds.
+func TestWordIsTheRegexp(t *testing.T) {
+	for _, c := range []struct {
+		re       string
+		min, max int
+		punct    string
+	}{
+		{`^[a-zA-Z0-9._-]{1,160}$`, 1, 160, "._-"},     // ValidNamespace
+		{`^[A-Za-z0-9._~-]{32,256}$`, 32, 256, "._~-"}, // inbox.ValidToken
+	} {
+		re := regexp.MustCompile(c.re)
+		var inputs []string
+		for n := range c.max + 3 {
+			inputs = append(inputs, strings.Repeat("a", n))
+		}
+		for b := range 256 {
+			for _, at := range []int{0, c.min - 1, c.max - 1} {
+				s := []byte(strings.Repeat("Z", c.min+1))
+				if at < len(s) {
+					s[max(at, 0)] = byte(b)
+				}
+				inputs = append(inputs, string(s), string(s)+"\n", "é"+string(s))
+			}
+		}
+		for _, s := range inputs {
+			if got, want := Word(s, c.min, c.max, c.punct), re.MatchString(s); got != want {
+				t.Errorf("Word(%q, %d, %d, %q) = %v, the regexp %s says %v", s, c.min, c.max, c.punct, got, c.re, want)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -9,6 +10,10 @@ import (
 )
 
 const testToken = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ"
+
+// tokenSyntax is an inbox token's syntax as a regexp: the fuzz target's
+// oracle, apart from ValidToken's loop.
+var tokenSyntax = regexp.MustCompile(`^[A-Za-z0-9._~-]{32,256}$`)
 
 func TestParseRoute(t *testing.T) {
 	tok := ident.Digest(testToken)

@@ -148,7 +148,7 @@ func parseRoute(escapedPath string, token []byte) route {
 		}
 		seg[i] = d
 	}
-	if len(seg) < 2 || (seg[0] != "inbox" && seg[0] != "mcp") || !tokenSyntax.MatchString(seg[1]) {
+	if len(seg) < 2 || (seg[0] != "inbox" && seg[0] != "mcp") || !ValidToken(seg[1]) {
 		return route{kind: routeNotFound}
 	}
 	if token != nil && !ident.Equal(seg[1], token) {
