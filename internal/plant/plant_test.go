@@ -1,6 +1,7 @@
 package plant
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,28 @@ func TestCheckRefuses(t *testing.T) {
 		_, err := Check(&r, rpc.CandidateSender, to, time.Now())
 		if rpc.CodeOf(err) != rpc.CodeBadRequest || !strings.HasPrefix(err.(*rpc.Error).Message, c.field) {
 			t.Errorf("%s: %v", c.field, err)
+		}
+	}
+}
+
+// TestLabelIsTheRegexp: validLabel answers as the regexp it replaced.
+func TestLabelIsTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
+	inputs := []string{""}
+	for n := 1; n <= 65; n++ {
+		s := strings.Repeat("a", n)
+		inputs = append(inputs, s, s+"\n", "é"+s)
+		for b := range 256 {
+			for _, at := range []int{0, n - 1} {
+				v := []byte(s)
+				v[at] = byte(b)
+				inputs = append(inputs, string(v))
+			}
+		}
+	}
+	for _, s := range inputs {
+		if got, want := validLabel(s), re.MatchString(s); got != want {
+			t.Errorf("validLabel(%q) = %v, the regexp says %v", s, got, want)
 		}
 	}
 }

@@ -222,14 +222,14 @@ func (c *smtpConn) send(from string, to []string, f frame) (string, error) {
 	if r.code != 250 {
 		return "", &smtpError{stage: "end of DATA", r: r}
 	}
-	m := queuedAs.FindStringSubmatch(strings.Join(r.lines, " "))
-	if m == nil {
+	id := queuedID(strings.Join(r.lines, " "))
+	if id == "" {
 		// A Mailpit that drops messages it accepts (--ignore-duplicate-ids,
 		// --smtp-ignore-rejected-recipients) answers 250 without an ID:
 		// nothing was kept, and sending again will not change that.
 		return "", fmt.Errorf("mailpit: accepted the message without storing it (%s): %w", r.text(), msgstore.ErrRefused)
 	}
-	return m[1], nil
+	return id, nil
 }
 
 // noop checks that the session is alive.

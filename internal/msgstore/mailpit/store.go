@@ -165,7 +165,7 @@ func (s *Store) waitReady(ctx context.Context, wait time.Duration) error {
 // Put sends raw to Mailpit with the namespace's tag and returns its ref
 // once Mailpit has committed it.
 func (s *Store) Put(ctx context.Context, ns msgstore.Namespace, env msgstore.Envelope, raw []byte) (string, error) {
-	if !tagSyntax.MatchString(ns.Tag) {
+	if !validTag(ns.Tag) {
 		return "", errors.New("mailpit: the namespace has no valid storage tag")
 	}
 	if err := checkEnvelope(env); err != nil {
@@ -291,7 +291,7 @@ func (s *Store) Get(ctx context.Context, ns msgstore.Namespace, refText string, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", msgstore.ErrNotFound, err)
 	}
-	if !tagSyntax.MatchString(ns.Tag) {
+	if !validTag(ns.Tag) {
 		return nil, errors.New("mailpit: the namespace has no valid storage tag")
 	}
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
@@ -389,7 +389,7 @@ func (s *Store) fetch(ctx context.Context, path string) ([]byte, error) {
 // Purge deletes every message stored under ns's tag, indexed or not (a
 // send that lost a race at the quota's edge leaves an unindexed copy).
 func (s *Store) Purge(ctx context.Context, ns msgstore.Namespace) error {
-	if !tagSyntax.MatchString(ns.Tag) {
+	if !validTag(ns.Tag) {
 		return errors.New("mailpit: the namespace has no valid storage tag")
 	}
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)

@@ -7,9 +7,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/websitebench/mailplane/internal/ident"
 )
 
 // What the store sends Mailpit, and how it finds the plane's exact bytes
@@ -33,14 +34,49 @@ import (
 // tail of what Mailpit holds, preceded by our own header block, and checked
 // against the digest.
 
-// tagSyntax is the private storage tag the plane mints per namespace.
-var tagSyntax = regexp.MustCompile(`^wb-[0-9a-f]{48}$`)
+// These three are loops rather than regexps with counted repetitions,
+// which compile to one copy of their class per repetition and are built at
+// start (ident.Word).
 
-// idSyntax is a Mailpit message ID as its SMTP reply names it.
-var idSyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// validTag says whether s is a private storage tag the plane mints per
+// namespace: ^wb-[0-9a-f]{48}$.
+func validTag(s string) bool {
+	h, ok := strings.CutPrefix(s, "wb-")
+	if !ok || len(h) != 48 {
+		return false
+	}
+	for i := range len(h) {
+		if c := h[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
-// queuedAs finds the ID in Mailpit's "250 2.0.0 Ok: queued as <ID>".
-var queuedAs = regexp.MustCompile(`queued as ([A-Za-z0-9_-]{1,64})`)
+// validID says whether s is a Mailpit message ID as its SMTP reply names
+// it: ^[A-Za-z0-9_-]{1,64}$.
+func validID(s string) bool { return ident.Word(s, 1, 64, "_-") }
+
+// queuedID finds the ID in Mailpit's "250 2.0.0 Ok: queued as <ID>": the
+// first "queued as " followed by an ID character, and up to 64 of them
+// (what the regexp queued as ([A-Za-z0-9_-]{1,64}) finds); "" if none.
+func queuedID(s string) string {
+	const marker = "queued as "
+	for {
+		i := strings.Index(s, marker)
+		if i < 0 {
+			return ""
+		}
+		s = s[i+len(marker):]
+		n := 0
+		for n < min(len(s), 64) && ident.Word(s[n:n+1], 1, 1, "_-") {
+			n++
+		}
+		if n > 0 {
+			return s[:n]
+		}
+	}
+}
 
 var crcrlf = []byte("\r\r\n")
 
@@ -111,7 +147,7 @@ var errBadRef = errors.New("mailpit: malformed message reference")
 // is still checked whole: a bad one is "not found", never a panic.
 func parseRef(s string) (ref, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) < 5 || len(parts) > 6 || parts[0] != refVersion || !idSyntax.MatchString(parts[1]) {
+	if len(parts) < 5 || len(parts) > 6 || parts[0] != refVersion || !validID(parts[1]) {
 		return ref{}, errBadRef
 	}
 	r := ref{id: parts[1]}
