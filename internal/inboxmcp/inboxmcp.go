@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -47,9 +48,12 @@ const (
 // server serves every request; each request's mailbox travels in its
 // context, which the SDK hands to the tools.
 type Handler struct {
-	plane  Plane
-	log    zerolog.Logger
-	server *mcp.Server
+	plane Plane
+	log   zerolog.Logger
+	// server is built on the first MCP request: its tools' schemas, which
+	// the SDK derives by reflection, are 130 KB of heap (and more built
+	// and dropped) that an inbox whose agents never use MCP does not need.
+	server func() *mcp.Server
 	http   *mcp.StreamableHTTPHandler
 }
 
@@ -66,8 +70,8 @@ type mailbox struct {
 // New returns the MCP handler reading through plane.
 func New(plane Plane, log zerolog.Logger) *Handler {
 	h := &Handler{plane: plane, log: log}
-	h.server = h.newServer()
-	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server },
+	h.server = sync.OnceValue(h.newServer)
+	h.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.server() },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return h
 }
