@@ -264,7 +264,7 @@ func TestCorruptIndexIsABug(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Valid framing, a body that is not the index's JSON: corrupt, not stale.
-	res, err := db.Exec(`UPDATE parsed SET data = x'0102' WHERE namespace = ?`, id.Namespace)
+	res, err := db.Exec(`UPDATE messages SET idx = x'0102' WHERE namespace = ?`, id.Namespace)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)

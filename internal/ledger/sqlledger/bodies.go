@@ -2,6 +2,7 @@ package sqlledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 
@@ -9,25 +10,51 @@ import (
 )
 
 // Message bodies, when no external store keeps them (Offer.Ref), live in
-// the ledger's table bodies, written in the transaction that indexes them:
-// a message and the policy that accepted it commit together, and a closed
-// trial's bodies go in the transaction that closes it (CloseTrial). A
-// body's ref is its seq, in decimal.
+// the ledger, written in the transaction that indexes them: a message and
+// the policy that accepted it commit together, and a closed trial's bodies
+// go in the transaction that closes it (CloseTrial). A body's ref is its
+// seq, in decimal. A message's index (package mailindex, Offer.Index) is
+// kept with it, written with the message and deleted with its trial.
 //
-// A message's index (package mailindex, Offer.Index) lives in the table
-// parsed under its ref, for a body the ledger keeps and for one an
-// external store keeps alike, written with the message and deleted with
-// its trial.
+// A send's body and index are columns of its message's row (body, idx):
+// in make profile, the bodies and parsed tables, keyed by namespace and
+// ref in index b-trees that hold four or five rows a page, were more than
+// half the pages each group commit wrote to the write-ahead log, and two
+// of its statements. In the messages table they append to the pages the
+// send writes anyway. The tables stay for what is not a send's own row:
+// a delayed message's body (under its hold, faults.go) and a duplicate's,
+// the index of an external store's body (under that store's ref, which a
+// duplicate's copies share), and every message stored before the columns
+// (a data directory of any age reads its mail).
 const (
 	// An upsert: a seq whose earlier write a savepoint undid, or a hold
 	// reused, takes the new bytes.
 	qPutBody = `INSERT INTO bodies (namespace, seq, raw) VALUES (?, ?, ?) ON CONFLICT (namespace, seq) DO UPDATE SET raw = excluded.raw`
 	qBody    = `SELECT raw FROM bodies WHERE namespace = ? AND seq = ?`
+	qRowBody = `SELECT body FROM messages WHERE namespace = ? AND seq = ? AND body IS NOT NULL`
 	// An upsert for the same reasons; a duplicate's copies in an external
 	// store share one ref, and so one index.
 	qPutIndex = `INSERT INTO parsed (namespace, ref, data) VALUES (?, ?, ?) ON CONFLICT (namespace, ref) DO UPDATE SET data = excluded.data`
 	qIndex    = `SELECT data FROM parsed WHERE namespace = ? AND ref = ?`
+	qRowIndex = `SELECT idx FROM messages WHERE namespace = ? AND seq = ? AND ref = ? AND idx IS NOT NULL`
 )
+
+// inline returns o's ref, and the body and index its message's row keeps
+// (nil: none): the ledger's body and its index, in the row; an external
+// store's body's index, in parsed under its ref.
+func inline(ctx context.Context, tx txq, o *Offer, seq int64) (ref string, body, idx any, err error) {
+	if o.Ref != "" {
+		ref, err := putBody(ctx, tx, o, seq)
+		return ref, nil, nil, err
+	}
+	if o.Body == nil {
+		return "", nil, nil, errNoBody
+	}
+	if o.Index != nil {
+		idx = o.Index
+	}
+	return strconv.FormatInt(seq, 10), o.Body, idx, nil
+}
 
 // putBody stores o's body as message seq inside tx, unless an external
 // store holds it, and its index if it has one, and returns its ref.
@@ -59,7 +86,10 @@ func (l *DB) Body(ctx context.Context, ns, ref string) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	var raw []byte
-	err = l.rs.queryRow(ctx, qBody, ns, seq).Scan(&raw)
+	err = l.rs.queryRow(ctx, qRowBody, ns, seq).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = l.rs.queryRow(ctx, qBody, ns, seq).Scan(&raw)
+	}
 	return raw, notFound(err)
 }
 
@@ -68,7 +98,13 @@ func (l *DB) Body(ctx context.Context, ns, ref string) ([]byte, error) {
 // indexes as it reads it), or one of a closed trial.
 func (l *DB) Index(ctx context.Context, ns, ref string) ([]byte, error) {
 	var data []byte
-	err := l.rs.queryRow(ctx, qIndex, ns, ref).Scan(&data)
+	err := sql.ErrNoRows
+	if seq, perr := strconv.ParseInt(ref, 10, 64); perr == nil {
+		err = l.rs.queryRow(ctx, qRowIndex, ns, seq, ref).Scan(&data)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		err = l.rs.queryRow(ctx, qIndex, ns, ref).Scan(&data)
+	}
 	return data, notFound(err)
 }
 

@@ -3,8 +3,10 @@ package sqlledger
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	. "github.com/websitebench/mailplane/internal/ledger"
@@ -137,5 +139,94 @@ func testIndexes(t *testing.T) {
 		if got, err := l.Index(ctx, "a", ref); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("ref %s after its trial closed: %q, %v", ref, got, err)
 		}
+	}
+}
+
+// testOlderRows: a message stored before bodies and indexes were columns
+// of its row (its body in bodies, its index in parsed) reads as it did,
+// beside one stored now, until its trial closes.
+func testOlderRows(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	tr, _ := trial(t, l, "a")
+	for _, q := range []struct {
+		query string
+		args  []any
+	}{
+		{`INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{"a", 1, "u", "a@example.com", `["b@example.com"]`, 9, "1", 0}},
+		{`INSERT INTO bodies (namespace, seq, raw) VALUES (?, ?, ?)`, []any{"a", 1, []byte("old body")}},
+		{`INSERT INTO parsed (namespace, ref, data) VALUES (?, ?, ?)`, []any{"a", "1", []byte("old index")}},
+		{`UPDATE namespaces SET next_seq = 2, message_count = 1 WHERE name = ?`, []any{"a"}},
+	} {
+		if _, err := l.write.ExecContext(ctx, l.d.text(q.query), q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := offer("a", 8, "", "", 0, 0)
+	o.Ref, o.Body, o.Index = "", []byte("new body"), []byte("new index")
+	e, _, err := l.Accept(ctx, o)
+	if err != nil || e.Ref != "2" {
+		t.Fatalf("accept: %+v %v", e, err)
+	}
+	for ref, want := range map[string][2]string{"1": {"old body", "old index"}, "2": {"new body", "new index"}} {
+		if got, err := l.Body(ctx, "a", ref); err != nil || string(got) != want[0] {
+			t.Fatalf("body %s: %q %v, want %q", ref, got, err, want[0])
+		}
+		if got, err := l.Index(ctx, "a", ref); err != nil || string(got) != want[1] {
+			t.Fatalf("index %s: %q %v, want %q", ref, got, err, want[1])
+		}
+	}
+	if _, _, err := l.CloseTrial(ctx, tr.ID, "close", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"1", "2"} {
+		if got, err := l.Body(ctx, "a", ref); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("body %s after its trial closed: %q %v", ref, got, err)
+		}
+		if got, err := l.Index(ctx, "a", ref); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("index %s after its trial closed: %q %v", ref, got, err)
+		}
+	}
+}
+
+// TestMigrateMessageColumns: a database whose messages table predates the
+// body and index columns opens, gains them, and reads the mail it held.
+func TestMigrateMessageColumns(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "mailplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`INSERT INTO meta VALUES ('schema', '3')`,
+		`CREATE TABLE messages (namespace TEXT NOT NULL, seq INTEGER NOT NULL, uuid TEXT NOT NULL, envelope_from TEXT NOT NULL,
+			recipients TEXT NOT NULL, size INTEGER NOT NULL, ref TEXT NOT NULL, received_at INTEGER NOT NULL, fault TEXT, PRIMARY KEY (namespace, seq))`,
+		`CREATE TABLE bodies (namespace TEXT NOT NULL, seq INTEGER NOT NULL, raw BLOB NOT NULL, PRIMARY KEY (namespace, seq)) WITHOUT ROWID`,
+		`CREATE TABLE parsed (namespace TEXT NOT NULL, ref TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (namespace, ref)) WITHOUT ROWID`,
+		`INSERT INTO messages VALUES ('a', 1, 'u', 'a@example.com', '["b@example.com"]', 8, '1', 0, NULL)`,
+		`INSERT INTO bodies VALUES ('a', 1, x'6f6c6420626f6479')`,
+		`INSERT INTO parsed VALUES ('a', '1', x'6f6c6420696e646578')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	l, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, err := l.Body(context.Background(), "a", "1"); err != nil || string(got) != "old body" {
+		t.Fatalf("body after migration: %q %v", got, err)
+	}
+	if got, err := l.Index(context.Background(), "a", "1"); err != nil || string(got) != "old index" {
+		t.Fatalf("index after migration: %q %v", got, err)
+	}
+	es, err := l.Entries(context.Background(), "a", 0)
+	if err != nil || len(es) != 1 || es[0].Ref != "1" {
+		t.Fatalf("entries after migration: %+v %v", es, err)
 	}
 }

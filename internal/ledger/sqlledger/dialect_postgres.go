@@ -109,6 +109,8 @@ func migratePostgres(ctx context.Context, db *sql.DB) error {
 		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS plane TEXT`,
 		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS faults TEXT`,
 		`ALTER TABLE messages ADD COLUMN IF NOT EXISTS fault TEXT`,
+		`ALTER TABLE messages ADD COLUMN IF NOT EXISTS body BYTEA`,
+		`ALTER TABLE messages ADD COLUMN IF NOT EXISTS idx BYTEA`,
 		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS sealed_reason TEXT`,
 		`ALTER TABLE trials ADD COLUMN IF NOT EXISTS webhooks TEXT`,
 		`ALTER TABLE netns_doors ADD COLUMN IF NOT EXISTS netns_dev BIGINT NOT NULL DEFAULT 0`,

@@ -144,7 +144,7 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	if err := addColumns(ctx, db, "netns_doors", netnsIdentity); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
-	if err := addColumns(ctx, db, "messages", [][2]string{{"fault", "TEXT"}}); err != nil {
+	if err := addColumns(ctx, db, "messages", [][2]string{{"fault", "TEXT"}, {"body", "BLOB"}, {"idx", "BLOB"}}); err != nil {
 		return fmt.Errorf("ledger: migrating: %w", err)
 	}
 	if _, err := db.ExecContext(ctx, dedupePorts); err != nil {

@@ -14,7 +14,8 @@ import (
 // BenchmarkAccept is the ledger's side of a send, with and without its
 // accepted event in the same savepoint: the trail's cost on the committer,
 // the plane's one writer. The body is not stored here (the plane's SQLite
-// store adds its insert to both), so the ratio is the worst case.
+// store adds it, and its index, to both), so the ratio is the worst case;
+// BenchmarkCommitSend is the send with both.
 func BenchmarkAccept(b *testing.B) {
 	for _, events := range []bool{false, true} {
 		for _, conc := range []int{1, 8} {

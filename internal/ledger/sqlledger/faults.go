@@ -199,7 +199,7 @@ func (l *DB) duplicate(ctx context.Context, tx txq, o *Offer, next int64, ev *ev
 		if err != nil {
 			return Entry{}, false, err
 		}
-		if _, err := tx.exec(ctx, qInsertMessage, o.Namespace, next+k, id, o.From, string(to), o.Size, ref, received.UnixMilli(), faults.Duplicate); err != nil {
+		if _, err := tx.exec(ctx, qInsertMessage, o.Namespace, next+k, id, o.From, string(to), o.Size, ref, received.UnixMilli(), faults.Duplicate, nil, nil); err != nil {
 			return Entry{}, false, err
 		}
 		ev.MessageIDs = append(ev.MessageIDs, next+k)
@@ -322,7 +322,7 @@ func (l *DB) deliver(ctx context.Context, tx txq, d delayedRow, now time.Time) (
 		query string
 		args  []any
 	}{
-		{qInsertMessage, []any{d.ns, seq, d.uuid, d.from, d.to, d.size, d.ref, now.UnixMilli(), faults.Delay}},
+		{qInsertMessage, []any{d.ns, seq, d.uuid, d.from, d.to, d.size, d.ref, now.UnixMilli(), faults.Delay, nil, nil}},
 		{`UPDATE namespaces SET next_seq = next_seq + 1 WHERE name = ?`, []any{d.ns}},
 		{`UPDATE idempotency SET seq = ? WHERE namespace = ? AND seq = ?`, []any{seq, d.ns, d.hold}},
 	} {

@@ -124,6 +124,8 @@ CREATE TABLE IF NOT EXISTS messages (
 	ref TEXT NOT NULL,
 	received_at INTEGER NOT NULL,
 	fault TEXT,
+	body BLOB,
+	idx BLOB,
 	PRIMARY KEY (namespace, seq)
 );
 CREATE TABLE IF NOT EXISTS idempotency (

@@ -24,7 +24,7 @@ func TestEngines(t *testing.T) {
 		{"Sentinels", testSentinels}, {"IdempotentReplay", testIdempotentReplay}, {"GroupCommit", testGroupCommit},
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
 		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
-		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes}, {"DeferredBatches", testDeferredBatches},
+		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes}, {"OlderRows", testOlderRows}, {"DeferredBatches", testDeferredBatches},
 		{"Unavailable", testUnavailable}, {"Webhooks", testWebhooks}, {"WebhookShares", testWebhookShares}, {"BouncesInBatches", testBouncesInBatches},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {

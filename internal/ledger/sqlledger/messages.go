@@ -313,14 +313,14 @@ func (l *DB) accept(ctx context.Context, tx txq, o *Offer, seen **hint) (Entry, 
 	if o.Bounce {
 		return l.bounce(ctx, tx, o)
 	}
-	ref, err := putBody(ctx, tx, o, next)
+	ref, body, idx, err := inline(ctx, tx, o, next)
 	if err != nil {
 		return Entry{}, false, err
 	}
 	to, _ := json.Marshal(o.To)
 	e = Entry{Namespace: o.Namespace, Seq: next, UUID: o.UUID, From: o.From, To: o.To, Size: o.Size, Ref: ref, Received: time.Now().UTC()}
 	if _, err := tx.exec(ctx, qInsertMessage,
-		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli(), nil); err != nil {
+		e.Namespace, e.Seq, e.UUID, e.From, string(to), e.Size, e.Ref, e.Received.UnixMilli(), nil, body, idx); err != nil {
 		return Entry{}, false, err
 	}
 	if o.Event != nil && len(head.suppressed) == 0 {

@@ -12,7 +12,7 @@ const (
 	qNamespaceCounters = `SELECT state, next_seq, message_count, byte_count, trail_seq, trail_hash, trail_suppressed FROM namespaces WHERE name = ?`
 	qLockNamespace     = qNamespaceCounters + forUpdate
 	qIdempotency       = `SELECT fingerprint, seq FROM idempotency WHERE namespace = ? AND key = ?`
-	qInsertMessage     = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at, fault) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertMessage     = `INSERT INTO messages (namespace, seq, uuid, envelope_from, recipients, size, ref, received_at, fault, body, idx) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qCount             = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ? WHERE name = ?`
 	qCountTrail        = `UPDATE namespaces SET next_seq = next_seq + 1, message_count = message_count + 1, byte_count = byte_count + ?, trail_seq = ?, trail_hash = ? WHERE name = ?`
 	// An exempt message (Offer.Exempt) takes a seq and counts toward nothing.
@@ -59,7 +59,7 @@ const (
 var (
 	readQueries = []string{qSchema, qEntry, qEntries, qLearned, qGrant, qTrial, qNamespace, qNamespaceCounters, qIdempotency,
 		qTrialByMailAPIToken, qTrialByBootstrapToken, qTrialByInboxToken, qTrialByWriteCapability, qTrialByPort, qEvents,
-		qTrialByDoor, qOpened, qFlags, qBody, qIndex}
+		qTrialByDoor, qOpened, qFlags, qBody, qIndex, qRowBody, qRowIndex}
 	writeQueries = append([]string{qLockNamespace, qIdempotency, qInsertMessage, qCount, qCountTrail, qSeq, qSeqTrail, qLearn, qInsertIdempotency, qEntry,
 		qLockTrail, qUpdateTrail, qInsertEvent, qOpen, qSavepoint, qRelease, qRollbackTo, qCountSend, qPutBody, qPutIndex,
 		qNsExists, qPortTaken, qInsertTrial, qInsertNamespace, qDeleteEvents, qDeleteTrails, qInsertGrant}, multiRowQueries()...)

@@ -1,0 +1,81 @@
+package sqlledger
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/evidence"
+	. "github.com/websitebench/mailplane/internal/ledger"
+	"github.com/websitebench/mailplane/internal/mailindex"
+	"github.com/websitebench/mailplane/internal/mailmsg"
+)
+
+// BenchmarkCommitSend is make profile's send as the ledger sees it: POST
+// /emails of 512 B, scrubbed and indexed as the broker does, with its
+// body, index and event, from 8 senders at once into one namespace. Its
+// cpu-us/send (the process's CPU time, most of it the committer's) is the
+// figure to compare: unlike a rate, it hardly moves with the machine's
+// other work.
+func BenchmarkCommitSend(b *testing.B) {
+	ctx := context.Background()
+	l, err := Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	const ns = "trial-0123456789abcdef0123456789abcdef"
+	tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
+	if err := l.CreateTrial(ctx, tr, &Namespace{Name: ns, Tag: "t"}, nil); err != nil {
+		b.Fatal(err)
+	}
+	from, to := "bench@example.com", []string{"agent@example.com"}
+	body, index := profileSend(b)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	before := cpuTime()
+	b.ResetTimer()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				o := &Offer{Namespace: ns, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b", From: from, To: to, Size: len(body), Body: body, Index: index,
+					Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
+						Credential: "mail_api_token", API: "resend", From: from, To: to}}
+				if _, _, err := l.Accept(ctx, o); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileSend is make profile's message (POST /emails, 512 B of text) as
+// the broker stores it: scrubbed, and its index.
+func profileSend(tb testing.TB) (body, index []byte) {
+	from, to := "bench@example.com", []string{"agent@example.com"}
+	raw := "From: " + from + "\r\nTo: " + to[0] + "\r\nSubject: Your code\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
+		strings.Repeat("lorem ipsum dolor sit amet ", 19)[:512]
+	body, err := mailmsg.Scrub(context.Background(), []byte(raw), from, to)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return body, mailindex.Of(body).Encode()
+}
