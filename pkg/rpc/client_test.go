@@ -120,17 +120,18 @@ func TestClientEarlyAnswer(t *testing.T) {
 	}
 }
 
-// TestClientEnds: a call past its deadline is deadline_exceeded, a
-// cancelled one ends at once, and either way the plane sees its caller
-// go away.
+// TestClientEnds: a call past its deadline is deadline_exceeded; a
+// cancelled one ends at once, and the plane sees its caller go away.
 func TestClientEnds(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "plane.sock")
-	in, gone := make(chan struct{}, 2), make(chan struct{}, 2)
+	in, gone := make(chan struct{}), make(chan struct{})
 	startFake(t, socket, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		in <- struct{}{}
+		if r.URL.Path == "/v1/"+rpc.MethodList {
+			in <- struct{}{}
+			defer func() { gone <- struct{}{} }()
+		}
 		<-r.Context().Done()
-		gone <- struct{}{}
 	})
 	c := rpc.NewClient(socket, "mpg_test")
 	t.Cleanup(c.Close)
@@ -139,10 +140,9 @@ func TestClientEnds(t *testing.T) {
 	if _, err := c.Health(ctx); rpc.CodeOf(err) != rpc.CodeDeadlineExceeded || rpc.ClassOf(err) != rpc.Outage {
 		t.Errorf("past its deadline: %v, want %s", err, rpc.CodeDeadlineExceeded)
 	}
-	<-gone
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { _, err := c.Health(ctx); done <- err }()
+	go func() { done <- c.Call(ctx, rpc.MethodList, &rpc.ReadRequest{}, nil) }()
 	<-in
 	cancel()
 	if err := <-done; rpc.ClassOf(err) != rpc.Outage {
