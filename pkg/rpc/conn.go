@@ -240,6 +240,9 @@ func (c *planeConn) readAnswer() (a answer, keep bool, err error) {
 	}
 	a.status = status
 	switch {
+	case status < 200 || status == 204 || status == 304:
+		// No body (RFC 9112 §6.3); the plane never answers so.
+		return a, false, nil
 	case length > MaxResponseBytes:
 		return a, false, errTooLarge
 	case chunked:
