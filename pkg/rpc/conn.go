@@ -149,7 +149,9 @@ type answer struct {
 	body   []byte
 }
 
-// Stages of a call at which it failed, which decide its error's code.
+// Answers the client does not take: one over MaxResponseBytes
+// (CodeFrameTooLarge), and one that is not HTTP/1.x (an outage, as
+// net/http's client had it).
 var (
 	errTooLarge = errors.New("answer too large")
 	errHead     = errors.New("malformed answer from the plane")
