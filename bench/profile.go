@@ -17,12 +17,26 @@ const profileLoad = 10 * time.Second
 // profileNodes is how many functions each pprof -top text lists.
 const profileNodes = 40
 
+// profileLoads are the loads the profile section drives, each on a
+// plane and a writer of its own, so that each profile holds one load:
+// POST /emails (the issue's POST goal; its files keep the plain names)
+// and SMTP at 1 and at 50 messages a connection (its SMTP goals), all
+// 512 B from 8 clients.
+var profileLoads = []struct {
+	name, suffix string
+	perConn      int // SMTP messages a connection; 0: POST /emails
+}{
+	{"POST /emails", "", 0},
+	{smtpPath(1), "-smtp1", 1},
+	{smtpPath(50), "-smtp50", 50},
+}
+
 // profile takes CPU profiles of mail-plane serve and mail-writer under
-// POST /emails of 512 B from 8 clients (the figure the issue's POST goal
-// is about) and writes, into the output directory, each profile
-// (plane.cpu.pprof, writer.cpu.pprof) and its `go tool pprof -top` text
-// (plane.top.txt, writer.top.txt). The binaries must be make profile's
-// (the profile build tag: the hidden --cpu-profile flag, see
+// each of profileLoads and writes, into the output directory, each
+// profile (plane.cpu.pprof and writer.cpu.pprof for POST /emails,
+// plane-smtp1.cpu.pprof and so on for SMTP) and its `go tool pprof -top`
+// text (plane.top.txt, writer.top.txt, …). The binaries must be make
+// profile's (the profile build tag: the hidden --cpu-profile flag, see
 // internal/cliapp/profile.go). It is not part of a default run: -only
 // profile names it.
 func (h *harness) profile(ctx context.Context) error {
@@ -32,10 +46,21 @@ func (h *harness) profile(ctx context.Context) error {
 	if err := os.MkdirAll(h.out, 0o755); err != nil {
 		return err
 	}
+	for _, l := range profileLoads {
+		if err := h.profileOne(ctx, l.name, l.suffix, l.perConn); err != nil {
+			return fmt.Errorf("%s: %w", l.name, err)
+		}
+	}
+	return nil
+}
+
+// profileOne profiles one load: a plane and a writer started for it,
+// 200 ms of warm-up, then profileLoad of the load, both stopped.
+func (h *harness) profileOne(ctx context.Context, load, suffix string, perConn int) error {
 	// By the names startPlane and startSurface are given.
 	profiles := map[string]string{
-		"plane":       filepath.Join(h.out, "plane.cpu.pprof"),
-		"mail-writer": filepath.Join(h.out, "writer.cpu.pprof"),
+		"plane":       filepath.Join(h.out, "plane"+suffix+".cpu.pprof"),
+		"mail-writer": filepath.Join(h.out, "writer"+suffix+".cpu.pprof"),
 	}
 	for _, p := range profiles {
 		os.Remove(p) // a file left by an earlier run must not pass for this one's
@@ -56,10 +81,13 @@ func (h *harness) profile(ctx context.Context) error {
 		return err
 	}
 	const conc = 8
-	post, closePost := postWorkers(w.url+"/emails", id.MailAPIToken, emailJSON(512), conc)
-	s, err := newSide("POST /emails", conc, post)
+	mk, closeLoad := smtpWorkers(tcpDialer(w.smtpAddr), rfc5322(512), perConn), func() {}
+	if perConn == 0 {
+		mk, closeLoad = postWorkers(w.url+"/emails", id.MailAPIToken, emailJSON(512), conc)
+	}
+	s, err := newSide(load, conc, mk)
 	if err != nil {
-		closePost()
+		closeLoad()
 		return err
 	}
 	s.run(ctx, warmup, false)
@@ -85,7 +113,7 @@ func (h *harness) profile(ctx context.Context) error {
 		}
 	}
 	s.close()
-	closePost()
+	closeLoad()
 	s.load.finish()
 	// SIGTERM: each process writes its profile as its command returns.
 	w.stop()
@@ -106,13 +134,13 @@ func (h *harness) profile(ctx context.Context) error {
 		tops = append(tops, filepath.Base(txt))
 	}
 	h.report.Notes = append(h.report.Notes, fmt.Sprintf("Profiles: CPU profiles of mail-plane serve and mail-writer (%s, %s) "+
-		"over their whole run: start, %v of warm-up, then %v of POST /emails, 512 B, %d clients: %.0f msg/s, p50 %.2f ms, p99 %.2f ms, %d errors; "+
+		"over their whole run: start, %v of warm-up, then %v of %s, 512 B, %d clients: %.0f msg/s, p50 %.2f ms, p99 %.2f ms, %d errors; "+
 		"`go tool pprof -top` of each in %s. CPU per message during the %v (utime+stime of /proc/PID/stat, profiling included): "+
 		"mail-plane serve %.0f µs, mail-writer %.0f µs. bench/README.md, \"Profiles\", explains the top entries.",
-		filepath.Base(profiles["plane"]), filepath.Base(profiles["mail-writer"]), warmup, profileLoad, conc,
+		filepath.Base(profiles["plane"]), filepath.Base(profiles["mail-writer"]), warmup, profileLoad, load, conc,
 		s.load.Rate, s.load.P50, s.load.P99, s.load.Errors, strings.Join(tops, " and "), profileLoad, perSend[0], perSend[1]))
-	h.logf("  POST /emails 512 B c%d under profile: %.0f msg/s; CPU per message: plane %.0f µs, writer %.0f µs; %s",
-		conc, s.load.Rate, perSend[0], perSend[1], strings.Join(tops, ", "))
+	h.logf("  %s 512 B c%d under profile: %.0f msg/s; CPU per message: plane %.0f µs, writer %.0f µs; %s",
+		load, conc, s.load.Rate, perSend[0], perSend[1], strings.Join(tops, ", "))
 	return nil
 }
 

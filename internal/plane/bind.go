@@ -188,6 +188,9 @@ func bound[Req, Resp any](sel func(*Req) selector, h func(*Broker, context.Conte
 			if err := decode(f, body, &req); err != nil {
 				return nil, err
 			}
+			if d, ok := ctx.Value(decodedKey{}).(*any); ok {
+				*d = &req
+			}
 			t, err := b.resolve(ctx, c, sel(&req))
 			if err != nil {
 				if ev != nil && t.ns.Name != "" {

@@ -87,16 +87,20 @@ func outcomeOf(err error) string {
 }
 
 // metered counts a send row's calls by door and outcome and times them;
-// the door is read from the send's frame, as the plane's send reads it.
+// the door is the send's Via, as its handler decoded it (decodedKey), or
+// read from its frame when the handler could not decode it.
 func metered(h handler) handler {
 	next := h.run
 	h.run = func(b *Broker, ctx context.Context, c caller, f framing, body []byte) (any, error) {
 		start := time.Now()
-		resp, err := next(b, ctx, c, f, body)
+		var decoded any
+		resp, err := next(b, context.WithValue(ctx, decodedKey{}, &decoded), c, f, body)
 		var req struct {
 			Via rpc.Via `json:"via"`
 		}
-		if head, _, ok := rpc.SplitSendFrame(body); ok {
+		if s, ok := decoded.(*rpc.SendRequest); ok {
+			req.Via = s.Via
+		} else if head, _, ok := rpc.SplitSendFrame(body); ok {
 			json.Unmarshal(head, &req)
 		}
 		b.metrics.sends.WithLabelValues(sendDoor(req.Via), outcomeOf(err)).Inc()
@@ -144,6 +148,10 @@ func meteredRead(h handler) handler {
 	}
 	return h
 }
+
+// decodedKey is the context key of a metered call's request, which its
+// handler sets once decoded (bound), so that it is decoded once.
+type decodedKey struct{}
 
 // waitsKey is the context key of a metered read's flag that it waits.
 type waitsKey struct{}

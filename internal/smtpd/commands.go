@@ -33,6 +33,10 @@ func (l commandLimit) Accept() (net.Conn, error) {
 // each), so a TLS session meets the limit a little sooner, and at the
 // limit it is closed without the 421, which could not be read in clear.
 // An implicit-TLS listener puts this wrapper above TLS and counts exactly.
+//
+// In clear, the continuation lines of a multi-line reply (EHLO's) are held
+// and written with its last line, in one system call: go-smtp flushes
+// each line, which cost a write here and a read at the client per line.
 type commandConn struct {
 	net.Conn
 	max       int
@@ -40,6 +44,7 @@ type commandConn struct {
 	encrypted bool // STARTTLS succeeded
 	closing   bool // close once the next reply is written
 	over      atomic.Bool
+	held      []byte // continuation lines not yet written (in clear only)
 }
 
 var (
@@ -51,7 +56,11 @@ func (c *commandConn) Write(b []byte) (int, error) {
 	if c.over.Load() {
 		return 0, net.ErrClosed
 	}
-	n, err := c.Conn.Write(b)
+	if !c.encrypted && !c.closing && isContinuation(b) {
+		c.held = append(c.held, b...)
+		return len(b), nil
+	}
+	n, err := c.writeHeld(b)
 	if c.closing {
 		// The reply that ends the session (a 421) is out, in clear or
 		// as one TLS record.
@@ -78,6 +87,26 @@ func (c *commandConn) Write(b []byte) (int, error) {
 		c.Conn.Close()
 	}
 	return n, err
+}
+
+// writeHeld writes the held continuation lines, if any, then b, in one
+// write; n counts b's bytes written.
+func (c *commandConn) writeHeld(b []byte) (int, error) {
+	if len(c.held) == 0 {
+		return c.Conn.Write(b)
+	}
+	held := len(c.held)
+	c.held = append(c.held, b...)
+	n, err := c.Conn.Write(c.held)
+	c.held = c.held[:0]
+	return max(n-held, 0), err
+}
+
+// isContinuation reports whether b is one whole line of a reply that more
+// lines follow ("250-…\r\n"), as go-smtp writes them, one a flush.
+func isContinuation(b []byte) bool {
+	return len(b) >= 4 && isDigit(b[0]) && isDigit(b[1]) && isDigit(b[2]) && b[3] == '-' &&
+		bytes.IndexByte(b, '\n') == len(b)-1
 }
 
 // closeAfterReply ends the session once the reply being prepared is

@@ -280,15 +280,19 @@ func (h *Handler) emails(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := planeContext(r)
 	defer cancel()
-	resp, err := h.plane.Send(ctx, &rpc.SendRequest{
-		Via:            rpc.ViaHTTP,
-		Credential:     cred,
-		From:           e.From,
-		To:             e.Recipients(),
-		Raw:            compose(e, h.now()),
-		IdempotencyKey: idempotencyDigest(idemKey),
-		Fingerprint:    e.Fingerprint(),
-	})
+	req := &rpc.SendRequest{
+		Via:        rpc.ViaHTTP,
+		Credential: cred,
+		From:       e.From,
+		To:         e.Recipients(),
+		Raw:        compose(e, h.now()),
+	}
+	if idemKey != "" {
+		// The plane compares fingerprints only under a key (a marshalling
+		// and a digest of the whole request, skipped without one).
+		req.IdempotencyKey, req.Fingerprint = idempotencyDigest(idemKey), e.Fingerprint()
+	}
+	resp, err := h.plane.Send(ctx, req)
 	if err != nil {
 		writeError(w, h.refusal(err))
 		return

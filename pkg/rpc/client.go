@@ -1,12 +1,10 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -30,11 +28,11 @@ var waitBounds = map[string]time.Duration{
 func WaitBound(method string) time.Duration { return waitBounds[method] }
 
 // Client calls the plane over its Unix socket. It is safe for concurrent use
-// and keeps connections alive between calls.
+// and keeps connections alive between calls (conn.go).
 type Client struct {
 	socket string
 	grant  string
-	hc     *http.Client
+	conns  *pool
 }
 
 // NewClient returns a client for the plane at socket that presents grant.
@@ -45,18 +43,7 @@ func NewClient(socket, grant string) *Client { return NewClientConns(socket, gra
 // passes its own connection cap: it sized that cap by its descriptors,
 // one per connection and one per plane connection.
 func NewClientConns(socket, grant string, maxConns int) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConns:        64,
-		MaxIdleConnsPerHost: 64,
-		MaxConnsPerHost:     maxConns,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
-	return &Client{socket: socket, grant: grant, hc: &http.Client{Transport: tr}}
+	return &Client{socket: socket, grant: grant, conns: newPool(socket, maxConns)}
 }
 
 // ReadSecretFile reads a grant, token or capability from a file, trimming
@@ -74,7 +61,7 @@ func ReadSecretFile(path string) (string, error) {
 }
 
 // Close releases idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *Client) Close() { c.conns.closeIdle() }
 
 // Call invokes method with req and decodes the answer into resp. Errors are
 // *Error: the plane's own; CodePlaneUnavailable (an Outage) when it cannot
@@ -91,37 +78,27 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if err != nil {
 		return Errorf(CodeBadRequest, "encode %s request: %v", method, err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://plane/"+Version+"/"+method, bytes.NewReader(body))
+	deadline, _ := ctx.Deadline()
+	a, done, err := c.conns.exchange(ctx, method, c.grant, ctype, deadline, body)
 	if err != nil {
-		return Errorf(CodeBadRequest, "build %s request: %v", method, err)
-	}
-	hreq.Header.Set("Content-Type", ctype)
-	hreq.Header.Set("Authorization", "Bearer "+c.grant)
-	if dl, ok := ctx.Deadline(); ok {
-		hreq.Header.Set(DeadlineHeader, dl.UTC().Format(time.RFC3339Nano))
-	}
-	hresp, err := c.hc.Do(hreq)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		var ee *exchangeError
+		switch {
+		case errors.Is(err, errTooLarge):
+			return Errorf(CodeFrameTooLarge, "%s: answer exceeds %d bytes", method, MaxResponseBytes)
+		case errors.As(err, &ee) && ee.inBody:
+			return Errorf(CodePlaneUnavailable, "%s: reading the answer: %v", method, unwrapNet(ee.err))
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return Errorf(CodeDeadlineExceeded, "%s: no answer from the plane in time", method)
+		case errors.Is(err, errWait):
+			err = ctx.Err()
 		}
 		return Errorf(CodePlaneUnavailable, "%s: plane at %s unreachable: %v", method, c.socket, unwrapNet(err))
 	}
-	defer hresp.Body.Close()
-	if hresp.ContentLength > MaxResponseBytes {
-		return Errorf(CodeFrameTooLarge, "%s: answer of %d bytes exceeds %d", method, hresp.ContentLength, MaxResponseBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, MaxResponseBytes+1))
-	if err != nil {
-		return Errorf(CodePlaneUnavailable, "%s: reading the answer: %v", method, unwrapNet(err))
-	}
-	if len(data) > MaxResponseBytes {
-		return Errorf(CodeFrameTooLarge, "%s: answer exceeds %d bytes", method, MaxResponseBytes)
-	}
-	if hresp.StatusCode != http.StatusOK {
+	defer done()
+	if a.status != http.StatusOK {
 		var e Error
-		if json.Unmarshal(data, &e) != nil || e.Code == "" {
-			return Errorf(CodeInternal, "%s: undecodable answer %d from the plane", method, hresp.StatusCode)
+		if json.Unmarshal(a.body, &e) != nil || e.Code == "" {
+			return Errorf(CodeInternal, "%s: undecodable answer %d from the plane", method, a.status)
 		}
 		if e.Class == "" {
 			e.Class = classOfCode(e.Code)
@@ -131,21 +108,22 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	if resp == nil {
 		return nil
 	}
-	if err := json.Unmarshal(data, resp); err != nil {
+	if err := json.Unmarshal(a.body, resp); err != nil {
 		return Errorf(CodeInternal, "%s: undecodable answer: %v", method, err)
 	}
 	return nil
 }
 
-// encode is a request's body and its type: a send's frame, JSON for
-// every other call.
-func encode(req any) ([]byte, string, error) {
+// encode is a request's body, in pieces written as they are, and its
+// type: a send's frame (its message not copied), JSON for every other
+// call.
+func encode(req any) ([][]byte, string, error) {
 	if s, ok := req.(*SendRequest); ok {
-		b, err := s.Frame()
-		return b, SendContentType, err
+		head, err := s.frameHead()
+		return [][]byte{head, s.Raw}, SendContentType, err
 	}
 	b, err := json.Marshal(req)
-	return b, "application/json", err
+	return [][]byte{b}, "application/json", err
 }
 
 // DeadlineHeader carries the caller's deadline so the plane can stop work

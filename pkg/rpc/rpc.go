@@ -254,11 +254,17 @@ const SendContentType = "application/vnd.mailplane.send"
 // are. Inside JSON a message travels base64-encoded, a third larger, and
 // costs an encoding and a decoding at each end.
 func (r *SendRequest) Frame() ([]byte, error) {
-	head, err := json.Marshal(r)
+	head, err := r.frameHead()
 	if err != nil {
 		return nil, err
 	}
-	return append(append(append(make([]byte, 0, len(head)+1+len(r.Raw)), head...), '\n'), r.Raw...), nil
+	return append(append(make([]byte, 0, len(head)+len(r.Raw)), head...), r.Raw...), nil
+}
+
+// frameHead is the frame's JSON line and its newline.
+func (r *SendRequest) frameHead() ([]byte, error) {
+	head, err := json.Marshal(r)
+	return append(head, '\n'), err
 }
 
 // SplitSendFrame splits a send's frame into its JSON line and its message
