@@ -234,9 +234,10 @@ func ledgerDoor(d rpc.NetnsDoor) *ledger.NetnsDoor {
 func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 	a := b.advertise
 	writer := "http://" + net.JoinHostPort(rpc.NetnsDoorHost, strconv.Itoa(d.HTTPPort))
+	p := b.providers(writer, id)
 	bu := rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: b.withWebhookKeys(wbenv.Candidate(writer, rpc.NetnsDoorHost, d.SMTPPort, id.MailAPIToken, id.BootstrapToken), id),
+		CandidateEnvironment: withWebhookKeys(wbenv.Candidate(writer, rpc.NetnsDoorHost, d.SMTPPort, id.MailAPIToken, id.BootstrapToken), p),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
 		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,
@@ -245,7 +246,7 @@ func (b *Broker) doorBundle(id rpc.Identity, d *ledger.NetnsDoor) rpc.Bundle {
 		WriterURL:            writer,
 		SMTPTLSPort:          d.SMTPTLSPort,
 		Netns:                d.Netns,
-		Providers:            b.providers(writer, id),
+		Providers:            p,
 		InboxIMAP:            a.inboxIMAP(id), // the agent's, at the stack's inbox
 	}
 	if d.SMTPTLSPort > 0 {

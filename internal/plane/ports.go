@@ -23,9 +23,14 @@ import (
 
 // Pool sizes: the supervisor keeps spareTarget ports ready, so that a
 // burst of opens does not wait for a bind; an open waits at most takeWait
-// for a port when the pool is dry.
+// for a port when the pool is dry. The supervisor is called back only once
+// the pool is down to spareLow, and then binds the rest at once: one
+// round (its call, the writer's listeners, the plane's check of the new
+// ports) for spareTarget-spareLow opens, not one for each open, run
+// beside the very open that took the port.
 const (
 	spareTarget = 32
+	spareLow    = spareTarget / 2
 	takeWait    = 2 * time.Second
 	// supervisedFor is how long after its last answer a supervisor still
 	// counts as there: it calls again at once, so this only covers the
@@ -167,8 +172,7 @@ func (b *Broker) SyncPorts(ctx context.Context, req *rpc.PortsSyncRequest) (rpc.
 	p.syncing++
 	deadline := time.Now().Add(min(time.Duration(req.WaitMillis)*time.Millisecond, rpc.MaxWait))
 	for {
-		resp.Want = max(0, spareTarget-len(p.spare))
-		if resp.Want > 0 || len(p.released) > 0 || resp.Assigned != nil || p.doorWork() || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if len(p.spare) <= spareLow || len(p.released) > 0 || resp.Assigned != nil || p.doorWork() || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		ch := p.changed

@@ -230,9 +230,10 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 	if smtpPort == 0 {
 		smtpPort = a.SMTPPort
 	}
+	p := b.providers(a.WriterURL, id)
 	return rpc.Bundle{
 		Namespace:            id.Namespace,
-		CandidateEnvironment: b.withWebhookKeys(wbenv.WithTLS(wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)), a.CAFile, a.SMTPTLSPort, a.WriterHTTPSURL), id),
+		CandidateEnvironment: withWebhookKeys(wbenv.WithTLS(wbenv.WithSMTPAuth(wbenv.Candidate(a.WriterURL, a.SMTPHost, smtpPort, id.MailAPIToken, id.BootstrapToken)), a.CAFile, a.SMTPTLSPort, a.WriterHTTPSURL), p),
 		InboxURL:             a.InboxURL + "/inbox/" + id.InboxToken,
 		InboxMCPURL:          a.InboxURL + "/mcp/" + id.InboxToken,
 		APIURL:               a.GatewayURL,
@@ -243,7 +244,7 @@ func (b *Broker) bundle(id rpc.Identity, smtpPort int) rpc.Bundle {
 		SMTPTLSPort:          a.SMTPTLSPort,
 		WriterHTTPSURL:       a.WriterHTTPSURL,
 		EvidencePublicKey:    b.PublicKey(),
-		Providers:            b.providers(a.WriterURL, id),
+		Providers:            p,
 		InboxIMAP:            a.inboxIMAP(id),
 	}
 }

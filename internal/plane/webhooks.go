@@ -67,10 +67,10 @@ func (b *Broker) webhookKeys(tr ledger.Trial) webhooks.Keys {
 	return webhooks.Derive(b.sesKey, writeDigest(tr))
 }
 
-// withWebhookKeys adds trial id's webhook material to its candidate
-// environment.
-func (b *Broker) withWebhookKeys(env map[string]string, id rpc.Identity) map[string]string {
-	p := b.providers("", id)
+// withWebhookKeys adds a trial's webhook material, from its providers'
+// part of the bundle (made once: deriving the keys is most of a bundle's
+// cost), to its candidate environment.
+func withWebhookKeys(env map[string]string, p *rpc.Providers) map[string]string {
 	return wbenv.WithWebhookKeys(env, p.Resend.WebhookSecret, p.SendGrid.WebhookPublicKey, p.Mailgun.WebhookSigningKey)
 }
 

@@ -160,3 +160,50 @@ func testAgentBudget(t *testing.T) {
 		t.Fatalf("a first open past the budgets: %s", actions(es))
 	}
 }
+
+// TestUnsyncedEvents: the evaluator's events (door gateway) commit without
+// their fsync, batched, each visible once AppendEvent returns and in the
+// trail's chain with the durable ones; the write connection goes back to
+// the pool at synchronous FULL, so a send after them is fsynced.
+func TestUnsyncedEvents(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	trial(t, l, "a")
+	read := evidence.Event{Door: evidence.DoorGateway, Action: "list", Outcome: evidence.Accepted}
+	if !unsynced(&read) || unsynced(&evidence.Event{Door: evidence.DoorInbox, Action: "list", Outcome: evidence.Accepted}) {
+		t.Fatal("unsynced: only the gateway's events")
+	}
+	if err := l.AppendEvent(ctx, "a", read); err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(trailOf(t, l, "a")); got != "open/accepted list/accepted" {
+		t.Fatalf("trail right after the append: %s", got)
+	}
+	const readers = 16
+	errs := make(chan error, readers)
+	for range readers {
+		go func() { errs <- l.AppendEvent(ctx, "a", read) }()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := offer("a", 1, "", "", 0, 0)
+	o.Event = &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted}
+	if _, _, err := l.Accept(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	es := trailOf(t, l, "a") // verifies the chain
+	if len(es) != readers+3 || es[len(es)-1].Action != "send" {
+		t.Fatalf("trail: %s", actions(es))
+	}
+	var level int
+	if err := l.write.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&level); err != nil || level != 2 {
+		t.Fatalf("the write connection's synchronous after unsynced commits: %d, %v; want 2 (FULL)", level, err)
+	}
+}

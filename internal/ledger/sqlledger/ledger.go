@@ -54,6 +54,9 @@ type DB struct {
 	// connection (PostgreSQL), without which no policy cache serves.
 	plane     string
 	listening atomic.Bool
+
+	// unsynced commits the events that need no fsync (events.go).
+	unsynced unsyncedCommitter
 }
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
@@ -269,8 +272,9 @@ func newLedger(d *dialect, write, read *sql.DB, dir string) (*DB, error) {
 		return nil, err
 	}
 	l := &DB{d: d, write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
-		budget: DefaultEventBudget}
+		budget: DefaultEventBudget, unsynced: newUnsyncedCommitter()}
 	go l.commit()
+	go l.commitUnsynced()
 	return l, nil
 }
 
@@ -288,6 +292,7 @@ func stamp(ctx context.Context, db interface {
 func (l *DB) Close() error {
 	close(l.closed)
 	<-l.stopped
+	<-l.unsynced.stopped
 	l.rs.close()
 	l.ws.close()
 	return errors.Join(l.read.Close(), l.write.Close())

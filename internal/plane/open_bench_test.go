@@ -1,0 +1,29 @@
+package plane
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
+	"github.com/websitebench/mailplane/pkg/rpc"
+)
+
+// BenchmarkOpenTrial is trial.open in the broker, without its socket, on
+// an embedded ledger, one open after the other (each kept open).
+func BenchmarkOpenTrial(b *testing.B) {
+	ctx := context.Background()
+	l, err := sqlledger.Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	br := NewBroker(l, nil, Quotas{}, zerolog.Nop())
+	br.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 25})
+	for b.Loop() {
+		if _, err := br.OpenTrial(ctx, &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
