@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/internal/otp"
+	"github.com/websitebench/mailplane/internal/render"
+	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // benchMessage is the message make bench sends (bench/clients.go): a
@@ -52,6 +55,28 @@ func BenchmarkOf(b *testing.B) {
 		defer cpuPerOp(b)()
 		for b.Loop() {
 			Of(raw)
+		}
+	})
+	p := mailmsg.Parse(raw)
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			mailmsg.Parse(raw)
+		}
+	})
+	b.Run("extract", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			otp.Extract(p.Subject, p.Text, p.HTML)
+		}
+	})
+	b.Run("linkurls", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			render.LinkURLs(rpc.Message{Text: p.Text, HTML: p.HTML})
 		}
 	})
 	x := Of(raw)

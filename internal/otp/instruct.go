@@ -1,9 +1,9 @@
 package otp
 
 import (
+	"bytes"
 	"sort"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -58,6 +58,20 @@ var (
 	pairHeads = map[string]bool{}
 )
 
+// cueLens and headLens are the lengths of the cue words and of the pairs'
+// first words, by first byte: most words of a text are neither, and this
+// says so without a map lookup.
+var cueLens, headLens lengths
+
+// lengths holds, by a word's first byte, bit n for a word of n bytes
+// (bit 31 for 31 bytes and more).
+type lengths [256]uint32
+
+func (l *lengths) add(w string) { l[w[0]] |= 1 << min(len(w), 31) }
+
+// may reports whether a word of w's first byte and length was added.
+func (l *lengths) may(w []byte) bool { return l[w[0]]&(1<<min(len(w), 31)) != 0 }
+
 func init() {
 	add := func(c cue, words string) {
 		for _, w := range strings.Split(words, "|") {
@@ -96,6 +110,12 @@ func init() {
 		"instead of|statt|anstelle|au lieu|en lugar|em vez|invece di|in plaats|вместо")
 	add(cueAfterIgnore, "replaces|replacing|ersetzt|remplace|reemplaza|substitui|sostituisce|vervangt|заменяет")
 	add(cueInstead, "instead|stattdessen|la place|en cambio|em vez disso|invece|plaats daarvan|вместо этого")
+	for w := range cueWords {
+		cueLens.add(w)
+	}
+	for w := range pairHeads {
+		headLens.add(w)
+	}
 }
 
 // cjkCues are looked for inside runs of Han, kana and Hangul letters.
@@ -118,25 +138,41 @@ type cueMark struct {
 	start, end int
 }
 
-// cuesIn returns the cues of text[from:to] in order. A word is read whole
-// even where the window cuts it; a pair does not reach across a sentence's
-// end.
-func cuesIn(text string, from, to int) []cueMark {
+// cuesIn returns the cues of text in order, and the offsets of the runes
+// that end its sentences (none of which is a letter or a hyphen, so none
+// stands inside a word). A pair does not reach across a sentence's end.
+func cuesIn(text string) ([]cueMark, []int) {
 	var out []cueMark
+	var ends []int
+	var buf, nohy [32]byte
 	prev, prevStart := "", -1
-	for i := from; i < to; {
-		r, size := utf8.DecodeRuneInString(text[i:])
+	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf && !isAlpha(c) {
+			// Most of a text is ASCII between words: no decoding, no call.
+			if (c == '.' || c == '!' || c == '?' || c == ';' || c == '\n') && sentenceEnd(text, i, rune(c), 1) {
+				ends = append(ends, i)
+				prev = ""
+			}
+			i++
+			continue
+		}
+		r, size := runeAt(text, i)
 		if sentenceEnd(text, i, r, size) {
+			ends = append(ends, i)
 			prev = ""
 		}
-		if !unicode.IsLetter(r) {
+		if !isLetter(r) {
 			i += size
 			continue
 		}
 		j, cjk := i, false
 		for j < len(text) {
-			c, n := utf8.DecodeRuneInString(text[j:])
-			if !unicode.IsLetter(c) && !(c == '-' && j > i && j+1 < len(text) && isLetterAt(text, j+1)) {
+			if c := text[j]; isAlpha(c) {
+				j++
+				continue
+			}
+			c, n := runeAt(text, j)
+			if !isLetter(c) && !(c == '-' && j > i && j+1 < len(text) && isLetterAt(text, j+1)) {
 				break
 			}
 			cjk = cjk || isCJK(c)
@@ -147,10 +183,21 @@ func cuesIn(text string, from, to int) []cueMark {
 			prev, i = "", j
 			continue
 		}
-		w := strings.ToLower(text[i:j])
+		// The word in lower case, and without its hyphens, in buffers:
+		// the maps are read with string(bytes), which copies nothing.
+		w := lower(buf[:0], text[i:j])
+		bare := w
+		if bytes.IndexByte(w, '-') >= 0 {
+			bare = nohy[:0]
+			for _, c := range w {
+				if c != '-' {
+					bare = append(bare, c)
+				}
+			}
+		}
 		pair, paired := cueNone, false
 		if prev != "" {
-			pair, paired = cuePairs[[2]string{prev, w}]
+			pair, paired = cuePairs[[2]string{prev, string(w)}]
 		}
 		if paired {
 			// The pair wins over its first word's own cue.
@@ -158,15 +205,17 @@ func cuesIn(text string, from, to int) []cueMark {
 				out = out[:n-1]
 			}
 			out = append(out, cueMark{pair, prevStart, j})
-		} else if cu := cueWords[strings.ReplaceAll(w, "-", "")]; cu != cueNone {
-			out = append(out, cueMark{cu, i, j})
+		} else if cueLens.may(bare) {
+			if cu := cueWords[string(bare)]; cu != cueNone {
+				out = append(out, cueMark{cu, i, j})
+			}
 		}
 		prev, prevStart, i = "", i, j
-		if pairHeads[w] {
-			prev = w // only a pair's first word is remembered
+		if headLens.may(w) && pairHeads[string(w)] {
+			prev = string(w) // only a pair's first word is remembered
 		}
 	}
-	return out
+	return out, ends
 }
 
 func appendCJKCues(out []cueMark, w string, at int) []cueMark {
@@ -217,14 +266,8 @@ type cueIndex struct {
 }
 
 func newCueIndex(text string) *cueIndex {
-	ci := &cueIndex{text: text, cues: cuesIn(text, 0, len(text))}
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		if sentenceEnd(text, i, r, size) {
-			ci.ends = append(ci.ends, i)
-		}
-		i += size
-	}
+	ci := &cueIndex{text: text}
+	ci.cues, ci.ends = cuesIn(text)
 	return ci
 }
 

@@ -160,6 +160,9 @@ func classify(w string) class {
 // isCJK reports whether r is Han, kana or Hangul: scripts written without
 // spaces, where digits stand right next to words.
 func isCJK(r rune) bool {
+	if r < 0x1100 {
+		return false // below Hangul Jamo, the first of the four scripts: no table lookup for Latin and Cyrillic
+	}
 	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) ||
 		unicode.Is(unicode.Hangul, r) || r == 'ー'
 }
@@ -234,8 +237,42 @@ func classifyWord(w string) class {
 }
 
 func isLetterAt(text string, i int) bool {
-	c, _ := utf8.DecodeRuneInString(text[i:])
-	return unicode.IsLetter(c)
+	c, _ := runeAt(text, i)
+	return isLetter(c)
+}
+
+// runeAt decodes the rune at text[i], ASCII without a call.
+func runeAt(text string, i int) (rune, int) {
+	if c := text[i]; c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	return utf8.DecodeRuneInString(text[i:])
+}
+
+// isLetter is unicode.IsLetter, ASCII without a table.
+func isLetter(r rune) bool {
+	if r < utf8.RuneSelf {
+		return isAlpha(byte(r))
+	}
+	return unicode.IsLetter(r)
+}
+
+// lower appends w in lower case to dst: strings.ToLower, without a copy
+// of an ASCII word.
+func lower(dst []byte, w string) []byte {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			return append(dst, strings.ToLower(w)...)
+		}
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // appendCJK appends the terms found in a run of letters that holds
