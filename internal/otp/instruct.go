@@ -70,7 +70,7 @@ type lengths [256]uint32
 func (l *lengths) add(w string) { l[w[0]] |= 1 << min(len(w), 31) }
 
 // may reports whether a word of w's first byte and length was added.
-func (l *lengths) may(w []byte) bool { return l[w[0]]&(1<<min(len(w), 31)) != 0 }
+func (l *lengths) may(w []byte) bool { return len(w) > 0 && l[w[0]]&(1<<min(len(w), 31)) != 0 }
 
 func init() {
 	add := func(c cue, words string) {

@@ -1,6 +1,7 @@
 package otp
 
 import (
+	"bytes"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -132,29 +133,50 @@ var notCode = []string{"bar", "zip", "post", "postal", "qr", "source", "promo", 
 	"korting", "kortings", "coupon", "voucher", "gift", "discount", "referral", "country", "area", "dial", "color", "colour", "html", "zip-"}
 
 // classify returns what the lower-cased Latin or Cyrillic word w says.
-func classify(w string) class {
-	if c, ok := latinWords[w]; ok {
-		return c
+func classify(w []byte) class {
+	if latinLens.may(w) {
+		if c, ok := latinWords[string(w)]; ok {
+			return c
+		}
+	}
+	if len(w) == 0 || strings.IndexByte("esrtgn", w[len(w)-1]) < 0 && w[0] != 't' && w[0] != "к"[0] {
+		return clNone // no rule below can match
 	}
 	switch {
-	case strings.HasSuffix(w, "code") || strings.HasSuffix(w, "codes") || strings.HasSuffix(w, "kode"):
+	case hasSuffix(w, "code") || hasSuffix(w, "codes") || hasSuffix(w, "kode"):
 		for _, p := range notCode {
-			if strings.HasPrefix(w, p) {
+			if hasPrefix(w, p) {
 				return clPromo
 			}
 		}
 		return clCode
-	case strings.HasPrefix(w, "telefon") || strings.HasPrefix(w, "telefoon"):
+	case hasPrefix(w, "telefon") || hasPrefix(w, "telefoon"):
 		return clPhone
-	case strings.HasSuffix(w, "nummer") || strings.HasSuffix(w, "nr"):
+	case hasSuffix(w, "nummer") || hasSuffix(w, "nr"):
 		return clLabel
-	case strings.HasPrefix(w, "код") && !strings.HasPrefix(w, "кодекс"):
+	case hasPrefix(w, "код") && !hasPrefix(w, "кодекс"):
 		return clCode
-	case strings.HasSuffix(w, "straße") || strings.HasSuffix(w, "strasse") || strings.HasSuffix(w, "straat") ||
-		strings.HasSuffix(w, "weg") || strings.HasSuffix(w, "laan") || strings.HasSuffix(w, "gracht"):
+	case hasSuffix(w, "straße") || hasSuffix(w, "strasse") || hasSuffix(w, "straat") ||
+		hasSuffix(w, "weg") || hasSuffix(w, "laan") || hasSuffix(w, "gracht"):
 		return clPlace
 	}
 	return clNone
+}
+
+// hasPrefix and hasSuffix are strings.HasPrefix and HasSuffix of a word
+// in a buffer, without a copy of it.
+func hasPrefix(w []byte, p string) bool { return len(w) >= len(p) && string(w[:len(p)]) == p }
+
+func hasSuffix(w []byte, s string) bool { return len(w) >= len(s) && string(w[len(w)-len(s):]) == s }
+
+// latinLens are the lengths of latinWords' words by first byte
+// (instruct.go's lengths).
+var latinLens lengths
+
+func init() {
+	for w := range latinWords {
+		latinLens.add(w)
+	}
 }
 
 // isCJK reports whether r is Han, kana or Hangul: scripts written without
@@ -179,7 +201,11 @@ type mark struct {
 func marks(text string, from, to int) []mark {
 	var out []mark
 	for i := from; i < to; {
-		c, size := utf8.DecodeRuneInString(text[i:])
+		if c := text[i]; c < utf8.RuneSelf && !isAlpha(c) && c != '#' {
+			i++ // most of a text is ASCII between words
+			continue
+		}
+		c, size := runeAt(text, i)
 		if c == '#' || c == '№' || c == '©' || c == '〒' {
 			cl := clLabel
 			if c == '©' {
@@ -195,7 +221,11 @@ func marks(text string, from, to int) []mark {
 		}
 		j, cjk := i, false
 		for j < to {
-			c, size := utf8.DecodeRuneInString(text[j:])
+			if isAlpha(text[j]) {
+				j++
+				continue
+			}
+			c, size := runeAt(text, j)
 			// "one-time", "E-Mail" and "n°" stay one word.
 			if !unicode.IsLetter(c) && !(c == '-' && j+1 < to && j > i && isLetterAt(text, j+1)) && c != '°' && c != 'º' {
 				break
@@ -217,18 +247,25 @@ func marks(text string, from, to int) []mark {
 // classifyWord classifies a word as written, also by its hyphenated
 // parts ("PIN-Code", "E-Mail-Bestätigungscode").
 func classifyWord(w string) class {
-	if stateAbbrev[w] {
+	if len(w) <= 3 && 'A' <= w[0] && w[0] <= 'Z' && stateAbbrev[w] {
 		return clPlace
 	}
-	l := strings.ToLower(w)
+	var buf [32]byte
+	l := lower(buf[:0], w)
 	if cl := classify(l); cl != clNone {
 		return cl
 	}
-	if strings.IndexByte(l, '-') < 0 {
+	if bytes.IndexByte(l, '-') < 0 {
 		return clNone
 	}
 	last := clNone
-	for _, p := range strings.Split(l, "-") {
+	for len(l) > 0 {
+		p := l
+		if k := bytes.IndexByte(l, '-'); k >= 0 {
+			p, l = l[:k], l[k+1:]
+		} else {
+			l = l[len(l):]
+		}
 		if cl := classify(p); cl != clNone && cl != clPlace {
 			last = cl
 		}

@@ -43,6 +43,10 @@ func Spans(text string) []Span {
 	// ends at reach. It is read once for all the schemes in it.
 	reach, runEnded := -1, false
 	for i := 0; i < window; {
+		if c := text[i]; c != 'h' && c != 'H' {
+			i++ // no scheme starts here; most bytes are not even an h
+			continue
+		}
 		n := schemeAt(text, i)
 		if n == 0 {
 			i++
@@ -57,6 +61,10 @@ func Spans(text string) []Span {
 		}
 		// Read the run on, but not further than a URL may reach.
 		for !runEnded && reach <= i+limits.URLBytes && reach < len(text) {
+			if c := text[reach]; c < utf8.RuneSelf && urlByte[c] {
+				reach++
+				continue
+			}
 			c, size := utf8.DecodeRuneInString(text[reach:])
 			if !Rune(c) {
 				runEnded = true
@@ -102,6 +110,14 @@ func schemeAt(text string, i int) int {
 	}
 	return 0
 }
+
+// urlByte is Rune of each ASCII character, read without a call.
+var urlByte = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = Rune(rune(c))
+	}
+	return t
+}()
 
 // Rune reports whether c may stand inside a URL.
 func Rune(c rune) bool {
