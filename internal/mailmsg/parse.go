@@ -186,12 +186,15 @@ func (w *walker) entity(h textproto.MIMEHeader, body []byte, partID string, dept
 func decodeBody(cte string, body []byte) []byte {
 	switch strings.ToLower(strings.TrimSpace(cte)) {
 	case "base64":
-		clean := bytes.Map(func(r rune) rune {
-			if r == '\r' || r == '\n' || r == ' ' || r == '\t' {
-				return -1
+		// The line breaks and blanks out, byte by byte: any other byte
+		// stays, and one that is not base64 fails the decoding below as
+		// it would have as the U+FFFD a rune-wise bytes.Map made of it.
+		clean := make([]byte, 0, len(body))
+		for _, c := range body {
+			if c != '\r' && c != '\n' && c != ' ' && c != '\t' {
+				clean = append(clean, c)
 			}
-			return r
-		}, body)
+		}
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
 		if n, err := base64.StdEncoding.Decode(out, clean); err == nil {
 			return out[:n]

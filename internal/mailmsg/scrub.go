@@ -172,9 +172,11 @@ func headerFields(header []byte) []field {
 			end += len(line)
 		}
 		raw := header[off:end:end]
-		f := field{value: string(raw), raw: raw}
+		f := field{raw: raw}
 		if i := bytes.IndexByte(first, ':'); i >= 0 {
 			f.name, f.value = string(raw[:i]), string(raw[i+1:])
+		} else {
+			f.value = string(raw)
 		}
 		fields = append(fields, f)
 		off = end
@@ -225,6 +227,10 @@ func lineEnding(raw []byte) string {
 // unfold joins a folded header value onto one line (RFC 5322 §2.2.3) and
 // trims it.
 func unfold(v string) string {
+	if i := strings.IndexByte(v, '\n'); i >= 0 && i == len(v)-1 {
+		// Not folded: only the field's own line ending goes, with no copy.
+		return strings.TrimSpace(strings.TrimSuffix(v[:i], "\r"))
+	}
 	v = strings.ReplaceAll(v, "\r\n", "")
 	v = strings.ReplaceAll(v, "\n", "")
 	return strings.TrimSpace(v)

@@ -1,7 +1,6 @@
 package otp
 
 import (
-	"bytes"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -58,19 +57,33 @@ var (
 	pairHeads = map[string]bool{}
 )
 
-// cueLens and headLens are the lengths of the cue words and of the pairs'
-// first words, by first byte: most words of a text are neither, and this
-// says so without a map lookup.
-var cueLens, headLens lengths
+// cueFilter and headFilter hold the cue words and the pairs' first words:
+// most words of a text are neither, and a filter says so without a map
+// lookup.
+var cueFilter, headFilter wordFilter
 
-// lengths holds, by a word's first byte, bit n for a word of n bytes
-// (bit 31 for 31 bytes and more).
-type lengths [256]uint32
+// wordFilter is a Bloom filter of one hash: a word added is always in it,
+// and a word not added seldom is.
+type wordFilter [64]uint64
 
-func (l *lengths) add(w string) { l[w[0]] |= 1 << min(len(w), 31) }
+func (f *wordFilter) add(w string) {
+	h := wordHash([]byte(w))
+	f[h>>6%64] |= 1 << (h % 64)
+}
 
-// may reports whether a word of w's first byte and length was added.
-func (l *lengths) may(w []byte) bool { return len(w) > 0 && l[w[0]]&(1<<min(len(w), 31)) != 0 }
+// may reports whether w may have been added.
+func (f *wordFilter) may(w []byte) bool {
+	h := wordHash(w)
+	return f[h>>6%64]&(1<<(h%64)) != 0
+}
+
+func wordHash(w []byte) uint32 {
+	h := uint32(len(w))
+	for _, c := range w {
+		h = h*31 + uint32(c)
+	}
+	return h ^ h>>12
+}
 
 func init() {
 	add := func(c cue, words string) {
@@ -111,10 +124,10 @@ func init() {
 	add(cueAfterIgnore, "replaces|replacing|ersetzt|remplace|reemplaza|substitui|sostituisce|vervangt|заменяет")
 	add(cueInstead, "instead|stattdessen|la place|en cambio|em vez disso|invece|plaats daarvan|вместо этого")
 	for w := range cueWords {
-		cueLens.add(w)
+		cueFilter.add(w)
 	}
 	for w := range pairHeads {
-		headLens.add(w)
+		headFilter.add(w)
 	}
 }
 
@@ -165,7 +178,7 @@ func cuesIn(text string) ([]cueMark, []int) {
 			i += size
 			continue
 		}
-		j, cjk := i, false
+		j, cjk, hyphen := i, false, false
 		for j < len(text) {
 			if c := text[j]; isAlpha(c) {
 				j++
@@ -176,6 +189,7 @@ func cuesIn(text string) ([]cueMark, []int) {
 				break
 			}
 			cjk = cjk || isCJK(c)
+			hyphen = hyphen || c == '-'
 			j += n
 		}
 		if cjk {
@@ -187,7 +201,7 @@ func cuesIn(text string) ([]cueMark, []int) {
 		// the maps are read with string(bytes), which copies nothing.
 		w := lower(buf[:0], text[i:j])
 		bare := w
-		if bytes.IndexByte(w, '-') >= 0 {
+		if hyphen {
 			bare = nohy[:0]
 			for _, c := range w {
 				if c != '-' {
@@ -205,13 +219,13 @@ func cuesIn(text string) ([]cueMark, []int) {
 				out = out[:n-1]
 			}
 			out = append(out, cueMark{pair, prevStart, j})
-		} else if cueLens.may(bare) {
+		} else if cueFilter.may(bare) {
 			if cu := cueWords[string(bare)]; cu != cueNone {
 				out = append(out, cueMark{cu, i, j})
 			}
 		}
 		prev, prevStart, i = "", i, j
-		if headLens.may(w) && pairHeads[string(w)] {
+		if headFilter.may(w) && pairHeads[string(w)] {
 			prev = string(w) // only a pair's first word is remembered
 		}
 	}

@@ -134,7 +134,7 @@ var notCode = []string{"bar", "zip", "post", "postal", "qr", "source", "promo", 
 
 // classify returns what the lower-cased Latin or Cyrillic word w says.
 func classify(w []byte) class {
-	if latinLens.may(w) {
+	if latinFilter.may(w) {
 		if c, ok := latinWords[string(w)]; ok {
 			return c
 		}
@@ -169,13 +169,12 @@ func hasPrefix(w []byte, p string) bool { return len(w) >= len(p) && string(w[:l
 
 func hasSuffix(w []byte, s string) bool { return len(w) >= len(s) && string(w[len(w)-len(s):]) == s }
 
-// latinLens are the lengths of latinWords' words by first byte
-// (instruct.go's lengths).
-var latinLens lengths
+// latinFilter holds latinWords' words (instruct.go's wordFilter).
+var latinFilter wordFilter
 
 func init() {
 	for w := range latinWords {
-		latinLens.add(w)
+		latinFilter.add(w)
 	}
 }
 
