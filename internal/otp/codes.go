@@ -83,7 +83,7 @@ type atom struct {
 }
 
 func atoms(text string) []atom {
-	var out []atom
+	out := make([]atom, 0, len(text)/5+1) // about a word's length apart: mostly one allocation
 	for i := 0; i < len(text); {
 		if !isAlnum(text[i]) {
 			i++
@@ -266,7 +266,14 @@ func unseparate(s string) string {
 	return string(b)
 }
 
-func hasDigit(s string) bool { return strings.IndexAny(s, "0123456789") >= 0 }
+func hasDigit(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			return true
+		}
+	}
+	return false
+}
 
 func hasUpper(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -425,7 +432,7 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 	}
 	// The whole line: a copyright line, or an address.
 	line := text[lineFrom:lineTo]
-	if strings.ContainsRune(line, '©') || strings.Contains(strings.ToLower(line), "copyright") || strings.Contains(line, "(c) ") {
+	if strings.Contains(line, "©") || containsLower(line, "copyright") || strings.Contains(line, "(c) ") {
 		c.dropped = true
 		return
 	}
@@ -531,7 +538,7 @@ func weighBefore(text string, c *cand, from int) (drop bool) {
 // code.
 func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 	to := min(lineTo, c.end+reachAfter)
-	if k := strings.IndexAny(text[c.end:to], "!?;。！？"); k >= 0 {
+	if k := indexClauseEnd(text[c.end:to]); k >= 0 {
 		to = c.end + k
 	}
 	if k := strings.Index(text[c.end:to], ". "); k >= 0 {
@@ -684,6 +691,51 @@ func prevLine(text string, lineFrom int) int {
 		from += k + 1
 	}
 	return from
+}
+
+// indexClauseEnd is strings.IndexAny(s, "!?;。！？") without its search
+// of the set for every rune.
+func indexClauseEnd(s string) int {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '!' || c == '?' || c == ';':
+			return i
+		case c >= utf8.RuneSelf:
+			if r, _ := utf8.DecodeRuneInString(s[i:]); r == '。' || r == '！' || r == '？' {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// containsLower reports whether strings.ToLower(s) contains word, an
+// ASCII word in lower case, without making it: ToLower maps each rune by
+// unicode.ToLower, which takes a few other runes to ASCII letters too
+// ('İ' to 'i', the Kelvin sign to 'k').
+func containsLower(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if c := s[i]; c < utf8.RuneSelf && c|0x20 != word[0] {
+			continue // an ASCII byte that does not begin the word
+		}
+		j, k := i, 0
+		for ; k < len(word) && j < len(s); k++ {
+			r, size := runeAt(s, j)
+			if r < utf8.RuneSelf && 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			} else if r >= utf8.RuneSelf {
+				r = unicode.ToLower(r)
+			}
+			if r != rune(word[k]) {
+				break
+			}
+			j += size
+		}
+		if k == len(word) {
+			return true
+		}
+	}
+	return false
 }
 
 // isYear reports whether s is a year from 1900 to 2099.

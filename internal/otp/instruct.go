@@ -156,7 +156,7 @@ type cueMark struct {
 // stands inside a word). A pair does not reach across a sentence's end.
 func cuesIn(text string) ([]cueMark, []int) {
 	var out []cueMark
-	var ends []int
+	ends := make([]int, 0, len(text)/64+1) // a sentence every few dozen bytes: mostly one allocation
 	var buf, nohy [32]byte
 	prev, prevStart := "", -1
 	for i := 0; i < len(text); {
