@@ -118,6 +118,10 @@ func candidates(d *doc) []cand {
 	var out []cand
 	si := 0
 	for k := 0; k < len(as); {
+		if as[k].low {
+			k++ // lower case and not all digits: no shape starts here
+			continue
+		}
 		c, n := shape(text, as, k)
 		if n == 0 {
 			k++

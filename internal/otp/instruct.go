@@ -48,19 +48,21 @@ const (
 	reachBack     = 400
 )
 
-var cueWords = map[string]cue{}
+// cueWords are the words that are cues, and the first words of pairs
+// (cuePairs): one lookup tells both.
+var cueWords = map[string]cueWord{}
 
-// cuePairs are two-word cues: the first word, then the second; pairHeads
-// their first words, so that most words cost one lookup.
-var (
-	cuePairs  = map[[2]string]cue{}
-	pairHeads = map[string]bool{}
-)
+type cueWord struct {
+	cu   cue  // the word's own cue, or cueNone
+	head bool // it begins a pair
+}
 
-// cueFilter and headFilter hold the cue words and the pairs' first words:
-// most words of a text are neither, and a filter says so without a map
-// lookup.
-var cueFilter, headFilter wordFilter
+// cuePairs are two-word cues: the first word, then the second.
+var cuePairs = map[[2]string]cue{}
+
+// cueFilter holds cueWords' words: most words of a text are none of them,
+// and the filter says so without a map lookup.
+var cueFilter wordFilter
 
 // wordFilter is a Bloom filter of one hash: a word added is always in it,
 // and a word not added seldom is.
@@ -90,9 +92,13 @@ func init() {
 		for _, w := range strings.Split(words, "|") {
 			if a, b, two := strings.Cut(w, " "); two {
 				cuePairs[[2]string{a, b}] = c
-				pairHeads[a] = true
+				e := cueWords[a]
+				e.head = true
+				cueWords[a] = e
 			} else {
-				cueWords[w] = c
+				e := cueWords[w]
+				e.cu = c
+				cueWords[w] = e
 			}
 		}
 	}
@@ -125,9 +131,6 @@ func init() {
 	add(cueInstead, "instead|stattdessen|la place|en cambio|em vez disso|invece|plaats daarvan|вместо этого")
 	for w := range cueWords {
 		cueFilter.add(w)
-	}
-	for w := range pairHeads {
-		headFilter.add(w)
 	}
 }
 
@@ -199,19 +202,31 @@ func cuesIn(text string) ([]cueMark, []int) {
 		}
 		// The word in lower case, and without its hyphens, in buffers:
 		// the maps are read with string(bytes), which copies nothing.
-		w := lower(buf[:0], text[i:j])
-		bare := w
+		w, changed := lower(&buf, text[i:j])
+		var e cueWord
+		if cueFilter.may(w) {
+			e = cueWords[string(w)]
+		}
+		cu := e.cu
 		if hyphen {
-			bare = nohy[:0]
+			bare := nohy[:0]
 			for _, c := range w {
 				if c != '-' {
 					bare = append(bare, c)
 				}
 			}
+			cu = cueNone
+			if cueFilter.may(bare) {
+				cu = cueWords[string(bare)].cu
+			}
 		}
 		pair, paired := cueNone, false
 		if prev != "" {
-			pair, paired = cuePairs[[2]string{prev, string(w)}]
+			word := text[i:j] // the text's own bytes, unless lowering changed them
+			if changed {
+				word = string(w)
+			}
+			pair, paired = cuePairs[[2]string{prev, word}]
 		}
 		if paired {
 			// The pair wins over its first word's own cue.
@@ -219,15 +234,14 @@ func cuesIn(text string) ([]cueMark, []int) {
 				out = out[:n-1]
 			}
 			out = append(out, cueMark{pair, prevStart, j})
-		} else if cueFilter.may(bare) {
-			if cu := cueWords[string(bare)]; cu != cueNone {
-				out = append(out, cueMark{cu, i, j})
-			}
+		} else if cu != cueNone {
+			out = append(out, cueMark{cu, i, j})
 		}
-		prev, prevStart, i = "", i, j
-		if headFilter.may(w) && pairHeads[string(w)] {
+		prev, prevStart = "", i
+		if e.head {
 			prev = string(w) // only a pair's first word is remembered
 		}
+		i = j
 	}
 	return out, ends
 }

@@ -75,7 +75,10 @@ func bestCodes(docs []doc) (string, []string) {
 		cs := candidates(d)
 		ea := emphasisAt{spans: d.emph}
 		cells := 0
-		ci := newCueIndex(d.text)
+		var ci *cueIndex // read only for candidates
+		if len(cs) > 0 {
+			ci = newCueIndex(d.text)
+		}
 		for i := range cs {
 			weigh(d, &cs[i], &ea, &cells)
 			instruct(ci, &cs[i])

@@ -250,7 +250,7 @@ func classifyWord(w string) class {
 		return clPlace
 	}
 	var buf [32]byte
-	l := lower(buf[:0], w)
+	l, _ := lower(&buf, w)
 	if cl := classify(l); cl != clNone {
 		return cl
 	}
@@ -293,22 +293,27 @@ func isLetter(r rune) bool {
 	return unicode.IsLetter(r)
 }
 
-// lower appends w in lower case to dst: strings.ToLower, without a copy
-// of an ASCII word.
-func lower(dst []byte, w string) []byte {
-	for i := 0; i < len(w); i++ {
-		if w[i] >= utf8.RuneSelf {
-			return append(dst, strings.ToLower(w)...)
-		}
+// lower returns w in lower case, as strings.ToLower does, in buf when w
+// is ASCII and fits; changed says whether it differs from w.
+func lower(buf *[32]byte, w string) (l []byte, changed bool) {
+	if len(w) > len(buf) {
+		l := strings.ToLower(w)
+		return []byte(l), l != w
 	}
+	b := buf[:len(w)]
 	for i := 0; i < len(w); i++ {
 		c := w[i]
+		if c >= utf8.RuneSelf {
+			l := strings.ToLower(w)
+			return []byte(l), l != w
+		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
+			changed = true
 		}
-		dst = append(dst, c)
+		b[i] = c
 	}
-	return dst
+	return b, changed
 }
 
 // appendCJK appends the terms found in a run of letters that holds
