@@ -189,12 +189,14 @@ func decodeBody(cte string, body []byte) []byte {
 		// The line breaks and blanks out, byte by byte: any other byte
 		// stays, and one that is not base64 fails the decoding below as
 		// it would have as the U+FFFD a rune-wise bytes.Map made of it.
-		clean := make([]byte, 0, len(body))
+		clean, n := make([]byte, len(body)), 0
 		for _, c := range body {
+			clean[n] = c
 			if c != '\r' && c != '\n' && c != ' ' && c != '\t' {
-				clean = append(clean, c)
+				n++
 			}
 		}
+		clean = clean[:n]
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
 		if n, err := base64.StdEncoding.Decode(out, clean); err == nil {
 			return out[:n]

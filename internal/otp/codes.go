@@ -458,7 +458,8 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 // drop reports a mark there that makes c no code (a label, a promotion,
 // a month before a year, a place).
 func weighBefore(text string, c *cand, from int) (drop bool) {
-	before := marks(text, from, c.start)
+	var buf [8]mark
+	before := marks(buf[:0], text, from, c.start)
 	// A number of four or more digits between a mark and the candidate
 	// takes the mark for itself.
 	lastNumber := -1
@@ -548,7 +549,8 @@ func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 	if k := strings.Index(text[c.end:to], ". "); k >= 0 {
 		to = c.end + k
 	}
-	after := marks(text, c.end, to)
+	var buf [8]mark
+	after := marks(buf[:0], text, c.end, to)
 	afterCode := false
 	for _, m := range after {
 		afterCode = afterCode || m.cl == clCode
@@ -597,7 +599,8 @@ func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 // line starts at lineFrom); drop reports a label or promotion there.
 func weighAbove(text string, c *cand, lineFrom int) (drop bool) {
 	above := prevLine(text, lineFrom)
-	ms := marks(text, above, lineFrom)
+	var buf [8]mark
+	ms := marks(buf[:0], text, above, lineFrom)
 	// The line above labels the candidate: as a code when it names one
 	// ("Here is the code you need to sign in to account sam:"), as
 	// something else when it ends with another label ("Order number:")

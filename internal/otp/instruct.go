@@ -158,8 +158,8 @@ type cueMark struct {
 // that end its sentences (none of which is a letter or a hyphen, so none
 // stands inside a word). A pair does not reach across a sentence's end.
 func cuesIn(text string) ([]cueMark, []int) {
-	var out []cueMark
-	ends := make([]int, 0, len(text)/64+1) // a sentence every few dozen bytes: mostly one allocation
+	out := make([]cueMark, 0, len(text)/16+1) // cues are a few words in a sentence: mostly one allocation
+	ends := make([]int, 0, len(text)/64+1)    // a sentence every few dozen bytes: mostly one allocation
 	var buf, nohy [32]byte
 	prev, prevStart := "", -1
 	for i := 0; i < len(text); {
@@ -239,7 +239,12 @@ func cuesIn(text string) ([]cueMark, []int) {
 		}
 		prev, prevStart = "", i
 		if e.head {
-			prev = string(w) // only a pair's first word is remembered
+			// Only a pair's first word is remembered: the text's own
+			// bytes, unless lowering changed them.
+			prev = text[i:j]
+			if changed {
+				prev = string(w)
+			}
 		}
 		i = j
 	}
@@ -366,7 +371,8 @@ func instructed(ci *cueIndex, c *cand, cs []cueMark, from, to int) bool {
 	if !says(cs, c.kind) && !aloneAndTold(ci, c) {
 		return false
 	}
-	for _, m := range marks(text, from, c.start) {
+	var buf [8]mark
+	for _, m := range marks(buf[:0], text, from, c.start) {
 		switch m.cl {
 		case clLabel, clPhone, clPromo, clPlace, clMonth, clNumber:
 			return false
@@ -442,6 +448,7 @@ func voidBack(ci *cueIndex, cs []cand) {
 	for i := range cs {
 		starts[i] = cs[i].start
 	}
+	var buf [8]mark
 	last := -1 // the end of the last sentence read: each is read once
 	for _, m := range ci.within(cs[0].end, len(text)) {
 		if m.cu != cueBackVoid || m.start < last {
@@ -454,7 +461,7 @@ func voidBack(ci *cueIndex, cs []cand) {
 			continue
 		}
 		named := false
-		for _, w := range marks(text, from, to) {
+		for _, w := range marks(buf[:0], text, from, to) {
 			named = named || w.cl == clCode
 		}
 		if named {

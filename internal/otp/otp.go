@@ -144,7 +144,8 @@ func bestCodes(docs []doc) (string, []string) {
 
 // subjectNamesCode reports whether a subject speaks of a code.
 func subjectNamesCode(s string) bool {
-	for _, m := range marks(s, 0, len(s)) {
+	var buf [8]mark
+	for _, m := range marks(buf[:0], s, 0, len(s)) {
 		if m.cl == clCode {
 			return true
 		}

@@ -194,11 +194,11 @@ type mark struct {
 	start, end int
 }
 
-// marks returns the words of text[from:to] that say something, in order.
+// marks appends to out the words of text[from:to] that say something, in
+// order. Callers pass a small array of their own, which most windows fit.
 // A word cut by either end of the window is still read: a window is a
 // guess at a clause, not a boundary.
-func marks(text string, from, to int) []mark {
-	var out []mark
+func marks(out []mark, text string, from, to int) []mark {
 	for i := from; i < to; {
 		if c := text[i]; c < utf8.RuneSelf && !isAlpha(c) && c != '#' {
 			i++ // most of a text is ASCII between words
