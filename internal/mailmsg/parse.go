@@ -69,7 +69,9 @@ func Parse(raw []byte) Parsed {
 	}
 	h := textproto.MIMEHeader{}
 	var p Parsed
-	for _, f := range headerFields(header) {
+	fields := headerFields(header)
+	p.Headers = make([]Field, 0, len(fields))
+	for _, f := range fields {
 		if f.name == "" {
 			continue
 		}
@@ -78,6 +80,9 @@ func Parse(raw []byte) Parsed {
 		if name != "" {
 			p.Headers = append(p.Headers, Field{Name: name, Value: decodeHeader(noBreaks(v))})
 		}
+	}
+	if len(p.Headers) == 0 {
+		p.Headers = nil // a block without fields reads as none, as it always did
 	}
 	p.Subject = decodeHeader(h.Get("Subject"))
 	p.FromName, p.FromAddress = Sender(h.Get("From"))
