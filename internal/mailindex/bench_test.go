@@ -40,7 +40,7 @@ func benchMessage(tb testing.TB, n int) []byte {
 }
 
 // BenchmarkOf is what the plane spends indexing the bench's 512 B
-// message at accept, and its steps.
+// message at accept, and its steps; and the bench's 100 KiB message.
 func BenchmarkOf(b *testing.B) {
 	raw := benchMessage(b, 512)
 	b.Run("all", func(b *testing.B) {
@@ -55,6 +55,14 @@ func BenchmarkOf(b *testing.B) {
 		defer cpuPerOp(b)()
 		for b.Loop() {
 			Of(raw)
+		}
+	})
+	large := benchMessage(b, 100<<10)
+	b.Run("all-100KiB", func(b *testing.B) {
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			Of(large).Encode()
 		}
 	})
 	p := mailmsg.Parse(raw)
