@@ -19,8 +19,9 @@ import (
 )
 
 // Version is the index's format: an index of another version is not
-// read, and its message is indexed again (Decode).
-const Version = 1
+// read, and its message is indexed again (Decode), except one of
+// version 1, which Decode still reads.
+const Version = 2
 
 // Index is one message's index.
 type Index struct {
@@ -88,10 +89,16 @@ func Of(raw []byte) Index {
 	return x
 }
 
-// An index is stored as a uvarint length, its small fields as JSON, then
-// the bytes of its text, its HTML, its HTML's text and its inline images, each as long as
-// the JSON says: decoding the large parts is a copy, not a JSON string
-// scan (which cost more than parsing the MIME).
+// An index is stored as a zero byte, its version as a uvarint, then its
+// fields in the order of Index: a string or a byte slice as a uvarint
+// length and its bytes, an int as a varint, a slice as a uvarint count
+// plus one (zero for a nil slice) and its elements. Encoding is appends
+// and decoding a copy per field, with no field names to write or to
+// read.
+//
+// Version 1 stored a uvarint length, the small fields as JSON (stored),
+// then the bytes of the text, the HTML, the HTML's text and the inline
+// images. Its first byte is never zero: the JSON is never empty.
 type stored struct {
 	Index
 	TextLen     int   `json:"text_len"`
@@ -102,30 +109,63 @@ type stored struct {
 
 // Encode is the index as stored.
 func (x Index) Encode() []byte {
-	s := stored{Index: x, TextLen: len(x.Text), HTMLLen: len(x.HTML), HTMLTextLen: len(x.HTMLText)}
-	s.Text, s.HTML, s.HTMLText = "", "", ""
-	s.Inline = make([]rpc.InlineImage, len(x.Inline))
-	for i, im := range x.Inline {
-		s.Inline[i] = rpc.InlineImage{ContentID: im.ContentID, ContentType: im.ContentType}
-		s.InlineLen = append(s.InlineLen, len(im.Data))
-	}
-	if x.Inline == nil {
-		s.Inline = nil
-	}
-	var meta bytes.Buffer
-	enc := json.NewEncoder(&meta)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		panic(err) // strings, byte slices and ints always encode
-	}
-	out := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+meta.Len()+len(x.Text)+len(x.HTML)+len(x.HTMLText)), uint64(meta.Len()))
-	out = append(out, meta.Bytes()...)
-	out = append(out, x.Text...)
-	out = append(out, x.HTML...)
-	out = append(out, x.HTMLText...)
+	n := 64 + len(x.Subject) + len(x.Text) + len(x.HTML) + len(x.HTMLText)
 	for _, im := range x.Inline {
+		n += len(im.Data)
+	}
+	out := binary.AppendUvarint(append(make([]byte, 0, n), 0), uint64(x.V))
+	str := func(s string) {
+		out = binary.AppendUvarint(out, uint64(len(s)))
+		out = append(out, s...)
+	}
+	count := func(n int, isNil bool) {
+		if isNil {
+			out = append(out, 0)
+			return
+		}
+		out = binary.AppendUvarint(out, uint64(n)+1)
+	}
+	strs := func(ss []string) {
+		count(len(ss), ss == nil)
+		for _, s := range ss {
+			str(s)
+		}
+	}
+	str(x.Subject)
+	str(x.FromName)
+	str(x.FromAddress)
+	str(x.Label)
+	str(x.Text)
+	str(x.HTML)
+	str(x.HTMLText)
+	count(len(x.Attachments), x.Attachments == nil)
+	for _, a := range x.Attachments {
+		str(a.Checksums.MD5)
+		str(a.Checksums.SHA1)
+		str(a.Checksums.SHA256)
+		str(a.ContentID)
+		str(a.ContentType)
+		str(a.FileName)
+		str(a.PartID)
+		out = binary.AppendVarint(out, int64(a.Size))
+	}
+	count(len(x.Inline), x.Inline == nil)
+	for _, im := range x.Inline {
+		str(im.ContentID)
+		str(im.ContentType)
+		count(len(im.Data), im.Data == nil)
 		out = append(out, im.Data...)
 	}
+	count(len(x.Headers), x.Headers == nil)
+	for _, h := range x.Headers {
+		str(h.Name)
+		str(h.Value)
+	}
+	str(x.Found.OTP)
+	strs(x.Found.Codes)
+	strs(x.Found.Links)
+	str(x.Found.ActionLink)
+	strs(x.LinkURLs)
 	return out
 }
 
@@ -138,6 +178,129 @@ var errCorrupt = errors.New("mailindex: a stored index does not read")
 // Decode reads a stored index. It is the plane's own encoding, not a
 // candidate's bytes; b is not kept.
 func Decode(b []byte) (Index, error) {
+	if len(b) == 0 || b[0] != 0 {
+		return decodeV1(b)
+	}
+	// The strings share one copy of b.
+	d := decoder{b: b[1:], s: string(b[1:])}
+	v, ok := d.uvarint()
+	if !ok {
+		return Index{}, errCorrupt
+	}
+	if v != Version {
+		return Index{}, ErrStale
+	}
+	x := Index{V: Version, Subject: d.str(), FromName: d.str(), FromAddress: d.str(), Label: d.str(),
+		Text: d.str(), HTML: d.str(), HTMLText: d.str()}
+	if n, isNil := d.count(8); !isNil {
+		x.Attachments = make([]rpc.Attachment, n)
+		for i := range x.Attachments {
+			a := &x.Attachments[i]
+			a.Checksums = rpc.Checksums{MD5: d.str(), SHA1: d.str(), SHA256: d.str()}
+			a.ContentID, a.ContentType, a.FileName, a.PartID = d.str(), d.str(), d.str(), d.str()
+			size, k := binary.Varint(d.b)
+			if k <= 0 {
+				return Index{}, errCorrupt
+			}
+			a.Size = int(size)
+			d.skip(k)
+		}
+	}
+	if n, isNil := d.count(3); !isNil {
+		x.Inline = make([]rpc.InlineImage, n)
+		for i := range x.Inline {
+			im := &x.Inline[i]
+			im.ContentID, im.ContentType = d.str(), d.str()
+			if l, isNil := d.count(1); !isNil {
+				im.Data = bytes.Clone(d.b[:l:l])
+				d.skip(l)
+			}
+		}
+	}
+	if n, isNil := d.count(2); !isNil {
+		x.Headers = make([]rpc.Header, n)
+		for i := range x.Headers {
+			x.Headers[i] = rpc.Header{Name: d.str(), Value: d.str()}
+		}
+	}
+	x.Found.OTP = d.str()
+	x.Found.Codes = d.strs()
+	x.Found.Links = d.strs()
+	x.Found.ActionLink = d.str()
+	x.LinkURLs = d.strs()
+	if d.bad || len(d.b) != 0 {
+		return Index{}, errCorrupt
+	}
+	return x, nil
+}
+
+// decoder reads the fields of a stored index from b, which s holds as a
+// string. bad says a length ran past the end: what follows is still read
+// within the bounds of b, and the index is refused.
+type decoder struct {
+	b   []byte
+	s   string
+	bad bool
+}
+
+func (d *decoder) skip(n int) {
+	d.b = d.b[n:]
+	d.s = d.s[n:]
+}
+
+// uvarint reads a number that is at most the bytes left after it (a
+// length, a count plus one, the version).
+func (d *decoder) uvarint() (int, bool) {
+	v, k := binary.Uvarint(d.b)
+	if k <= 0 || v > uint64(len(d.b)-k)+1 {
+		d.bad = true
+		return 0, false
+	}
+	d.skip(k)
+	return int(v), true
+}
+
+// str reads a string.
+func (d *decoder) str() string {
+	n, ok := d.uvarint()
+	if !ok || n > len(d.b) {
+		d.bad = true
+		return ""
+	}
+	s := d.s[:n]
+	d.skip(n)
+	return s
+}
+
+// count reads a slice's length, and whether the slice is nil. Each
+// element takes size bytes at least, so a count past the bytes left is
+// refused, not allocated.
+func (d *decoder) count(size int) (int, bool) {
+	n, ok := d.uvarint()
+	if !ok || n == 0 {
+		return 0, true
+	}
+	if n-1 > len(d.b)/size {
+		d.bad = true
+		return 0, true
+	}
+	return n - 1, false
+}
+
+func (d *decoder) strs() []string {
+	n, isNil := d.count(1)
+	if isNil {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.str()
+	}
+	return ss
+}
+
+// decodeV1 reads an index stored by version 1.
+func decodeV1(b []byte) (Index, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
 		return Index{}, errCorrupt
@@ -146,7 +309,7 @@ func Decode(b []byte) (Index, error) {
 	if err := json.Unmarshal(b[k:k+int(n)], &s); err != nil {
 		return Index{}, errCorrupt
 	}
-	if s.V != Version {
+	if s.V != 1 {
 		return Index{}, ErrStale
 	}
 	rest := b[k+int(n):]

@@ -1,6 +1,7 @@
 package mailindex
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,6 +74,50 @@ func TestDecode(t *testing.T) {
 	if _, err := Decode([]byte(`{"v":`)); err == nil {
 		t.Fatal("a truncated index decoded")
 	}
+}
+
+// An index stored by version 1 (as JSON and bytes) is still read, as
+// the index of its message.
+func TestDecodeV1(t *testing.T) {
+	for file, raw := range map[string][]byte{"testdata/v1-parts.index": manyParts(4), "testdata/v1-html.index": htmlOnly(3)} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(b)
+		want := Of(raw)
+		want.V = 1
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decoded %+v, %v; want %+v", file, got, err, want)
+		}
+		if _, err := Decode(b[:len(b)-1]); err == nil {
+			t.Errorf("%s: a truncated index decoded", file)
+		}
+	}
+}
+
+// Decode never panics, whatever it is given, and refuses what it does
+// not read whole.
+func FuzzDecode(f *testing.F) {
+	f.Add(Of(manyParts(3)).Encode())
+	f.Add(Of(htmlOnly(2)).Encode())
+	for _, file := range []string{"testdata/v1-parts.index", "testdata/v1-html.index"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x, err := Decode(b)
+		if err != nil {
+			return
+		}
+		x.V = Version // an index of version 1 is stored again as this version
+		if y, err := Decode(x.Encode()); err != nil || !reflect.DeepEqual(y, x) {
+			t.Fatalf("decoded %+v from %q, and then %+v, %v", x, b, y, err)
+		}
+	})
 }
 
 // Of never fails on a sender's bytes, and what it makes reads back.

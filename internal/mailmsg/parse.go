@@ -69,7 +69,9 @@ func Parse(raw []byte) Parsed {
 	}
 	h := textproto.MIMEHeader{}
 	var p Parsed
-	for _, f := range headerFields(header) {
+	fields := headerFields(header)
+	p.Headers = make([]Field, 0, len(fields))
+	for _, f := range fields {
 		if f.name == "" {
 			continue
 		}
@@ -78,6 +80,9 @@ func Parse(raw []byte) Parsed {
 		if name != "" {
 			p.Headers = append(p.Headers, Field{Name: name, Value: decodeHeader(noBreaks(v))})
 		}
+	}
+	if len(p.Headers) == 0 {
+		p.Headers = nil // a block without fields reads as none, as it always did
 	}
 	p.Subject = decodeHeader(h.Get("Subject"))
 	p.FromName, p.FromAddress = Sender(h.Get("From"))
@@ -186,18 +191,18 @@ func (w *walker) entity(h textproto.MIMEHeader, body []byte, partID string, dept
 func decodeBody(cte string, body []byte) []byte {
 	switch strings.ToLower(strings.TrimSpace(cte)) {
 	case "base64":
-		clean := bytes.Map(func(r rune) rune {
-			if r == '\r' || r == '\n' || r == ' ' || r == '\t' {
-				return -1
-			}
-			return r
-		}, body)
+		// The decoder skips line breaks itself: a body without blanks,
+		// which is most, is decoded as it is, without a cleaned copy.
+		clean := body
+		if bytes.IndexByte(body, ' ') >= 0 || bytes.IndexByte(body, '\t') >= 0 {
+			clean = unblank(body)
+		}
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
 		if n, err := base64.StdEncoding.Decode(out, clean); err == nil {
 			return out[:n]
 		}
 		// Unpadded or over-padded base64 is common enough in the wild.
-		raw := bytes.TrimRight(clean, "=")
+		raw := bytes.TrimRight(unblank(body), "=")
 		out = make([]byte, base64.RawStdEncoding.DecodedLen(len(raw)))
 		if n, err := base64.RawStdEncoding.Decode(out, raw); err == nil {
 			return out[:n]
@@ -211,6 +216,20 @@ func decodeBody(cte string, body []byte) []byte {
 		return out
 	}
 	return body
+}
+
+// unblank returns body without its line breaks and blanks, byte by byte:
+// any other byte stays, and one that is not base64 fails the decoding as
+// it would have as the U+FFFD a rune-wise bytes.Map made of it.
+func unblank(body []byte) []byte {
+	clean, n := make([]byte, len(body)), 0
+	for _, c := range body {
+		clean[n] = c
+		if c != '\r' && c != '\n' && c != ' ' && c != '\t' {
+			n++
+		}
+	}
+	return clean[:n]
 }
 
 // toUTF8 converts text in the charsets mail commonly uses; anything else is

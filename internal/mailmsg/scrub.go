@@ -161,9 +161,11 @@ type field struct {
 // joined to their field. A line that is not a field (no colon) is kept as a
 // field with an empty name so nothing is lost. Each field's value is made
 // once from its lines (a value grown line by line is copied again for
-// every line, and a sender folds as often as he likes).
+// every line, and a sender folds as often as he likes): every name and
+// value is a piece of one copy of the block.
 func headerFields(header []byte) []field {
 	var fields []field
+	hs := string(header)
 	for off := 0; off < len(header); {
 		first, _ := cutLine(header[off:])
 		end := off + len(first)
@@ -172,9 +174,9 @@ func headerFields(header []byte) []field {
 			end += len(line)
 		}
 		raw := header[off:end:end]
-		f := field{value: string(raw), raw: raw}
+		f := field{raw: raw, value: hs[off:end]}
 		if i := bytes.IndexByte(first, ':'); i >= 0 {
-			f.name, f.value = string(raw[:i]), string(raw[i+1:])
+			f.name, f.value = hs[off:off+i], hs[off+i+1:end]
 		}
 		fields = append(fields, f)
 		off = end
@@ -225,6 +227,10 @@ func lineEnding(raw []byte) string {
 // unfold joins a folded header value onto one line (RFC 5322 §2.2.3) and
 // trims it.
 func unfold(v string) string {
+	if i := strings.IndexByte(v, '\n'); i >= 0 && i == len(v)-1 {
+		// Not folded: only the field's own line ending goes, with no copy.
+		return strings.TrimSpace(strings.TrimSuffix(v[:i], "\r"))
+	}
 	v = strings.ReplaceAll(v, "\r\n", "")
 	v = strings.ReplaceAll(v, "\n", "")
 	return strings.TrimSpace(v)

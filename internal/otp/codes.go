@@ -83,7 +83,7 @@ type atom struct {
 }
 
 func atoms(text string) []atom {
-	var out []atom
+	out := make([]atom, 0, len(text)/5+1) // about a word's length apart: mostly one allocation
 	for i := 0; i < len(text); {
 		if !isAlnum(text[i]) {
 			i++
@@ -118,6 +118,10 @@ func candidates(d *doc) []cand {
 	var out []cand
 	si := 0
 	for k := 0; k < len(as); {
+		if as[k].low {
+			k++ // lower case and not all digits: no shape starts here
+			continue
+		}
 		c, n := shape(text, as, k)
 		if n == 0 {
 			k++
@@ -266,7 +270,14 @@ func unseparate(s string) string {
 	return string(b)
 }
 
-func hasDigit(s string) bool { return strings.IndexAny(s, "0123456789") >= 0 }
+func hasDigit(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			return true
+		}
+	}
+	return false
+}
 
 func hasUpper(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -425,7 +436,7 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 	}
 	// The whole line: a copyright line, or an address.
 	line := text[lineFrom:lineTo]
-	if strings.ContainsRune(line, '©') || strings.Contains(strings.ToLower(line), "copyright") || strings.Contains(line, "(c) ") {
+	if strings.Contains(line, "©") || containsLower(line, "copyright") || strings.Contains(line, "(c) ") {
 		c.dropped = true
 		return
 	}
@@ -447,7 +458,8 @@ func weigh(d *doc, c *cand, ea *emphasisAt, cells *int) {
 // drop reports a mark there that makes c no code (a label, a promotion,
 // a month before a year, a place).
 func weighBefore(text string, c *cand, from int) (drop bool) {
-	before := marks(text, from, c.start)
+	var buf [8]mark
+	before := marks(buf[:0], text, from, c.start)
 	// A number of four or more digits between a mark and the candidate
 	// takes the mark for itself.
 	lastNumber := -1
@@ -531,13 +543,14 @@ func weighBefore(text string, c *cand, from int) (drop bool) {
 // code.
 func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 	to := min(lineTo, c.end+reachAfter)
-	if k := strings.IndexAny(text[c.end:to], "!?;。！？"); k >= 0 {
+	if k := indexClauseEnd(text[c.end:to]); k >= 0 {
 		to = c.end + k
 	}
 	if k := strings.Index(text[c.end:to], ". "); k >= 0 {
 		to = c.end + k
 	}
-	after := marks(text, c.end, to)
+	var buf [8]mark
+	after := marks(buf[:0], text, c.end, to)
 	afterCode := false
 	for _, m := range after {
 		afterCode = afterCode || m.cl == clCode
@@ -586,7 +599,8 @@ func weighAfter(text string, c *cand, lineTo int) (drop bool) {
 // line starts at lineFrom); drop reports a label or promotion there.
 func weighAbove(text string, c *cand, lineFrom int) (drop bool) {
 	above := prevLine(text, lineFrom)
-	ms := marks(text, above, lineFrom)
+	var buf [8]mark
+	ms := marks(buf[:0], text, above, lineFrom)
 	// The line above labels the candidate: as a code when it names one
 	// ("Here is the code you need to sign in to account sam:"), as
 	// something else when it ends with another label ("Order number:")
@@ -684,6 +698,51 @@ func prevLine(text string, lineFrom int) int {
 		from += k + 1
 	}
 	return from
+}
+
+// indexClauseEnd is strings.IndexAny(s, "!?;。！？") without its search
+// of the set for every rune.
+func indexClauseEnd(s string) int {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '!' || c == '?' || c == ';':
+			return i
+		case c >= utf8.RuneSelf:
+			if r, _ := utf8.DecodeRuneInString(s[i:]); r == '。' || r == '！' || r == '？' {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// containsLower reports whether strings.ToLower(s) contains word, an
+// ASCII word in lower case, without making it: ToLower maps each rune by
+// unicode.ToLower, which takes a few other runes to ASCII letters too
+// ('İ' to 'i', the Kelvin sign to 'k').
+func containsLower(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if c := s[i]; c < utf8.RuneSelf && c|0x20 != word[0] {
+			continue // an ASCII byte that does not begin the word
+		}
+		j, k := i, 0
+		for ; k < len(word) && j < len(s); k++ {
+			r, size := runeAt(s, j)
+			if r < utf8.RuneSelf && 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			} else if r >= utf8.RuneSelf {
+				r = unicode.ToLower(r)
+			}
+			if r != rune(word[k]) {
+				break
+			}
+			j += size
+		}
+		if k == len(word) {
+			return true
+		}
+	}
+	return false
 }
 
 // isYear reports whether s is a year from 1900 to 2099.

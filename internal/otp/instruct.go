@@ -3,7 +3,6 @@ package otp
 import (
 	"sort"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -49,23 +48,57 @@ const (
 	reachBack     = 400
 )
 
-var cueWords = map[string]cue{}
+// cueWords are the words that are cues, and the first words of pairs
+// (cuePairs): one lookup tells both.
+var cueWords = map[string]cueWord{}
 
-// cuePairs are two-word cues: the first word, then the second; pairHeads
-// their first words, so that most words cost one lookup.
-var (
-	cuePairs  = map[[2]string]cue{}
-	pairHeads = map[string]bool{}
-)
+type cueWord struct {
+	cu   cue  // the word's own cue, or cueNone
+	head bool // it begins a pair
+}
+
+// cuePairs are two-word cues: the first word, then the second.
+var cuePairs = map[[2]string]cue{}
+
+// cueFilter holds cueWords' words: most words of a text are none of them,
+// and the filter says so without a map lookup.
+var cueFilter wordFilter
+
+// wordFilter is a Bloom filter of one hash: a word added is always in it,
+// and a word not added seldom is.
+type wordFilter [64]uint64
+
+func (f *wordFilter) add(w string) {
+	h := wordHash([]byte(w))
+	f[h>>6%64] |= 1 << (h % 64)
+}
+
+// may reports whether w may have been added.
+func (f *wordFilter) may(w []byte) bool {
+	h := wordHash(w)
+	return f[h>>6%64]&(1<<(h%64)) != 0
+}
+
+func wordHash(w []byte) uint32 {
+	h := uint32(len(w))
+	for _, c := range w {
+		h = h*31 + uint32(c)
+	}
+	return h ^ h>>12
+}
 
 func init() {
 	add := func(c cue, words string) {
 		for _, w := range strings.Split(words, "|") {
 			if a, b, two := strings.Cut(w, " "); two {
 				cuePairs[[2]string{a, b}] = c
-				pairHeads[a] = true
+				e := cueWords[a]
+				e.head = true
+				cueWords[a] = e
 			} else {
-				cueWords[w] = c
+				e := cueWords[w]
+				e.cu = c
+				cueWords[w] = e
 			}
 		}
 	}
@@ -96,6 +129,9 @@ func init() {
 		"instead of|statt|anstelle|au lieu|en lugar|em vez|invece di|in plaats|вместо")
 	add(cueAfterIgnore, "replaces|replacing|ersetzt|remplace|reemplaza|substitui|sostituisce|vervangt|заменяет")
 	add(cueInstead, "instead|stattdessen|la place|en cambio|em vez disso|invece|plaats daarvan|вместо этого")
+	for w := range cueWords {
+		cueFilter.add(w)
+	}
 }
 
 // cjkCues are looked for inside runs of Han, kana and Hangul letters.
@@ -118,28 +154,45 @@ type cueMark struct {
 	start, end int
 }
 
-// cuesIn returns the cues of text[from:to] in order. A word is read whole
-// even where the window cuts it; a pair does not reach across a sentence's
-// end.
-func cuesIn(text string, from, to int) []cueMark {
-	var out []cueMark
+// cuesIn returns the cues of text in order, and the offsets of the runes
+// that end its sentences (none of which is a letter or a hyphen, so none
+// stands inside a word). A pair does not reach across a sentence's end.
+func cuesIn(text string) ([]cueMark, []int) {
+	out := make([]cueMark, 0, len(text)/16+1) // cues are a few words in a sentence: mostly one allocation
+	ends := make([]int, 0, len(text)/64+1)    // a sentence every few dozen bytes: mostly one allocation
+	var buf, nohy [32]byte
 	prev, prevStart := "", -1
-	for i := from; i < to; {
-		r, size := utf8.DecodeRuneInString(text[i:])
+	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf && !isAlpha(c) {
+			// Most of a text is ASCII between words: no decoding, no call.
+			if (c == '.' || c == '!' || c == '?' || c == ';' || c == '\n') && sentenceEnd(text, i, rune(c), 1) {
+				ends = append(ends, i)
+				prev = ""
+			}
+			i++
+			continue
+		}
+		r, size := runeAt(text, i)
 		if sentenceEnd(text, i, r, size) {
+			ends = append(ends, i)
 			prev = ""
 		}
-		if !unicode.IsLetter(r) {
+		if !isLetter(r) {
 			i += size
 			continue
 		}
-		j, cjk := i, false
+		j, cjk, hyphen := i, false, false
 		for j < len(text) {
-			c, n := utf8.DecodeRuneInString(text[j:])
-			if !unicode.IsLetter(c) && !(c == '-' && j > i && j+1 < len(text) && isLetterAt(text, j+1)) {
+			if c := text[j]; isAlpha(c) {
+				j++
+				continue
+			}
+			c, n := runeAt(text, j)
+			if !isLetter(c) && !(c == '-' && j > i && j+1 < len(text) && isLetterAt(text, j+1)) {
 				break
 			}
 			cjk = cjk || isCJK(c)
+			hyphen = hyphen || c == '-'
 			j += n
 		}
 		if cjk {
@@ -147,10 +200,33 @@ func cuesIn(text string, from, to int) []cueMark {
 			prev, i = "", j
 			continue
 		}
-		w := strings.ToLower(text[i:j])
+		// The word in lower case, and without its hyphens, in buffers:
+		// the maps are read with string(bytes), which copies nothing.
+		w, changed := lower(&buf, text[i:j])
+		var e cueWord
+		if cueFilter.may(w) {
+			e = cueWords[string(w)]
+		}
+		cu := e.cu
+		if hyphen {
+			bare := nohy[:0]
+			for _, c := range w {
+				if c != '-' {
+					bare = append(bare, c)
+				}
+			}
+			cu = cueNone
+			if cueFilter.may(bare) {
+				cu = cueWords[string(bare)].cu
+			}
+		}
 		pair, paired := cueNone, false
 		if prev != "" {
-			pair, paired = cuePairs[[2]string{prev, w}]
+			word := text[i:j] // the text's own bytes, unless lowering changed them
+			if changed {
+				word = string(w)
+			}
+			pair, paired = cuePairs[[2]string{prev, word}]
 		}
 		if paired {
 			// The pair wins over its first word's own cue.
@@ -158,15 +234,21 @@ func cuesIn(text string, from, to int) []cueMark {
 				out = out[:n-1]
 			}
 			out = append(out, cueMark{pair, prevStart, j})
-		} else if cu := cueWords[strings.ReplaceAll(w, "-", "")]; cu != cueNone {
+		} else if cu != cueNone {
 			out = append(out, cueMark{cu, i, j})
 		}
-		prev, prevStart, i = "", i, j
-		if pairHeads[w] {
-			prev = w // only a pair's first word is remembered
+		prev, prevStart = "", i
+		if e.head {
+			// Only a pair's first word is remembered: the text's own
+			// bytes, unless lowering changed them.
+			prev = text[i:j]
+			if changed {
+				prev = string(w)
+			}
 		}
+		i = j
 	}
-	return out
+	return out, ends
 }
 
 func appendCJKCues(out []cueMark, w string, at int) []cueMark {
@@ -217,14 +299,8 @@ type cueIndex struct {
 }
 
 func newCueIndex(text string) *cueIndex {
-	ci := &cueIndex{text: text, cues: cuesIn(text, 0, len(text))}
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		if sentenceEnd(text, i, r, size) {
-			ci.ends = append(ci.ends, i)
-		}
-		i += size
-	}
+	ci := &cueIndex{text: text}
+	ci.cues, ci.ends = cuesIn(text)
 	return ci
 }
 
@@ -295,7 +371,8 @@ func instructed(ci *cueIndex, c *cand, cs []cueMark, from, to int) bool {
 	if !says(cs, c.kind) && !aloneAndTold(ci, c) {
 		return false
 	}
-	for _, m := range marks(text, from, c.start) {
+	var buf [8]mark
+	for _, m := range marks(buf[:0], text, from, c.start) {
 		switch m.cl {
 		case clLabel, clPhone, clPromo, clPlace, clMonth, clNumber:
 			return false
@@ -371,6 +448,7 @@ func voidBack(ci *cueIndex, cs []cand) {
 	for i := range cs {
 		starts[i] = cs[i].start
 	}
+	var buf [8]mark
 	last := -1 // the end of the last sentence read: each is read once
 	for _, m := range ci.within(cs[0].end, len(text)) {
 		if m.cu != cueBackVoid || m.start < last {
@@ -383,7 +461,7 @@ func voidBack(ci *cueIndex, cs []cand) {
 			continue
 		}
 		named := false
-		for _, w := range marks(text, from, to) {
+		for _, w := range marks(buf[:0], text, from, to) {
 			named = named || w.cl == clCode
 		}
 		if named {

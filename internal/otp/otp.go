@@ -75,7 +75,10 @@ func bestCodes(docs []doc) (string, []string) {
 		cs := candidates(d)
 		ea := emphasisAt{spans: d.emph}
 		cells := 0
-		ci := newCueIndex(d.text)
+		var ci *cueIndex // read only for candidates
+		if len(cs) > 0 {
+			ci = newCueIndex(d.text)
+		}
 		for i := range cs {
 			weigh(d, &cs[i], &ea, &cells)
 			instruct(ci, &cs[i])
@@ -141,7 +144,8 @@ func bestCodes(docs []doc) (string, []string) {
 
 // subjectNamesCode reports whether a subject speaks of a code.
 func subjectNamesCode(s string) bool {
-	for _, m := range marks(s, 0, len(s)) {
+	var buf [8]mark
+	for _, m := range marks(buf[:0], s, 0, len(s)) {
 		if m.cl == clCode {
 			return true
 		}

@@ -1,6 +1,7 @@
 package otp
 
 import (
+	"bytes"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -132,34 +133,57 @@ var notCode = []string{"bar", "zip", "post", "postal", "qr", "source", "promo", 
 	"korting", "kortings", "coupon", "voucher", "gift", "discount", "referral", "country", "area", "dial", "color", "colour", "html", "zip-"}
 
 // classify returns what the lower-cased Latin or Cyrillic word w says.
-func classify(w string) class {
-	if c, ok := latinWords[w]; ok {
-		return c
+func classify(w []byte) class {
+	if latinFilter.may(w) {
+		if c, ok := latinWords[string(w)]; ok {
+			return c
+		}
+	}
+	if len(w) == 0 || strings.IndexByte("esrtgn", w[len(w)-1]) < 0 && w[0] != 't' && w[0] != "к"[0] {
+		return clNone // no rule below can match
 	}
 	switch {
-	case strings.HasSuffix(w, "code") || strings.HasSuffix(w, "codes") || strings.HasSuffix(w, "kode"):
+	case hasSuffix(w, "code") || hasSuffix(w, "codes") || hasSuffix(w, "kode"):
 		for _, p := range notCode {
-			if strings.HasPrefix(w, p) {
+			if hasPrefix(w, p) {
 				return clPromo
 			}
 		}
 		return clCode
-	case strings.HasPrefix(w, "telefon") || strings.HasPrefix(w, "telefoon"):
+	case hasPrefix(w, "telefon") || hasPrefix(w, "telefoon"):
 		return clPhone
-	case strings.HasSuffix(w, "nummer") || strings.HasSuffix(w, "nr"):
+	case hasSuffix(w, "nummer") || hasSuffix(w, "nr"):
 		return clLabel
-	case strings.HasPrefix(w, "код") && !strings.HasPrefix(w, "кодекс"):
+	case hasPrefix(w, "код") && !hasPrefix(w, "кодекс"):
 		return clCode
-	case strings.HasSuffix(w, "straße") || strings.HasSuffix(w, "strasse") || strings.HasSuffix(w, "straat") ||
-		strings.HasSuffix(w, "weg") || strings.HasSuffix(w, "laan") || strings.HasSuffix(w, "gracht"):
+	case hasSuffix(w, "straße") || hasSuffix(w, "strasse") || hasSuffix(w, "straat") ||
+		hasSuffix(w, "weg") || hasSuffix(w, "laan") || hasSuffix(w, "gracht"):
 		return clPlace
 	}
 	return clNone
 }
 
+// hasPrefix and hasSuffix are strings.HasPrefix and HasSuffix of a word
+// in a buffer, without a copy of it.
+func hasPrefix(w []byte, p string) bool { return len(w) >= len(p) && string(w[:len(p)]) == p }
+
+func hasSuffix(w []byte, s string) bool { return len(w) >= len(s) && string(w[len(w)-len(s):]) == s }
+
+// latinFilter holds latinWords' words (instruct.go's wordFilter).
+var latinFilter wordFilter
+
+func init() {
+	for w := range latinWords {
+		latinFilter.add(w)
+	}
+}
+
 // isCJK reports whether r is Han, kana or Hangul: scripts written without
 // spaces, where digits stand right next to words.
 func isCJK(r rune) bool {
+	if r < 0x1100 {
+		return false // below Hangul Jamo, the first of the four scripts: no table lookup for Latin and Cyrillic
+	}
 	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) ||
 		unicode.Is(unicode.Hangul, r) || r == 'ー'
 }
@@ -170,13 +194,17 @@ type mark struct {
 	start, end int
 }
 
-// marks returns the words of text[from:to] that say something, in order.
+// marks appends to out the words of text[from:to] that say something, in
+// order. Callers pass a small array of their own, which most windows fit.
 // A word cut by either end of the window is still read: a window is a
 // guess at a clause, not a boundary.
-func marks(text string, from, to int) []mark {
-	var out []mark
+func marks(out []mark, text string, from, to int) []mark {
 	for i := from; i < to; {
-		c, size := utf8.DecodeRuneInString(text[i:])
+		if c := text[i]; c < utf8.RuneSelf && !isAlpha(c) && c != '#' {
+			i++ // most of a text is ASCII between words
+			continue
+		}
+		c, size := runeAt(text, i)
 		if c == '#' || c == '№' || c == '©' || c == '〒' {
 			cl := clLabel
 			if c == '©' {
@@ -192,7 +220,11 @@ func marks(text string, from, to int) []mark {
 		}
 		j, cjk := i, false
 		for j < to {
-			c, size := utf8.DecodeRuneInString(text[j:])
+			if isAlpha(text[j]) {
+				j++
+				continue
+			}
+			c, size := runeAt(text, j)
 			// "one-time", "E-Mail" and "n°" stay one word.
 			if !unicode.IsLetter(c) && !(c == '-' && j+1 < to && j > i && isLetterAt(text, j+1)) && c != '°' && c != 'º' {
 				break
@@ -214,18 +246,25 @@ func marks(text string, from, to int) []mark {
 // classifyWord classifies a word as written, also by its hyphenated
 // parts ("PIN-Code", "E-Mail-Bestätigungscode").
 func classifyWord(w string) class {
-	if stateAbbrev[w] {
+	if len(w) <= 3 && 'A' <= w[0] && w[0] <= 'Z' && stateAbbrev[w] {
 		return clPlace
 	}
-	l := strings.ToLower(w)
+	var buf [32]byte
+	l, _ := lower(&buf, w)
 	if cl := classify(l); cl != clNone {
 		return cl
 	}
-	if strings.IndexByte(l, '-') < 0 {
+	if bytes.IndexByte(l, '-') < 0 {
 		return clNone
 	}
 	last := clNone
-	for _, p := range strings.Split(l, "-") {
+	for len(l) > 0 {
+		p := l
+		if k := bytes.IndexByte(l, '-'); k >= 0 {
+			p, l = l[:k], l[k+1:]
+		} else {
+			l = l[len(l):]
+		}
 		if cl := classify(p); cl != clNone && cl != clPlace {
 			last = cl
 		}
@@ -234,8 +273,47 @@ func classifyWord(w string) class {
 }
 
 func isLetterAt(text string, i int) bool {
-	c, _ := utf8.DecodeRuneInString(text[i:])
-	return unicode.IsLetter(c)
+	c, _ := runeAt(text, i)
+	return isLetter(c)
+}
+
+// runeAt decodes the rune at text[i], ASCII without a call.
+func runeAt(text string, i int) (rune, int) {
+	if c := text[i]; c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	return utf8.DecodeRuneInString(text[i:])
+}
+
+// isLetter is unicode.IsLetter, ASCII without a table.
+func isLetter(r rune) bool {
+	if r < utf8.RuneSelf {
+		return isAlpha(byte(r))
+	}
+	return unicode.IsLetter(r)
+}
+
+// lower returns w in lower case, as strings.ToLower does, in buf when w
+// is ASCII and fits; changed says whether it differs from w.
+func lower(buf *[32]byte, w string) (l []byte, changed bool) {
+	if len(w) > len(buf) {
+		l := strings.ToLower(w)
+		return []byte(l), l != w
+	}
+	b := buf[:len(w)]
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if c >= utf8.RuneSelf {
+			l := strings.ToLower(w)
+			return []byte(l), l != w
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+			changed = true
+		}
+		b[i] = c
+	}
+	return b, changed
 }
 
 // appendCJK appends the terms found in a run of letters that holds

@@ -43,6 +43,10 @@ func Spans(text string) []Span {
 	// ends at reach. It is read once for all the schemes in it.
 	reach, runEnded := -1, false
 	for i := 0; i < window; {
+		if c := text[i]; c != 'h' && c != 'H' {
+			i++ // no scheme starts here; most bytes are not even an h
+			continue
+		}
 		n := schemeAt(text, i)
 		if n == 0 {
 			i++
@@ -57,6 +61,10 @@ func Spans(text string) []Span {
 		}
 		// Read the run on, but not further than a URL may reach.
 		for !runEnded && reach <= i+limits.URLBytes && reach < len(text) {
+			if c := text[reach]; c < utf8.RuneSelf && urlByte[c] {
+				reach++
+				continue
+			}
 			c, size := utf8.DecodeRuneInString(text[reach:])
 			if !Rune(c) {
 				runEnded = true
@@ -89,6 +97,9 @@ func Spans(text string) []Span {
 // schemeAt returns the length of "http://" or "https://" (in any case) at
 // text[i:], or 0.
 func schemeAt(text string, i int) int {
+	if i >= len(text) {
+		return 0
+	}
 	if c := text[i]; c != 'h' && c != 'H' {
 		return 0
 	}
@@ -99,6 +110,14 @@ func schemeAt(text string, i int) int {
 	}
 	return 0
 }
+
+// urlByte is Rune of each ASCII character, read without a call.
+var urlByte = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = Rune(rune(c))
+	}
+	return t
+}()
 
 // Rune reports whether c may stand inside a URL.
 func Rune(c rune) bool {
@@ -132,13 +151,42 @@ func trim(u string) int {
 // Valid reports whether u is an absolute http(s) URL with a host, of at
 // most limits.URLBytes bytes.
 func Valid(u string) bool {
-	if len(u) > limits.URLBytes {
-		return false
-	}
+	return len(u) <= limits.URLBytes && (plain(u) || parsed(u))
+}
+
+// parsed is Valid's answer by url.Parse.
+func parsed(u string) bool {
 	p, err := url.Parse(u)
 	if err != nil || p.Host == "" {
 		return false
 	}
 	s := strings.ToLower(p.Scheme)
 	return s == "http" || s == "https"
+}
+
+// plain reports whether u is a URL as mail mostly writes them, which
+// url.Parse takes with a host (FuzzValid): "http://" or "https://", a
+// host of ASCII letters, digits and "-._~", then after a '/' or '?' only
+// those and "/?!$&'()*+,;=:@" (no '%' escape, no '#', no port). Most
+// URLs are read here without the allocations of a parse.
+func plain(u string) bool {
+	n := schemeAt(u, 0)
+	if n == 0 {
+		return false
+	}
+	host := n // the host's end, until a '/' or '?' ends it
+	for i := n; i < len(u); i++ {
+		switch c := u[i]; {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~':
+			if host == i {
+				host++
+			}
+		case host == i && i > n && (c == '/' || c == '?'):
+			host = -1
+		case host < 0 && strings.IndexByte("/?!$&'()*+,;=:@", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return host != n
 }

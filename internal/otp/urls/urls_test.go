@@ -91,3 +91,37 @@ func TestSpansBudget(t *testing.T) {
 		t.Fatalf("%d links of %d", got, want)
 	}
 }
+
+// FuzzValid: what Valid takes without a parse (plain), url.Parse takes
+// too, as an http(s) URL with a host.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{"https://site.example/verify?t=abc", "HTTP://a", "http://a.b/c:d@e?f=g&h=(i)", "http://_-.~/", "https://x.example?",
+		"http://a:80/", "http://[::1]/", "http://a%41/", "https://a/b#c", "http:///a", "https://ü.example/p", "http://a/%zz", "http://a b/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		if plain(u) && !parsed(u) {
+			t.Fatalf("plain(%q), but url.Parse does not take it", u)
+		}
+	})
+}
+
+// Every URL of the alphabet plain reads, up to a few characters after
+// the scheme, that plain takes, url.Parse takes.
+func TestPlainParses(t *testing.T) {
+	const alphabet = "aZ9-._~/?!$&'()*+,;=:@%#[] \x00\xc3"
+	var grow func(u string, n int)
+	grow = func(u string, n int) {
+		if plain(u) != parsed(u) && plain(u) {
+			t.Fatalf("plain(%q), but url.Parse does not take it", u)
+		}
+		if n == 0 {
+			return
+		}
+		for i := 0; i < len(alphabet); i++ {
+			grow(u+alphabet[i:i+1], n-1)
+		}
+	}
+	grow("http://", 4)
+	grow("HTTPS://a", 3)
+}
