@@ -289,8 +289,10 @@ func (m *measure) report() string {
 
 // SkipUnderRace skips a test that holds something to a time (Linear, a
 // latency bound under load) in a build with the race detector, which
-// slows what it times by more than the bound allows. `make unit` runs
-// such tests (Test…Linear, TestFairShares) again without it.
+// slows what it times by more than the bound allows, or whose flood of
+// requests the detector would slow in this process and check nothing of
+// in the binary it floods. `make unit` runs such tests (Test…Linear,
+// TestFairShares…, plane's TestEvidenceRefusalFlood) again without it.
 func SkipUnderRace(t testing.TB) {
 	t.Helper()
 	if raceDetector {
