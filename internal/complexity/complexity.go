@@ -112,9 +112,9 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	}
 	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes), allocs: make([]uint64, sizes)}
 	defer m.quietGC(minTouched)()
-	if d := m.calibrate(); d < MinBase {
+	if m.times[0] = m.calibrate(); m.times[0] < MinBase {
 		t.Fatalf("%s: base n=%d took %v of CPU at n=%d (doubled %d times), less than %v: such a base measures noise; raise it",
-			name, base, d, m.base, maxRaise, MinBase)
+			name, base, m.times[0], m.base, maxRaise, MinBase)
 	}
 	// Each larger size runs once, in turn: its warm-up, and the measure
 	// of what it allocates, so that the pages its runs need are touched
