@@ -17,30 +17,27 @@ import (
 )
 
 const (
-	// Factor is the most a doubling may slow a run down before it is
-	// measured again: a linear parser takes about 2×, a quadratic one
-	// 4×. A doubling alone fails nothing (one at ×3.4 for a linear decoder
-	// failed a CI run by chance): Span judges the whole range.
-	Factor = 3.0
 	// Span is the most the largest size may take against the base, 8
 	// times its input: a linear parser takes about ×8, a quadratic one
 	// ×64; ×24 lies between them with a factor of about 3 either way, so
-	// that no burst of noise on one doubling decides.
+	// that no burst of noise decides.
 	Span = 24.0
-	// pairs is how many times the two sizes of a doubling are run, one
-	// after the other, after a warm-up of each. Runs are timed in the
-	// process's CPU time (all its threads, so work that a parser hands to
-	// a server goroutine counts), which other processes on the machine do
-	// not inflate directly; running the sizes in turn puts both under the
-	// same load, and the median of the pairs' ratios ignores the pairs
-	// that a burst of it (or a lucky run) made odd.
+	// pairs is how many times the base and the largest size are run, one
+	// after the other, once each has run as a warm-up. Runs are timed in
+	// the process's CPU time (all its threads, so work that a parser hands
+	// to a server goroutine counts), which other processes on the machine
+	// do not inflate directly; running the sizes in turn puts both under
+	// the same load, and the median of the pairs' ratios ignores the pairs
+	// that a burst of it (or a lucky run) made odd. The ratio of n to 8n
+	// is timed directly, not as the product of three doublings' ratios:
+	// that multiplied the noise of three medians, and timed 2n and 4n
+	// three times or more each for nothing the span does not show.
 	pairs = 5
-	// retries measure a doubling that looked superlinear again, with
-	// twice the pairs, before it fails the test; a real quadratic stays
-	// at 4× however often it is measured.
-	retries = 2
-	// sizeBudget stops the pairs of a doubling early once this much time
-	// went into them, so that a quadratic parser fails in seconds.
+	// sizeBudget stops the pairs early, after three, once this much time
+	// went into them: three pairs of a base that takes 15 ms and more
+	// decide as well as five, and a quadratic parser fails in seconds. A
+	// span that looks superlinear is measured again with twice the pairs,
+	// all of them, before it fails.
 	sizeBudget = 400 * time.Millisecond
 	// Floor is the time below which a run counts as Floor: timer and
 	// scheduler noise decide ratios between microsecond runs. (A capped
@@ -49,15 +46,15 @@ const (
 	Floor = time.Millisecond
 	// MinBase is the least CPU time the base size's run may take. A base
 	// that runs faster measures timer and scheduler noise, not the
-	// parser, and passes a quadratic parser whose doublings all stay
-	// under Floor. Linear doubles such a base, up to maxRaise times, and
-	// fails a base that is still too small, so that its test raises n.
-	// It is twice Floor, well below the 5 ms and more a test's base is
-	// chosen to take: a quadratic parser from a 2 ms base takes ×64 all
-	// the same, and a base that a loaded host runs a little faster than
-	// usual is neither raised nor refused by chance (at 5 ms, a base of
-	// 4.1 ms was refused once, and a raised base once grew a capped
-	// input past the plane's frame).
+	// parser, and passes a quadratic parser whose sizes all stay under
+	// Floor. Linear doubles such a base, up to maxRaise times, and fails
+	// a base that is still too small, so that its test raises n. It is
+	// twice Floor, well below the 5 ms and more a test's base is chosen
+	// to take: a quadratic parser from a 2 ms base takes ×64 all the
+	// same, and a base that a loaded host runs a little faster than usual
+	// is neither raised nor refused by chance (at 5 ms, a base of 4.1 ms
+	// was refused once, and a raised base once grew a capped input past
+	// the plane's frame).
 	MinBase = 2 * Floor
 	// maxRaise is how many times Linear may double a base that runs under
 	// MinBase. A test sizes its inputs' memory from its base: a base
@@ -74,22 +71,22 @@ const (
 	// minTouched is how much heap Linear touches before timing, at
 	// least: see prefault.
 	minTouched = 256 << 20
-	// MaxRunAlloc is the most one run may allocate. Before each doubling
-	// Linear makes sure that allocGrowth times what the smaller size's
-	// run allocated is at most half the heap touched before timing, and
-	// collects garbage before a run once less than half of it is left,
-	// so that every run allocates on pages touched already. A run that
-	// touched pages first would pay for them by chance: SplitList's 8n,
-	// allocating 320 MiB per run on 256 MiB touched, took ×6.9 the time
-	// of 4n in one CI run and ×2.5 in others. MaxRunAlloc bounds the
-	// memory a test may take (twice it, touched): a test whose runs
-	// allocate more cuts its repeats or its base.
+	// MaxRunAlloc is the most one run may allocate. Before each size's
+	// first run Linear makes sure that allocGrowth times what the smaller
+	// size's run allocated is at most half the heap touched before
+	// timing, and collects garbage before a run once less than half of it
+	// is left, so that every run allocates on pages touched already. A
+	// run that touched pages first would pay for them by chance:
+	// SplitList's 8n, allocating 320 MiB per run on 256 MiB touched, took
+	// ×6.9 the time of 4n in one CI run and ×2.5 in others. MaxRunAlloc
+	// bounds the memory a test may take (twice it, touched): a test whose
+	// runs allocate more cuts its repeats or its base.
 	MaxRunAlloc = 1 << 30
 	// allocGrowth is the most a run's allocations may grow when its
 	// input doubles: a linear parser's grow about ×2, and slices grown by
 	// append and rounded to size classes add steps (Sender's quoted names
 	// ×2.6 once); a quadratic one's ×4.
-	allocGrowth = Factor
+	allocGrowth = 3.0
 	// sizes is how many times the base is doubled: n, 2n, 4n, 8n.
 	sizes = 4
 )
@@ -115,11 +112,13 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 	}
 	m := measure{setup: setup, base: base, times: make([]time.Duration, sizes), runs: make([]func(), sizes), allocs: make([]uint64, sizes)}
 	defer m.quietGC(minTouched)()
-	if d := m.calibrate(); d < MinBase {
+	if m.times[0] = m.calibrate(); m.times[0] < MinBase {
 		t.Fatalf("%s: base n=%d took %v of CPU at n=%d (doubled %d times), less than %v: such a base measures noise; raise it",
-			name, base, d, m.base, maxRaise, MinBase)
+			name, base, m.times[0], m.base, maxRaise, MinBase)
 	}
-	span := 1.0
+	// Each larger size runs once, in turn: its warm-up, and the measure
+	// of what it allocates, so that the pages its runs need are touched
+	// before any run is timed.
 	for i := 1; i < sizes; i++ {
 		want := uint64(allocGrowth * float64(m.allocs[i-1]))
 		if want > MaxRunAlloc {
@@ -129,10 +128,7 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 		if 2*want > m.touched {
 			defer m.quietGC(2 * want)()
 		}
-		r := m.doubling(i, pairs)
-		for try := 0; r > Factor && m.times[i] < sizeBudget && try < retries; try++ {
-			r = m.doubling(i, 2*pairs<<try)
-		}
+		m.times[i] = m.run(i)
 		// Allocations that outgrow want are superlinear, and would have
 		// run past the touched pages. Under minTouched/2 they stay within
 		// them whatever their growth, and small ones vary with what else
@@ -141,15 +137,15 @@ func Linear(t testing.TB, name string, setup func(n int) (run func()), base int)
 			t.Fatalf("%s: a run at n=%d allocated %d MiB, ×%.1f what n=%d did (most allowed ×%.0f); %s",
 				name, m.base<<i, m.allocs[i]>>20, float64(m.allocs[i])/float64(m.allocs[i-1]), m.base<<(i-1), allocGrowth, m.report())
 		}
-		span *= r
 	}
-	// One doubling may be slowed by chance (a cache, a page, the other
-	// core); the whole span cannot be, by ×3 against ×8. Where the
-	// doublings' product says superlinear, n and 8n are run in turn and
-	// their own median ratio decides.
+	// One run may be slowed by chance (a cache, a page, the other core);
+	// the median of the pairs cannot be, by ×3 against ×8. Where it says
+	// superlinear, n and 8n are run in turn again, twice as often, and
+	// their median ratio decides.
 	last := sizes - 1
+	span := m.span(last, pairs, 3)
 	if span > Span {
-		span = m.span(last, 2*pairs)
+		span = m.span(last, 2*pairs, 2*pairs)
 	}
 	if span > Span {
 		t.Fatalf("%s: n=%d took %v, n=%d took %v: ×%.1f for %d times the input (most allowed ×%.0f); %s",
@@ -199,7 +195,7 @@ type measure struct {
 	setup func(int) func()
 	base  int
 	runs  []func()        // made when a size is first run, so a failure stops early
-	times []time.Duration // the median time of each size in its last doubling
+	times []time.Duration // each size's time: its one run, or for n and 8n their median in the last span
 	// heapBase is the live heap after the last quietGC, and touched
 	// the bytes it touched.
 	heapBase, touched uint64
@@ -225,37 +221,18 @@ func (m *measure) calibrate() time.Duration {
 	}
 }
 
-// doubling runs sizes i-1 and i in turn and returns the median of the
-// pairs' ratios (with times under Floor counted as Floor). Size i-1 ran
-// before (in calibrate or the doubling before) and needs no warm-up.
-func (m *measure) doubling(i, pairs int) float64 {
-	if d := m.run(i); d > sizeBudget { // a warm-up
-		// Too slow to repeat: one more run of each says enough.
-		small, large := m.run(i-1), m.run(i)
-		m.times[i-1], m.times[i] = small, large
-		return ratio(small, large)
-	}
+// span runs the base and size i in turn, pairs times at most and least
+// times at least (more only while the runs took under sizeBudget), and
+// returns the median of the pairs' ratios (times under Floor counted as
+// Floor), keeping each size's median time for the report.
+func (m *measure) span(i, pairs, least int) float64 {
 	var rs []float64
 	var small, large []time.Duration
 	spent := time.Duration(0)
-	for p := 0; p < pairs && (p < 3 || spent < sizeBudget); p++ {
-		a, b := m.run(i-1), m.run(i)
-		rs, small, large = append(rs, ratio(a, b)), append(small, a), append(large, b)
-		spent += a + b
-	}
-	m.times[i-1], m.times[i] = median(small), median(large)
-	return median(rs)
-}
-
-// span runs the base and size i in turn and returns the median of the
-// pairs' ratios (times under Floor counted as Floor), keeping each size's
-// median time for the report.
-func (m *measure) span(i, pairs int) float64 {
-	var rs []float64
-	var small, large []time.Duration
-	for range pairs {
+	for p := 0; p < pairs && (p < least || spent < sizeBudget); p++ {
 		a, b := m.run(0), m.run(i)
 		rs, small, large = append(rs, ratio(a, b)), append(small, a), append(large, b)
+		spent += a + b
 	}
 	m.times[0], m.times[i] = median(small), median(large)
 	return median(rs)
@@ -312,8 +289,10 @@ func (m *measure) report() string {
 
 // SkipUnderRace skips a test that holds something to a time (Linear, a
 // latency bound under load) in a build with the race detector, which
-// slows what it times by more than the bound allows. `make unit` runs
-// such tests (Test…Linear, TestFairShares) again without it.
+// slows what it times by more than the bound allows, or whose flood of
+// requests the detector would slow in this process and check nothing of
+// in the binary it floods. `make unit` runs such tests (Test…Linear,
+// TestFairShares…, plane's TestEvidenceRefusalFlood) again without it.
 func SkipUnderRace(t testing.TB) {
 	t.Helper()
 	if raceDetector {

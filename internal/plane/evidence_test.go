@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/websitebench/mailplane/internal/complexity"
 	"github.com/websitebench/mailplane/internal/evidence"
 	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/pkg/rpc"
@@ -170,6 +171,10 @@ func TestEvidenceKill9UnderLoad(t *testing.T) {
 // the trail stays within its budget, says so with a budget event, counts
 // every refusal past it in one summary, and the plane's memory stays flat.
 func TestEvidenceRefusalFlood(t *testing.T) {
+	// The plane under test is built without the race detector; in this
+	// process it would only slow the flooding clients (make unit runs the
+	// test again without it).
+	complexity.SkipUnderRace(t)
 	n := 100000
 	if testing.Short() {
 		n = 5000
