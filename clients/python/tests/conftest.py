@@ -123,3 +123,20 @@ def wait_until(cond: Any, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return bool(cond())
+
+
+def recording_server(port: int, server: str = "HTTPServer") -> str:
+    """The source of a Python program (run as `python3 -c SRC FILE`, in a
+    network namespace) that serves HTTP on 127.0.0.1:port with
+    http.server's server class named, answers every POST 200 and appends
+    its body and a newline to FILE."""
+    return (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_POST(self):\n"
+        "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
+        "        open(sys.argv[1], 'ab').write(b + b'\\n')\n"
+        "        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n"
+        "    def log_message(self, *a): pass\n"
+        f"http.server.{server}(('127.0.0.1', {port}), H).serve_forever()\n"
+    )

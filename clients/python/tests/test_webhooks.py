@@ -70,7 +70,7 @@ from typing import Any, Dict, Iterator, List, Tuple  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 
-from conftest import send, wait_until  # noqa: E402
+from conftest import recording_server, send, wait_until  # noqa: E402
 from mailplane import Trial  # noqa: E402
 
 
@@ -395,16 +395,7 @@ def test_netns_candidate_gets_its_webhooks_on_its_loopback(stack: Stack, endpoin
     name = f"mpt-hook-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
     out = tempfile.NamedTemporaryFile(delete=False)
-    server = (
-        "import http.server, sys\n"
-        "class H(http.server.BaseHTTPRequestHandler):\n"
-        "    def do_POST(self):\n"
-        "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
-        "        open(sys.argv[1], 'ab').write(b + b'\\n')\n"
-        "        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n"
-        "    def log_message(self, *a): pass\n"
-        f"http.server.HTTPServer(('127.0.0.1', {endpoint.server.server_port}), H).serve_forever()\n"
-    )
+    server = recording_server(endpoint.server.server_port)
     proc = None
     try:
         subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, timeout=30)

@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import send, wait_until
+from conftest import recording_server, send, wait_until
 from mailplane import Stack, Trial
 
 # internal/limits: TrialWebhookPending, Webhooks.
@@ -156,16 +156,7 @@ def test_netns_slow_connect_holds_only_its_own_trial(stack: Stack) -> None:
         "print('ready', flush=True)\n"
         "time.sleep(600)\n"
     )
-    served = (
-        "import http.server, sys\n"
-        "class H(http.server.BaseHTTPRequestHandler):\n"
-        "    def do_POST(self):\n"
-        "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
-        "        open(sys.argv[1], 'ab').write(b + b'\\n')\n"
-        "        self.send_response(200); self.send_header('Content-Length', '0'); self.end_headers()\n"
-        "    def log_message(self, *a): pass\n"
-        "http.server.ThreadingHTTPServer(('127.0.0.1', 8026), H).serve_forever()\n"
-    )
+    served = recording_server(8026, "ThreadingHTTPServer")
     sender = (
         "import json, os, sys, urllib.request\n"
         "for n in range(int(sys.argv[1])):\n"
