@@ -52,16 +52,14 @@ def test_outbox_is_bounded_per_trial() -> None:
         assert states.count("failed") == want - TRIAL_WEBHOOK_PENDING
 
 
-class RawEndpoint:
-    """A real TCP endpoint on 127.0.0.1 that reads each request and
-    answers it with fixed bytes (or not at all), counting the requests."""
+class Listener:
+    """A real TCP listener on 127.0.0.1 (backlog ``backlog``) whose
+    connections, from a thread of its own, go to ``accepted``."""
 
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.requests = 0
+    def __init__(self, backlog: int) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
+        self.sock.listen(backlog)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -71,25 +69,48 @@ class RawEndpoint:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+            self.accepted(c)
+
+    def accepted(self, c: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def read_head(c: socket.socket) -> bool:
+    """Reads a request's head from c; False if c ended before it."""
+    got = bytearray()
+    while b"\r\n\r\n" not in got:
+        chunk = c.recv(65536)
+        if not chunk:
+            return False
+        got += chunk
+    return True
+
+
+class RawEndpoint(Listener):
+    """A real TCP endpoint on 127.0.0.1 that reads each request and
+    answers it with fixed bytes (or not at all), counting the requests."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.requests = 0
+        super().__init__(16)
+
+    def accepted(self, c: socket.socket) -> None:
+        threading.Thread(target=self._one, args=(c,), daemon=True).start()
 
     def _one(self, c: socket.socket) -> None:
         with c:
             c.settimeout(30)
-            got = b""
             try:
-                while b"\r\n\r\n" not in got:
-                    chunk = c.recv(65536)
-                    if not chunk:
-                        return
-                    got += chunk
+                if not read_head(c):
+                    return
                 self.requests += 1
                 c.sendall(self.answer)
             except OSError:
                 pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def attempts(t: Trial) -> List[Dict[str, Any]]:
@@ -248,41 +269,28 @@ def test_webhook_secrets_are_never_shown() -> None:
         ok.close()
 
 
-class SilentEndpoint:
+class SilentEndpoint(Listener):
     """A real TCP endpoint that accepts, reads, and never answers (or,
     with ``trickle``, answers 200 and then one body byte a second)."""
 
     def __init__(self, trickle: bool = False) -> None:
         self.trickle = trickle
         self.conns: List[socket.socket] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(64)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            if self.trickle:
-                threading.Thread(target=self._trickle, args=(c,), daemon=True).start()
+    def accepted(self, c: socket.socket) -> None:
+        self.conns.append(c)
+        if self.trickle:
+            threading.Thread(target=self._trickle, args=(c,), daemon=True).start()
 
     def _trickle(self, c: socket.socket) -> None:
         try:
             # The request's head first: an answer sent before the request
             # is on a connection Go's client may not have handed a request
             # yet, which it drops as unsolicited (an error, not a status).
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = c.recv(4096)
-                if not chunk:
-                    return
-                head += chunk
+            if not read_head(c):
+                return
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
             while not self.stop.wait(1):
                 c.sendall(b"x")
@@ -291,7 +299,7 @@ class SilentEndpoint:
 
     def close(self) -> None:
         self.stop.set()
-        self.sock.close()
+        super().close()
         for c in self.conns:
             c.close()
 
