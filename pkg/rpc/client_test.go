@@ -190,3 +190,19 @@ func TestClientConnsBound(t *testing.T) {
 		t.Errorf("%d connections open at once, want at most 2", m)
 	}
 }
+
+// TestClientRefusesBrokenGrant: a grant with a line break would end the
+// request's head early (another header, or a second request, after it),
+// so the call fails before it dials, and its error does not carry it.
+func TestClientRefusesBrokenGrant(t *testing.T) {
+	f := startFake(t, filepath.Join(t.TempDir(), "p.sock"), health)
+	c := rpc.NewClient(f.socket, "grant\r\nX-Injected: 1")
+	defer c.Close()
+	_, err := c.Health(context.Background())
+	if err == nil || strings.Contains(err.Error(), "Injected") {
+		t.Fatalf("Health with a broken grant: %v", err)
+	}
+	if n := f.dialed.Load(); n != 0 {
+		t.Fatalf("the plane was dialled %d times", n)
+	}
+}

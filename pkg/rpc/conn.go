@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -157,6 +158,10 @@ var (
 	errHead     = errors.New("malformed answer from the plane")
 )
 
+// errGrant refuses a grant that would break the request's head (net/http
+// refused such a header value; the grant itself is never in the error).
+var errGrant = errors.New("the grant holds a line break")
+
 // exchangeError is a call's failure, and whether it came before the
 // answer's head (the call may have timed out) or while reading its body
 // (the answer broke off).
@@ -290,6 +295,9 @@ func bodyErr(err error) error {
 // the plane since its last call (nothing of the request written) is
 // replaced, once, by a new one.
 func (p *pool) exchange(ctx context.Context, method, grant, ctype string, deadline time.Time, body [][]byte) (answer, func(), error) {
+	if strings.ContainsAny(grant, "\r\n") {
+		return answer{}, nil, errGrant
+	}
 	if err := p.acquire(ctx); err != nil {
 		return answer{}, nil, err
 	}
