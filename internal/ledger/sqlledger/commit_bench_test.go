@@ -3,8 +3,6 @@ package sqlledger
 import (
 	"context"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,26 +33,15 @@ func BenchmarkCommitSend(b *testing.B) {
 	}
 	from, to := "bench@example.com", []string{"agent@example.com"}
 	body, index := profileSend(b)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	before := cpuTime()
 	b.ResetTimer()
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				o := &Offer{Namespace: ns, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b", From: from, To: to, Size: len(body), Body: body, Index: index,
-					Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
-						Credential: "mail_api_token", API: "resend", From: from, To: to}}
-				if _, _, err := l.Accept(ctx, o); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(b, 8, func() error {
+		o := &Offer{Namespace: ns, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b", From: from, To: to, Size: len(body), Body: body, Index: index,
+			Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
+				Credential: "mail_api_token", API: "resend", From: from, To: to}}
+		_, _, err := l.Accept(ctx, o)
+		return err
+	})
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
 }
 
