@@ -3,10 +3,8 @@ package sqlledger
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	. "github.com/websitebench/mailplane/internal/ledger"
@@ -193,12 +191,7 @@ func testOlderRows(t *testing.T) {
 // TestMigrateMessageColumns: a database whose messages table predates the
 // body and index columns opens, gains them, and reads the mail it held.
 func TestMigrateMessageColumns(t *testing.T) {
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "mailplane.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	l := openOld(t,
 		`CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 		`INSERT INTO meta VALUES ('schema', '3')`,
 		`CREATE TABLE messages (namespace TEXT NOT NULL, seq INTEGER NOT NULL, uuid TEXT NOT NULL, envelope_from TEXT NOT NULL,
@@ -208,17 +201,7 @@ func TestMigrateMessageColumns(t *testing.T) {
 		`INSERT INTO messages VALUES ('a', 1, 'u', 'a@example.com', '["b@example.com"]', 8, '1', 0, NULL)`,
 		`INSERT INTO bodies VALUES ('a', 1, x'6f6c6420626f6479')`,
 		`INSERT INTO parsed VALUES ('a', '1', x'6f6c6420696e646578')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-	l, err := Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	)
 	if got, err := l.Body(context.Background(), "a", "1"); err != nil || string(got) != "old body" {
 		t.Fatalf("body after migration: %q %v", got, err)
 	}

@@ -3,8 +3,6 @@ package sqlledger
 import (
 	"context"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,33 +26,14 @@ func BenchmarkCommitSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	const ns = "trial-0123456789abcdef0123456789abcdef"
-	tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
-	if err := l.CreateTrial(ctx, tr, &Namespace{Name: ns, Tag: "t"}, nil); err != nil {
-		b.Fatal(err)
-	}
-	from, to := "bench@example.com", []string{"agent@example.com"}
+	profileTrial(b, l)
 	body, index := profileSend(b)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	before := cpuTime()
 	b.ResetTimer()
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				o := &Offer{Namespace: ns, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b", From: from, To: to, Size: len(body), Body: body, Index: index,
-					Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
-						Credential: "mail_api_token", API: "resend", From: from, To: to}}
-				if _, _, err := l.Accept(ctx, o); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(b, 8, func() error {
+		_, _, err := l.Accept(ctx, profileOffer(body, index))
+		return err
+	})
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
 }
 
@@ -65,6 +44,26 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileNS is make profile's trial's namespace.
+const profileNS = "trial-0123456789abcdef0123456789abcdef"
+
+// profileTrial creates make profile's trial in l.
+func profileTrial(tb testing.TB, l *DB) {
+	tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
+	if err := l.CreateTrial(context.Background(), tr, &Namespace{Name: profileNS, Tag: "t"}, nil); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// profileOffer is make profile's send of body and index (profileSend)
+// into profileNS, with its event.
+func profileOffer(body, index []byte) *Offer {
+	from, to := "bench@example.com", []string{"agent@example.com"}
+	return &Offer{Namespace: profileNS, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b", From: from, To: to, Size: len(body), Body: body, Index: index,
+		Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
+			Credential: "mail_api_token", API: "resend", From: from, To: to}}
 }
 
 // profileSend is make profile's message (POST /emails, 512 B of text) as

@@ -400,21 +400,9 @@ func newUnsyncedCommitter() unsyncedCommitter {
 func (l *DB) commitUnsynced() {
 	defer close(l.unsynced.stopped)
 	for {
-		var first *pending
-		select {
-		case first = <-l.unsynced.offers:
-		case <-l.closed:
+		batch, ok := l.nextBatch(l.unsynced.offers)
+		if !ok {
 			return
-		}
-		batch := []*pending{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-l.unsynced.offers:
-				batch = append(batch, p)
-			default:
-				break drain
-			}
 		}
 		err := l.unsyncedBatch(batch)
 		for _, p := range batch {

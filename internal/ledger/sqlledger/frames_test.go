@@ -5,9 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/websitebench/mailplane/internal/evidence"
-	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
 // maxFramesPerBatch bounds the pages (write-ahead log frames) a group
@@ -30,19 +27,12 @@ func TestFramesPerBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	const ns = "trial-0123456789abcdef0123456789abcdef"
-	tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
-	if err := l.CreateTrial(ctx, tr, &Namespace{Name: ns, Tag: "t"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	profileTrial(t, l)
 	body, index := profileSend(t)
 	batch := func() {
 		var b []*pending
 		for range 8 {
-			b = append(b, &pending{ctx: ctx, done: make(chan struct{}), offer: &Offer{Namespace: ns, UUID: "0b5e3c1e-8f0e-4f8e-9f5e-1c2d3e4f5a6b",
-				From: "bench@example.com", To: []string{"agent@example.com"}, Size: len(body), Body: body, Index: index,
-				Event: &evidence.Event{Door: evidence.DoorWriterHTTP, Action: "send", Outcome: evidence.Accepted,
-					Credential: "mail_api_token", API: "resend", From: "bench@example.com", To: []string{"agent@example.com"}}}})
+			b = append(b, &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)})
 		}
 		l.commitBatch(b)
 		for _, p := range b {

@@ -305,21 +305,16 @@ func testLookups(t *testing.T) {
 	}
 }
 
-// TestMigrateFromSchema1: a database of schema 1 opens, gains the new
-// columns, keeps its trials, and hides the trials schema 1 destroyed.
-func TestMigrateFromSchema1(t *testing.T) {
+// openOld opens the ledger over a database that stmts made, as an older
+// plane left it: what the migrations start from.
+func openOld(t *testing.T, stmts ...string) *DB {
+	t.Helper()
 	dir := t.TempDir()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "mailplane.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
-		`INSERT INTO meta VALUES ('schema', '1')`,
-		`CREATE TABLE trials (id INTEGER PRIMARY KEY, profile TEXT NOT NULL, namespace TEXT NOT NULL, mail_api_token BLOB NOT NULL,
-			bootstrap_token BLOB NOT NULL, inbox_token BLOB NOT NULL, destroyed INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL)`,
-		`INSERT INTO trials VALUES (1, 'candidate', 'kept', x'01', x'02', x'03', 0, 0), (2, 'candidate', 'gone', x'04', x'05', x'06', 1, 0)`,
-	} {
+	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +324,20 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestMigrateFromSchema1: a database of schema 1 opens, gains the new
+// columns, keeps its trials, and hides the trials schema 1 destroyed.
+func TestMigrateFromSchema1(t *testing.T) {
+	l := openOld(t,
+		`CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`INSERT INTO meta VALUES ('schema', '1')`,
+		`CREATE TABLE trials (id INTEGER PRIMARY KEY, profile TEXT NOT NULL, namespace TEXT NOT NULL, mail_api_token BLOB NOT NULL,
+			bootstrap_token BLOB NOT NULL, inbox_token BLOB NOT NULL, destroyed INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL)`,
+		`INSERT INTO trials VALUES (1, 'candidate', 'kept', x'01', x'02', x'03', 0, 0), (2, 'candidate', 'gone', x'04', x'05', x'06', 1, 0)`,
+	)
 	ts, err := l.Trials(context.Background(), 0, 10)
 	if err != nil || len(ts) != 1 || ts[0].Namespace != "kept" {
 		t.Fatalf("trials after migration: %+v %v", ts, err)

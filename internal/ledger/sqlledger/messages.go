@@ -54,24 +54,33 @@ var errClosed = errors.New("ledger: closed")
 func (l *DB) commit() {
 	defer close(l.stopped)
 	for {
-		var first *pending
-		select {
-		case first = <-l.offers:
-		case <-l.closed:
+		batch, ok := l.nextBatch(l.offers)
+		if !ok {
 			return
-		}
-		batch := []*pending{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-l.offers:
-				batch = append(batch, p)
-			default:
-				break drain
-			}
 		}
 		l.commitBatch(batch)
 	}
+}
+
+// nextBatch waits for an offer on offers, then takes those already
+// waiting behind it, up to maxBatch; ok is false once the ledger closes.
+// Both committers (this one and the unsynced one, events.go) batch so.
+func (l *DB) nextBatch(offers <-chan *pending) (batch []*pending, ok bool) {
+	select {
+	case p := <-offers:
+		batch = append(batch, p)
+	case <-l.closed:
+		return nil, false
+	}
+	for len(batch) < maxBatch {
+		select {
+		case p := <-offers:
+			batch = append(batch, p)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 func (l *DB) commitBatch(batch []*pending) {
