@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/complexity"
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -76,11 +75,7 @@ func TestDecodeLinear(t *testing.T) {
 // is scrubbed before the quota refuses it.
 func TestSendLinear(t *testing.T) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLedger(t)
 	b := NewBroker(l, nil, Quotas{Messages: 1}, zerolog.Nop())
 	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
 	// full's quota of one message is used up: its sends are refused

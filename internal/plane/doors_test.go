@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/websitebench/mailplane/internal/itest"
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -22,11 +21,7 @@ import (
 func TestNetnsDoorsOpenAndClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLedger(t)
 	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	b.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 4,
 		CAFile: "/data/ca.pem", SMTPTLSPort: 5, WriterHTTPSURL: "https://127.0.0.1:6"})

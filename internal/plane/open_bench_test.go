@@ -6,7 +6,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -14,11 +13,7 @@ import (
 // an embedded ledger, one open after the other (each kept open).
 func BenchmarkOpenTrial(b *testing.B) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
+	l := openLedger(b)
 	br := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	br.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 25})
 	for b.Loop() {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/websitebench/mailplane/internal/ledger/sqlledger"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -104,11 +103,7 @@ func TestCallDeadlines(t *testing.T) {
 // exist included: nothing it sent is looked at first.
 func TestPeerBeforeMethod(t *testing.T) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLedger(t)
 	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleAdmin})
 	if err != nil {

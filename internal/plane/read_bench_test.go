@@ -50,11 +50,7 @@ const indexedMail = "From: Site Team <" + rpc.CandidateSender + ">\r\n" +
 // (the accept, with its index made and stored, and an fsync).
 func BenchmarkRead(b *testing.B) {
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
+	l := openLedger(b)
 	br := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	socket := serveBroker(b, br)
 	id, err := br.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
@@ -119,6 +115,18 @@ func client(t testing.TB, socket, grant string) *rpc.Client {
 
 // serveBroker serves b on a Unix socket, as serve does, and returns its
 // path.
+// openLedger opens an embedded ledger in a temporary directory, closed
+// when the test ends.
+func openLedger(t testing.TB) *sqlledger.DB {
+	t.Helper()
+	l, err := sqlledger.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 func serveBroker(t testing.TB, b *Broker) string {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "plane.sock")
@@ -137,11 +145,7 @@ func serveBroker(t testing.TB, b *Broker) string {
 func servedTrial(t *testing.T) (*sqlledger.DB, *Broker, string, rpc.Identity, *rpc.Client) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := sqlledger.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLedger(t)
 	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	socket := serveBroker(t, b)
 	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
