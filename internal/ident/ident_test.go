@@ -97,3 +97,20 @@ func TestWordIsTheRegexp(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWord: on any input, Word answers as the regexps it replaced.
+func FuzzWord(f *testing.F) {
+	f.Add("ns-1.a_b")
+	f.Add(strings.Repeat("x", 160))
+	f.Add("é" + strings.Repeat("~", 40))
+	namespace := regexp.MustCompile(`^[a-zA-Z0-9._-]{1,160}$`)
+	token := regexp.MustCompile(`^[A-Za-z0-9._~-]{32,256}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := Word(s, 1, 160, "._-"), namespace.MatchString(s); got != want {
+			t.Fatalf("Word(%q, 1, 160, \"._-\") = %v, the regexp says %v", s, got, want)
+		}
+		if got, want := Word(s, 32, 256, "._~-"), token.MatchString(s); got != want {
+			t.Fatalf("Word(%q, 32, 256, \"._~-\") = %v, the regexp says %v", s, got, want)
+		}
+	})
+}

@@ -1,6 +1,8 @@
 package mailindex
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"reflect"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/websitebench/mailplane/internal/complexity"
 	"github.com/websitebench/mailplane/internal/mailmsg"
+	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
 // htmlOnly is a message whose only part is HTML of n links and inline
@@ -49,6 +52,39 @@ func TestOfLinear(t *testing.T) {
 				raw := shape(n)
 				return func() { Of(raw) }
 			}, 500)
+		})
+	}
+}
+
+// Decoding runs in time linear in the stored bytes: those of a message
+// of many parts, an index of many headers, and counts of elements whose
+// bytes stop reading (each element is then one failed read).
+func TestDecodeLinear(t *testing.T) {
+	shapes := map[string]struct {
+		base  int
+		shape func(int) []byte
+	}{
+		"many parts": {40000, func(n int) []byte { return Of(manyParts(n)).Encode() }},
+		"many headers": {100000, func(n int) []byte {
+			x := Index{V: Version, Headers: make([]rpc.Header, n)}
+			for i := range x.Headers {
+				x.Headers[i] = rpc.Header{Name: "X-H", Value: strings.Repeat("v", i%32)}
+			}
+			return x.Encode()
+		}},
+		"stuck counts": {200000, func(n int) []byte {
+			b := binary.AppendUvarint([]byte{0}, Version)
+			b = append(b, make([]byte, 7)...) // Subject to HTMLText, empty
+			b = binary.AppendUvarint(b, uint64(n)+1)
+			return append(b, bytes.Repeat([]byte{0xff}, 8*n)...) // no uvarint ends
+		}},
+	}
+	for name, c := range shapes {
+		t.Run(name, func(t *testing.T) {
+			complexity.Linear(t, "Decode/"+name, func(n int) func() {
+				b := c.shape(n)
+				return func() { Decode(b) }
+			}, c.base)
 		})
 	}
 }

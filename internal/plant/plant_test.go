@@ -94,3 +94,16 @@ func TestLabelIsTheRegexp(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLabel: on any input, validLabel answers as the regexp it replaced.
+func FuzzLabel(f *testing.F) {
+	f.Add("signup-1:a.b_c")
+	f.Add("-x")
+	f.Add(strings.Repeat("a", 64))
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validLabel(s), re.MatchString(s); got != want {
+			t.Fatalf("validLabel(%q) = %v, the regexp says %v", s, got, want)
+		}
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/websitebench/mailplane/internal/complexity"
 )
 
 // variants are s with every byte in turn at each of positions, and s
@@ -51,5 +53,44 @@ func TestSyntaxIsTheRegexp(t *testing.T) {
 				t.Errorf("queuedID(%q) = %q, the regexp finds %q", line, got, want)
 			}
 		}
+	}
+}
+
+// FuzzSyntax: on any input, validTag, validID and queuedID answer as the
+// regexps they replaced.
+func FuzzSyntax(f *testing.F) {
+	f.Add(wireTag)
+	f.Add("250 2.0.0 Ok: queued as 0UkBLApjmo3AmeSLjXZ00w")
+	f.Add("queued as é queued as y z")
+	tag := regexp.MustCompile(`^wb-[0-9a-f]{48}$`)
+	id := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	queued := regexp.MustCompile(`queued as ([A-Za-z0-9_-]{1,64})`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validTag(s), tag.MatchString(s); got != want {
+			t.Fatalf("validTag(%q) = %v, the regexp says %v", s, got, want)
+		}
+		if got, want := validID(s), id.MatchString(s); got != want {
+			t.Fatalf("validID(%q) = %v, the regexp says %v", s, got, want)
+		}
+		want := ""
+		if m := queued.FindStringSubmatch(s); m != nil {
+			want = m[1]
+		}
+		if got := queuedID(s); got != want {
+			t.Fatalf("queuedID(%q) = %q, the regexp finds %q", s, got, want)
+		}
+	})
+}
+
+// TestQueuedIDLinear: finding the ID runs in time linear in the reply,
+// however many markers lead nowhere.
+func TestQueuedIDLinear(t *testing.T) {
+	for name, unit := range map[string]string{"markers without an ID": "queued as .", "near markers": "queued as\tx"} {
+		t.Run(name, func(t *testing.T) {
+			complexity.Linear(t, "queuedID/"+name, func(n int) func() {
+				s := strings.Repeat(unit, n)
+				return func() { queuedID(s) }
+			}, 200000)
+		})
 	}
 }
