@@ -48,6 +48,9 @@ type harness struct {
 	// cpuProfile, set by the profile section, gives the --cpu-profile
 	// flag for the process of that name (nil: none).
 	cpuProfile func(name string) []string
+	// costs are the profile section's CPU per message of each server
+	// and of the load generator (profile.go).
+	costs []cost
 }
 
 // globalArgs are the flags before any command of a binary the harness

@@ -46,12 +46,133 @@ func (h *harness) profile(ctx context.Context) error {
 	if err := os.MkdirAll(h.out, 0o755); err != nil {
 		return err
 	}
+	h.costs = nil
 	for _, l := range profileLoads {
 		if err := h.profileOne(ctx, l.name, l.suffix, l.perConn); err != nil {
 			return fmt.Errorf("%s: %w", l.name, err)
 		}
 	}
+	if err := h.peerCosts(ctx); err != nil {
+		return err
+	}
+	h.noteCosts()
 	return nil
+}
+
+// cpuPerMessage warms s up, drives it for d, and returns the CPU time
+// (utime+stime of /proc/PID/stat) each of pids spent per message of the
+// load, in µs: a cost that does not move with the machine's other work
+// as a rate does.
+func cpuPerMessage(ctx context.Context, s *side, d time.Duration, pids ...int) ([]float64, error) {
+	s.run(ctx, warmup, false)
+	before := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		var err error
+		if before[i], err = cpuTime(pid); err != nil {
+			return nil, err
+		}
+	}
+	s.run(ctx, d, true)
+	per := make([]float64, len(pids))
+	for i, pid := range pids {
+		after, err := cpuTime(pid)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(s.load.lat); n > 0 {
+			per[i] = float64((after - before[i]).Microseconds()) / float64(n)
+		}
+	}
+	return per, nil
+}
+
+// cost is what one server and this harness's load generator spent per
+// message of one load.
+type cost struct {
+	load, server    string
+	rate            float64
+	serverUS, genUS float64
+}
+
+// peerCosts drives each of profileLoads, unprofiled, at raw Mailpit (its
+// SMTP, and its POST /api/v1/send for POST /emails) and at the null
+// server of its protocol, each for profileCostLoad, and keeps their CPU
+// per message beside mailplane's: what bounds a rate on this machine's
+// cores is the sum of what the server and the load generator spend on a
+// message.
+func (h *harness) peerCosts(ctx context.Context) error {
+	peer, err := h.startPeer(ctx, "mailpit-cost")
+	if err != nil {
+		return err
+	}
+	defer peer.stop()
+	nh, err := h.startNull(ctx, "http")
+	if err != nil {
+		return err
+	}
+	defer nh.stop()
+	ns, err := h.startNull(ctx, "smtp")
+	if err != nil {
+		return err
+	}
+	defer ns.stop()
+	const conc = 8
+	for _, l := range profileLoads {
+		type target struct {
+			server string
+			pid    int
+			mk     workerFactory
+			close  func()
+		}
+		var targets []target
+		if l.perConn == 0 {
+			mp, closeP := postWorkers("http://"+peer.httpAddr+"/api/v1/send", "", mailpitSendJSON(512), conc)
+			nl, closeN := postWorkers("http://"+nh.addr+"/emails", "", emailJSON(512), conc)
+			targets = []target{{"raw Mailpit, POST /api/v1/send", peer.pid(), mp, closeP}, {"null HTTP handler", nh.pid(), nl, closeN}}
+		} else {
+			data := rfc5322(512)
+			targets = []target{
+				{"raw Mailpit, " + smtpPath(l.perConn), peer.pid(), smtpWorkers(tcpDialer(peer.smtpAddr), data, l.perConn), func() {}},
+				{"null go-smtp server", ns.pid(), smtpWorkers(tcpDialer(ns.addr), data, l.perConn), func() {}},
+			}
+		}
+		for _, t := range targets {
+			s, err := newSide(t.server, conc, t.mk)
+			if err != nil {
+				t.close()
+				return err
+			}
+			per, err := cpuPerMessage(ctx, s, profileCostLoad, t.pid, os.Getpid())
+			s.close()
+			t.close()
+			s.load.finish()
+			if err != nil {
+				return err
+			}
+			h.costs = append(h.costs, cost{l.name, t.server, s.load.Rate, per[0], per[1]})
+			h.logf("  %s 512 B c%d at %s: %.0f msg/s; CPU per message: server %.0f µs, load generator %.0f µs", l.name, conc, t.server, s.load.Rate, per[0], per[1])
+		}
+	}
+	return nil
+}
+
+// profileCostLoad is how long peerCosts drives each of its loads.
+const profileCostLoad = 3 * time.Second
+
+// noteCosts adds the costs table to the report's notes.
+func (h *harness) noteCosts() {
+	var b strings.Builder
+	b.WriteString("CPU per message (µs, utime+stime of /proc/PID/stat over the load; mailplane's under profile), 512 B, 8 clients. " +
+		"On this machine's cores, a load's rate is bounded by cores ÷ (server + load generator), less what waits (fsync, scheduling):\n\n" +
+		"| load | server | msg/s | server µs | load generator µs | bound at 2 cores, msg/s |\n|---|---|--:|--:|--:|--:|\n")
+	for _, c := range h.costs {
+		bound := 0.0
+		if t := c.serverUS + c.genUS; t > 0 {
+			bound = 2e6 / t
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f |\n", c.load, c.server, c.rate, c.serverUS, c.genUS, bound)
+	}
+	h.report.Notes = append(h.report.Notes, b.String())
 }
 
 // profileOne profiles one load: a plane and a writer started for it,
@@ -90,31 +211,16 @@ func (h *harness) profileOne(ctx context.Context, load, suffix string, perConn i
 		closeLoad()
 		return err
 	}
-	s.run(ctx, warmup, false)
-	// The CPU each process spends on the load, per message: the figure
-	// the send path's cost is measured by (it does not move with the
-	// machine's other work as a rate does).
-	procsCPU := []*proc{pl.proc, w.proc}
-	before := make([]time.Duration, len(procsCPU))
-	for i, p := range procsCPU {
-		if before[i], err = cpuTime(p.pid()); err != nil {
-			return err
-		}
-	}
-	s.run(ctx, profileLoad, true)
-	perSend := make([]float64, len(procsCPU))
-	for i, p := range procsCPU {
-		after, err := cpuTime(p.pid())
-		if err != nil {
-			return err
-		}
-		if n := len(s.load.lat); n > 0 {
-			perSend[i] = float64((after - before[i]).Microseconds()) / float64(n)
-		}
+	perSend, err := cpuPerMessage(ctx, s, profileLoad, pl.proc.pid(), w.proc.pid(), os.Getpid())
+	if err != nil {
+		s.close()
+		closeLoad()
+		return err
 	}
 	s.close()
 	closeLoad()
 	s.load.finish()
+	h.costs = append(h.costs, cost{load, "mailplane (mail-plane serve + mail-writer)", s.load.Rate, perSend[0] + perSend[1], perSend[2]})
 	// SIGTERM: each process writes its profile as its command returns.
 	w.stop()
 	pl.stop()
@@ -136,9 +242,9 @@ func (h *harness) profileOne(ctx context.Context, load, suffix string, perConn i
 	h.report.Notes = append(h.report.Notes, fmt.Sprintf("Profiles: CPU profiles of mail-plane serve and mail-writer (%s, %s) "+
 		"over their whole run: start, %v of warm-up, then %v of %s, 512 B, %d clients: %.0f msg/s, p50 %.2f ms, p99 %.2f ms, %d errors; "+
 		"`go tool pprof -top` of each in %s. CPU per message during the %v (utime+stime of /proc/PID/stat, profiling included): "+
-		"mail-plane serve %.0f µs, mail-writer %.0f µs. bench/README.md, \"Profiles\", explains the top entries.",
+		"mail-plane serve %.0f µs, mail-writer %.0f µs, this harness's load generator %.0f µs. bench/README.md, \"Profiles\", explains the top entries.",
 		filepath.Base(profiles["plane"]), filepath.Base(profiles["mail-writer"]), warmup, profileLoad, load, conc,
-		s.load.Rate, s.load.P50, s.load.P99, s.load.Errors, strings.Join(tops, " and "), profileLoad, perSend[0], perSend[1]))
+		s.load.Rate, s.load.P50, s.load.P99, s.load.Errors, strings.Join(tops, " and "), profileLoad, perSend[0], perSend[1], perSend[2]))
 	h.logf("  %s 512 B c%d under profile: %.0f msg/s; CPU per message: plane %.0f µs, writer %.0f µs; %s",
 		load, conc, s.load.Rate, perSend[0], perSend[1], strings.Join(tops, ", "))
 	return nil
