@@ -35,7 +35,8 @@ const trialMemRSSBound = 64 << 20
 // the shared HTTP door that each declare a 4 MiB batch and send all of it
 // but its last byte. The writer's RSS grows by at most 64 MB; no more
 // than limits.TrialSends of A's DATAs are delivered when they end, the
-// others are answered 452 4.3.2; no more than TrialBodyBytes/4 MiB of
+// others, having waited limits.TrialSendWait for a share in vain, are
+// answered 452 4.3.2; no more than TrialBodyBytes/4 MiB of
 // A's requests are held, the others are answered 429; trial B's POST
 // /emails and SMTP on its own port each answer within 2 s throughout.
 //

@@ -18,9 +18,18 @@ const (
 	// TrialSends bounds the SMTP messages one trial (its AUTH password,
 	// or its own port or door) has being received or in flight to the
 	// plane at once, in one writer process: the share is taken when DATA
-	// starts, before a byte of the body is held. One more DATA is answered
+	// starts, before a byte of the body is held. One more DATA waits for
+	// a share, up to TrialSendWait, its body unread; then it is answered
 	// 452 (its body read and dropped) and may be retried.
 	TrialSends = 8
+
+	// TrialSendWait bounds how long a trial's DATA waits for one of its
+	// TrialSends shares: long enough that a burst of a site's mailer
+	// (64 connections at once in make bench) queues, as at a provider,
+	// instead of failing with 452 while its trial's sends take
+	// milliseconds each; short against an SMTP client's own timeout for
+	// the reply to DATA (RFC 5321 section 4.5.3.2: minutes).
+	TrialSendWait = 5 * time.Second
 
 	// TrialBodyBytes bounds the HTTP request bodies one trial (the
 	// namespace its credential opens) has one writer process hold at

@@ -72,16 +72,23 @@ func transact(t *testing.T, addr string, wait bool) (*client, int, string) {
 	return c, code, text
 }
 
+// shareWait is the tests' bound on a DATA's wait for its trial's share
+// (limits.TrialSendWait in a writer): each DATA refused for its share
+// costs a test this much.
+const shareWait = time.Second
+
 // TestTrialSends: a trial (here: its own port) with limits.TrialSends
-// messages in flight to the plane gets 452 4.3.2 for one more, at once
-// and without it reaching the plane, while another trial on the same
-// writer is served; once its sends are answered, it may send again.
+// messages in flight to the plane has one more DATA wait for a share:
+// answered 452 4.3.2 without reaching the plane when none frees within
+// the bound, while another trial on the same writer is served at once;
+// delivered as soon as one of its sends is answered; and once all are,
+// the trial sends again.
 func TestTrialSends(t *testing.T) {
 	shares := connlimit.NewShares(limits.TrialSends)
 	plane := heldPlane{entered: make(chan struct{}, limits.TrialSends+1), release: make(chan struct{})}
 	// Two trial ports of one writer, sharing its shares.
-	a := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
-	b := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	a := smtpd.New(smtpd.Config{Shares: shares, ShareWait: shareWait}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares, ShareWait: shareWait}, &plane, zerolog.Nop())
 	addrA, addrB := serveOn(t, a), serveOn(t, b)
 	_, portA, err := net.SplitHostPort(addrA)
 	if err != nil {
@@ -103,8 +110,8 @@ func TestTrialSends(t *testing.T) {
 			t.Fatal("the held sends did not reach the plane")
 		}
 	}
-	// At once: the held sends are answered only after release, so a send
-	// that queued for a share would get no answer here at all.
+	// The held sends are answered only after release: a send over the
+	// share waits its bound in vain.
 	if _, code, text := transact(t, addrA, true); code != 452 || !strings.Contains(text, "4.3.2") {
 		t.Fatalf("a send over the trial's share: %d %q, want 452 4.3.2", code, text)
 	}
@@ -114,8 +121,16 @@ func TestTrialSends(t *testing.T) {
 	if _, code, text := transact(t, addrB, true); code != 250 {
 		t.Fatalf("another trial while the first is at its share: %d %q", code, text)
 	}
+	// One more waits; one held send answered gives it the share.
+	queued, _, _ := transact(t, addrA, false)
+	plane.release <- struct{}{}
+	select {
+	case <-plane.entered:
+	case <-time.After(itest.Bound):
+		t.Fatal("the send that waited for a share did not reach the plane when one freed")
+	}
 	close(plane.release)
-	for _, c := range held {
+	for _, c := range append(held, queued) {
 		if code, text := c.reply(); code != 250 {
 			t.Fatalf("a held send: %d %q", code, text)
 		}
@@ -131,8 +146,8 @@ func TestTrialSends(t *testing.T) {
 func TestDoorShares(t *testing.T) {
 	shares := connlimit.NewShares(limits.TrialSends)
 	plane := heldPlane{door: "a", entered: make(chan struct{}, limits.TrialSends+1), release: make(chan struct{})}
-	a := smtpd.New(smtpd.Config{Shares: shares, Door: "a"}, &plane, zerolog.Nop())
-	b := smtpd.New(smtpd.Config{Shares: shares, Door: "b"}, &plane, zerolog.Nop())
+	a := smtpd.New(smtpd.Config{Shares: shares, Door: "a", ShareWait: shareWait}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares, Door: "b", ShareWait: shareWait}, &plane, zerolog.Nop())
 	addrA := serveOn(t, a)
 	_, port, _ := net.SplitHostPort(addrA)
 	lnB, err := net.Listen("tcp", "127.0.0.2:"+port)
@@ -175,14 +190,14 @@ func (*countingPlane) CheckCredential(context.Context, *rpc.CredentialRequest) e
 
 // TestTrialReceiving: a trial's share is taken when DATA starts, before
 // its body is read: with limits.TrialSends bodies of the trial still
-// arriving, one more DATA is answered 452 4.3.2 at its end and never
-// reaches the plane, while another trial is served; once the bodies end,
-// they are delivered, and the trial may send again.
+// arriving, one more DATA waits in vain and is answered 452 4.3.2 at its
+// end, never reaching the plane, while another trial is served; once the
+// bodies end, they are delivered, and the trial may send again.
 func TestTrialReceiving(t *testing.T) {
 	shares := connlimit.NewShares(limits.TrialSends)
 	var plane countingPlane
-	a := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
-	b := smtpd.New(smtpd.Config{Shares: shares}, &plane, zerolog.Nop())
+	a := smtpd.New(smtpd.Config{Shares: shares, ShareWait: shareWait}, &plane, zerolog.Nop())
+	b := smtpd.New(smtpd.Config{Shares: shares, ShareWait: shareWait}, &plane, zerolog.Nop())
 	addrA, addrB := serveOn(t, a), serveOn(t, b)
 	start := func(addr string) *client {
 		c := greet(t, addr)

@@ -110,6 +110,9 @@ type Config struct {
 	// flight to the plane (limits.TrialSends), shared by every listener
 	// of a writer; nil: a listener's own.
 	Shares *connlimit.Shares
+	// ShareWait bounds how long a DATA waits for its trial's share; 0 is
+	// limits.TrialSendWait.
+	ShareWait time.Duration
 	// Door is the key of the trial's doors inside its network namespace
 	// that this listener is one of (rpc.NetnsDoor): its plain messages
 	// name the door, not the port, which other namespaces repeat.
@@ -157,6 +160,9 @@ func New(cfg Config, plane Sender, log zerolog.Logger) *Server {
 	}
 	if cfg.Shares == nil {
 		cfg.Shares = connlimit.NewShares(limits.TrialSends)
+	}
+	if cfg.ShareWait <= 0 {
+		cfg.ShareWait = limits.TrialSendWait
 	}
 	s := &Server{cfg: cfg, plane: plane, log: log, closing: make(chan struct{})}
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
@@ -334,11 +340,16 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 //
 // The trial's share (limits.TrialSends) is taken before the body is read
 // and held until the plane has answered: a trial's sessions can make the
-// writer hold at most that many bodies at once. go-smtp has sent 354
-// before Data is called, so one more DATA is refused at its end: go-smtp
-// reads its body and drops it, holding none of it.
+// writer hold at most that many bodies at once. One more DATA waits for a
+// share, its body unread (in the sockets' buffers, not the writer's), up
+// to ShareWait: a burst of a trial's sends queues behind its earlier ones
+// as at a provider. go-smtp has sent 354 before Data is called, so a DATA
+// that waited in vain is refused at its end: go-smtp reads its body and
+// drops it, holding none of it.
 func (s *session) Data(r io.Reader) error {
-	release, ok := s.srv.cfg.Shares.Take(s.shareKey())
+	wait, cancelWait := context.WithTimeout(context.Background(), s.srv.cfg.ShareWait)
+	release, ok := s.srv.cfg.Shares.Wait(wait, s.shareKey())
+	cancelWait()
 	if !ok {
 		return errTrialBusy
 	}

@@ -1,0 +1,61 @@
+package connlimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/websitebench/mailplane/internal/itest"
+)
+
+// TestSharesWait: Wait takes a share where Take would; at the share it
+// waits, counting nothing, until a holder releases (then it holds the
+// freed share) or its context ends (then false); another key is served
+// meanwhile, and nothing of a key is kept once its holders are gone.
+func TestSharesWait(t *testing.T) {
+	s := NewShares(2)
+	r1, ok1 := s.Take("a")
+	r2, ok2 := s.Wait(context.Background(), "a")
+	if !ok1 || !ok2 {
+		t.Fatal("a key under its share was refused")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if _, ok := s.Wait(ctx, "a"); ok {
+		t.Fatal("Wait at the share took one with no release")
+	}
+	cancel()
+	if rb, ok := s.Take("b"); !ok {
+		t.Fatal("another key refused while the first is at its share")
+	} else {
+		rb()
+	}
+	got := make(chan func())
+	go func() {
+		r, ok := s.Wait(context.Background(), "a")
+		if !ok {
+			r = nil
+		}
+		got <- r
+	}()
+	r1()
+	r1() // a release counts once
+	var r3 func()
+	select {
+	case r3 = <-got:
+	case <-time.After(itest.Bound):
+		t.Fatal("a waiter was not given the share a holder released")
+	}
+	if r3 == nil {
+		t.Fatal("the waiter was refused")
+	}
+	if _, ok := s.Take("a"); ok {
+		t.Fatal("the freed share was counted twice")
+	}
+	r2()
+	r3()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.n) != 0 || len(s.freed) != 0 {
+		t.Fatalf("kept after every release: %d counts, %d waits", len(s.n), len(s.freed))
+	}
+}
