@@ -24,16 +24,27 @@ import (
 // On SQLite a commit is durable once durable returns (walsync.go); the
 // group committer waits for that in another goroutine.
 
-// beginWrite begins a write transaction: tx's, and the group commit's
-// (messages.go), which adds a savepoint per offer. After a failed flush of
-// SQLite's log it refuses.
-func (l *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
+// beginWrite begins a write transaction on the write connection, from
+// l.write or held (c): tx's, and the group commit's (messages.go), which
+// adds a savepoint per offer. After a failed flush of SQLite's log it
+// refuses.
+func (l *DB) beginWrite(ctx context.Context, c interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}) (*sql.Tx, error) {
 	if l.wal != nil {
 		if err := l.wal.failed(); err != nil {
 			return nil, err
 		}
 	}
-	return l.write.BeginTx(ctx, nil)
+	return c.BeginTx(ctx, nil)
+}
+
+// wrote tells the checkpointer, if any, what the write connection c,
+// held, has written.
+func (l *DB) wrote(c *sql.Conn) {
+	if l.ckpt != nil {
+		l.ckpt.wrote(c)
+	}
 }
 
 // durable makes what the write connection has committed durable: on
@@ -55,7 +66,12 @@ func (l *DB) readTx(ctx context.Context) (*sql.Tx, error) {
 // unique violation there means another plane stored the same name or
 // digest first: ErrExists, as if this transaction's own check had seen it.
 func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := l.beginWrite(ctx)
+	c, err := l.write.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tx, err := l.beginWrite(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -69,6 +85,7 @@ func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	l.wrote(c)
 	return l.durable()
 }
 
