@@ -18,6 +18,15 @@ import (
 // the committer goes on writing meanwhile. Its connection syncs as
 // SQLite's own checkpoint does (synchronous NORMAL: the log before the
 // copy, the database after it), which walsync.go relies on.
+//
+// The log is reused from its start only by a write transaction that
+// begins when all of it has been copied: under a steady load the
+// committer has always written more by the time this goroutine is done,
+// so the log grows to walBackstopPages (32 MiB) and SQLite's own
+// checkpoint, which then has little left to copy, resets it. Measured by
+// 24,000 sends at 8 at a time: the log ended at 8,013 pages, against
+// 1,018 with SQLite's checkpoint alone at 1,000; commits that run a
+// checkpoint, one in 8,000 pages instead of one in 1,000.
 const (
 	checkpointPages  = 1000 // SQLite's default wal_autocheckpoint
 	walBackstopPages = 8000

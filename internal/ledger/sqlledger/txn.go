@@ -62,10 +62,20 @@ func (l *DB) readTx(ctx context.Context) (*sql.Tx, error) {
 	return l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 }
 
-// tx runs fn in a write transaction, committing when it returns nil. A
-// unique violation there means another plane stored the same name or
-// digest first: ErrExists, as if this transaction's own check had seen it.
+// tx runs fn in a write transaction, committing when it returns nil, and
+// returns once the commit is durable. A unique violation there means
+// another plane stored the same name or digest first: ErrExists, as if
+// this transaction's own check had seen it.
 func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := l.commitTx(ctx, fn); err != nil {
+		return err
+	}
+	return l.durable()
+}
+
+// commitTx is tx but for durable: the write connection is free for the
+// committer while the disk flushes.
+func (l *DB) commitTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	c, err := l.write.Conn(ctx)
 	if err != nil {
 		return err
@@ -86,7 +96,7 @@ func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	l.wrote(c)
-	return l.durable()
+	return nil
 }
 
 // policyTx runs fn as tx does, for a change to existing policy: the
