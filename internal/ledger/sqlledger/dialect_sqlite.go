@@ -58,9 +58,6 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		// at most (maxBatch offers, each bounded by internal/limits).
 		// Durability is the WAL's and its fsync, not this.
 		q.Add("_pragma", "temp_store(MEMORY)")
-		// The ledger checkpoints off the commit path (checkpoint.go);
-		// SQLite's own is the backstop.
-		q.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walBackstopPages)+")")
 		if extra != "" {
 			q.Add("_pragma", extra)
 		}
@@ -99,18 +96,8 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	ckdb, err := sql.Open("sqlite", dsn(""))
+	l, err := newLedger(sqliteDialect, write, read, dir, wal)
 	if err != nil {
-		read.Close()
-		wal.close()
-		write.Close()
-		return nil, err
-	}
-	ckdb.SetMaxOpenConns(1)
-	ckpt := newCheckpointer(ckdb)
-	l, err := newLedger(sqliteDialect, write, read, dir, wal, ckpt)
-	if err != nil {
-		ckpt.stop()
 		wal.close()
 	}
 	return l, err

@@ -418,7 +418,7 @@ func (l *DB) commitUnsynced() {
 // flush.
 func (l *DB) unsyncedBatch(batch []*pending) error {
 	ctx := context.Background() // the batch outlives any one caller's deadline
-	tx, err := l.beginWrite(ctx, l.write)
+	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		return err
 	}

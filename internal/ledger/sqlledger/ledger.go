@@ -58,10 +58,8 @@ type DB struct {
 
 	// unsynced commits the events that need no fsync (events.go).
 	unsynced unsyncedCommitter
-	// wal flushes SQLite's write-ahead log (walsync.go), ckpt copies it
-	// into the database (checkpoint.go); nil on PostgreSQL.
-	wal  *walSync
-	ckpt *checkpointer
+	// wal flushes SQLite's write-ahead log (walsync.go); nil on PostgreSQL.
+	wal *walSync
 }
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
@@ -261,8 +259,8 @@ CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, tria
 
 // newLedger starts the ledger over its two handles once its schema is
 // current: it prepares the hot queries in d's text and starts the
-// committer. wal and ckpt are SQLite's, nil on PostgreSQL.
-func newLedger(d *dialect, write, read *sql.DB, dir string, wal *walSync, ckpt *checkpointer) (*DB, error) {
+// committer. wal is SQLite's log, nil on PostgreSQL.
+func newLedger(d *dialect, write, read *sql.DB, dir string, wal *walSync) (*DB, error) {
 	rs, err := newStmts(read, d, readQueries)
 	if err != nil {
 		read.Close()
@@ -277,7 +275,7 @@ func newLedger(d *dialect, write, read *sql.DB, dir string, wal *walSync, ckpt *
 		return nil, err
 	}
 	l := &DB{d: d, write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
-		budget: DefaultEventBudget, unsynced: newUnsyncedCommitter(), wal: wal, ckpt: ckpt}
+		budget: DefaultEventBudget, unsynced: newUnsyncedCommitter(), wal: wal}
 	go l.commit()
 	go l.commitUnsynced()
 	return l, nil
@@ -298,13 +296,9 @@ func (l *DB) Close() error {
 	close(l.closed)
 	<-l.stopped
 	<-l.unsynced.stopped
-	var err error
-	if l.ckpt != nil {
-		err = l.ckpt.stop()
-	}
 	l.rs.close()
 	l.ws.close()
-	err = errors.Join(err, l.read.Close(), l.write.Close())
+	err := errors.Join(l.read.Close(), l.write.Close())
 	if l.wal != nil {
 		err = errors.Join(err, l.wal.close())
 	}

@@ -139,12 +139,7 @@ func (l *DB) commitBatch(batch []*pending) error {
 	// batches never wait for each other (the sort keeps each namespace's
 	// offers in their order).
 	slices.SortStableFunc(batch, func(a, b *pending) int { return strings.Compare(a.namespace(), b.namespace()) })
-	c, err := l.write.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	tx, err := l.beginWrite(ctx, c)
+	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,7 +215,6 @@ func (l *DB) commitBatch(batch []*pending) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	l.wrote(c)
 	for _, p := range batch {
 		if p.seen != nil {
 			p.seen.gen = gen

@@ -24,27 +24,16 @@ import (
 // On SQLite a commit is durable once durable returns (walsync.go); the
 // group committer waits for that in another goroutine.
 
-// beginWrite begins a write transaction on the write connection, from
-// l.write or held (c): tx's, and the group commit's (messages.go), which
-// adds a savepoint per offer. After a failed flush of SQLite's log it
-// refuses.
-func (l *DB) beginWrite(ctx context.Context, c interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}) (*sql.Tx, error) {
+// beginWrite begins a write transaction: tx's, and the group commit's
+// (messages.go), which adds a savepoint per offer. After a failed flush of
+// SQLite's log it refuses.
+func (l *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	if l.wal != nil {
 		if err := l.wal.failed(); err != nil {
 			return nil, err
 		}
 	}
-	return c.BeginTx(ctx, nil)
-}
-
-// wrote tells the checkpointer, if any, what the write connection c,
-// held, has written.
-func (l *DB) wrote(c *sql.Conn) {
-	if l.ckpt != nil {
-		l.ckpt.wrote(c)
-	}
+	return l.write.BeginTx(ctx, nil)
 }
 
 // durable makes what the write connection has committed durable: on
@@ -62,26 +51,11 @@ func (l *DB) readTx(ctx context.Context) (*sql.Tx, error) {
 	return l.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 }
 
-// tx runs fn in a write transaction, committing when it returns nil, and
-// returns once the commit is durable. A unique violation there means
-// another plane stored the same name or digest first: ErrExists, as if
-// this transaction's own check had seen it.
+// tx runs fn in a write transaction, committing when it returns nil. A
+// unique violation there means another plane stored the same name or
+// digest first: ErrExists, as if this transaction's own check had seen it.
 func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	if err := l.commitTx(ctx, fn); err != nil {
-		return err
-	}
-	return l.durable()
-}
-
-// commitTx is tx but for durable: the write connection is free for the
-// committer while the disk flushes.
-func (l *DB) commitTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	c, err := l.write.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	tx, err := l.beginWrite(ctx, c)
+	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,8 +69,7 @@ func (l *DB) commitTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	l.wrote(c)
-	return nil
+	return l.durable()
 }
 
 // policyTx runs fn as tx does, for a change to existing policy: the

@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/websitebench/mailplane/internal/itest"
 	. "github.com/websitebench/mailplane/internal/ledger"
 )
 
@@ -101,43 +99,4 @@ func TestSyncFollowsReplacedLog(t *testing.T) {
 	if len(synced) != 3 {
 		t.Fatalf("flushed %d times, want 3", len(synced))
 	}
-}
-
-// TestCheckpointOffCommitPath: once the committer has written
-// checkpointPages pages to the log, the checkpointer copies them into the
-// database, though SQLite's own checkpoint (walBackstopPages) has not come
-// due: the database file, which only checkpoints write, grows.
-func TestCheckpointOffCommitPath(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	profileTrial(t, l)
-	body, index := profileSend(t)
-	db := filepath.Join(dir, "mailplane.db")
-	size := func() int64 {
-		st, err := os.Stat(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Size()
-	}
-	before := size()
-	// 2,000 pages or so (TestFramesPerBatch: under 20 a batch of 8).
-	for range 2 * checkpointPages / 15 {
-		b := make([]*pending, 8)
-		for i := range b {
-			b[i] = &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)}
-		}
-		if err := l.commitBatch(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if walBackstopPages < 4*checkpointPages {
-		t.Fatalf("the backstop (%d pages) would checkpoint in the commits themselves", walBackstopPages)
-	}
-	itest.Eventually(t, "a checkpoint by the checkpointer", 10*time.Second, func() bool { return size() > before })
 }
