@@ -2,7 +2,10 @@ package sqlledger
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,13 +31,64 @@ func BenchmarkCommitSend(b *testing.B) {
 	defer l.Close()
 	profileTrial(b, l)
 	body, index := profileSend(b)
+	var lat latencies
 	before := cpuTime()
 	b.ResetTimer()
 	inParallel(b, 8, func() error {
+		start := time.Now()
 		_, _, err := l.Accept(ctx, profileOffer(body, index))
+		lat.add(time.Since(start))
 		return err
 	})
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
+	lat.report(b)
+}
+
+// BenchmarkCreateTrial opens trials one after another, as trial.open does
+// in the ledger; its p99-us shows the opens that ran a checkpoint.
+func BenchmarkCreateTrial(b *testing.B) {
+	ctx := context.Background()
+	l, err := Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var lat latencies
+	i := 0
+	for b.Loop() {
+		i++
+		id := strconv.Itoa(i)
+		tr := &Trial{Profile: "candidate", MailAPIToken: digest("a" + id), BootstrapToken: digest("b" + id), InboxToken: digest("c" + id)}
+		ns := &Namespace{Name: "trial-" + id, ReadCapability: digest("r" + id), WriteCapability: digest("w" + id), Tag: "t" + id}
+		start := time.Now()
+		if err := l.CreateTrial(ctx, tr, ns, []Grant{{Digest: digest("g" + id), Role: "writer"}}); err != nil {
+			b.Fatal(err)
+		}
+		lat.add(time.Since(start))
+	}
+	lat.report(b)
+}
+
+// latencies collects calls' latencies, from several goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// report reports the median and the 99th percentile, in microseconds.
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	b.ReportMetric(float64(l.d[len(l.d)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(l.d[len(l.d)*99/100].Microseconds()), "p99-us")
 }
 
 // cpuTime is the process's CPU time so far, user and system.

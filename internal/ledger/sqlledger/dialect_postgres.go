@@ -81,7 +81,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	read := sql.OpenDB(connector{stdlib.GetConnector(*rcfg)})
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	l, err := newLedger(postgresDialect, write, read, "")
+	l, err := newLedger(postgresDialect, write, read, "", nil)
 	if err != nil {
 		return nil, err
 	}

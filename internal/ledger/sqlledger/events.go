@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"time"
@@ -385,8 +384,8 @@ func (l *DB) DeleteTrails(ctx context.Context, cutoff time.Time, limit int) (int
 func unsynced(e *evidence.Event) bool { return e.Door == evidence.DoorGateway }
 
 // unsyncedCommitter commits unsynced events, in batches as the group
-// committer does, each batch in a transaction that SQLite commits with
-// synchronous NORMAL: written to the WAL, not fsynced.
+// committer does, each batch in a transaction written to the WAL, not
+// flushed.
 type unsyncedCommitter struct {
 	offers  chan *pending
 	stopped chan struct{}
@@ -414,28 +413,12 @@ func (l *DB) commitUnsynced() {
 	}
 }
 
-// unsyncedBatch appends batch's events in one transaction, committed with
-// synchronous NORMAL on the write connection, held throughout so that no
-// other transaction runs at that level: the connection goes back to the
-// pool at FULL, or is closed.
-func (l *DB) unsyncedBatch(batch []*pending) (err error) {
+// unsyncedBatch appends batch's events in one transaction, which the
+// write connection commits without an fsync (walsync.go), and does not
+// flush.
+func (l *DB) unsyncedBatch(batch []*pending) error {
 	ctx := context.Background() // the batch outlives any one caller's deadline
-	c, err := l.write.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	defer func() {
-		if _, rerr := c.ExecContext(ctx, `PRAGMA synchronous = FULL`); rerr != nil {
-			// Never back into the pool below FULL: closed instead.
-			c.Raw(func(any) error { return driver.ErrBadConn })
-			err = errors.Join(err, rerr)
-		}
-	}()
-	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return err
-	}
-	tx, err := c.BeginTx(ctx, nil)
+	tx, err := l.beginWrite(ctx)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,9 @@ func TestFramesPerBatch(t *testing.T) {
 		for range 8 {
 			b = append(b, &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)})
 		}
-		l.commitBatch(b)
+		if err := l.commitBatch(b); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range b {
 			if p.err != nil {
 				t.Fatal(p.err)

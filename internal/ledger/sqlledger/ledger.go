@@ -2,7 +2,8 @@
 // database: trials, namespaces, hashed grants and capabilities, learned
 // recipients, quota counters, idempotency keys, the index of accepted
 // messages and the bodies no external store keeps. It is an embedded SQLite
-// database (pure Go driver, WAL, synchronous=FULL; dialect_sqlite.go) or
+// database (pure Go driver, WAL, flushed by the ledger before it answers:
+// walsync.go; dialect_sqlite.go) or
 // a PostgreSQL database that several planes share (dialect_postgres.go),
 // written through one connection of each plane so that every decision
 // that reads and then writes is a single serialized transaction, which
@@ -57,6 +58,8 @@ type DB struct {
 
 	// unsynced commits the events that need no fsync (events.go).
 	unsynced unsyncedCommitter
+	// wal flushes SQLite's write-ahead log (walsync.go); nil on PostgreSQL.
+	wal *walSync
 }
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
@@ -256,8 +259,8 @@ CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, tria
 
 // newLedger starts the ledger over its two handles once its schema is
 // current: it prepares the hot queries in d's text and starts the
-// committer.
-func newLedger(d *dialect, write, read *sql.DB, dir string) (*DB, error) {
+// committer. wal is SQLite's log, nil on PostgreSQL.
+func newLedger(d *dialect, write, read *sql.DB, dir string, wal *walSync) (*DB, error) {
 	rs, err := newStmts(read, d, readQueries)
 	if err != nil {
 		read.Close()
@@ -272,7 +275,7 @@ func newLedger(d *dialect, write, read *sql.DB, dir string) (*DB, error) {
 		return nil, err
 	}
 	l := &DB{d: d, write: write, read: read, rs: rs, ws: ws, dir: dir, offers: make(chan *pending), closed: make(chan struct{}), stopped: make(chan struct{}),
-		budget: DefaultEventBudget, unsynced: newUnsyncedCommitter()}
+		budget: DefaultEventBudget, unsynced: newUnsyncedCommitter(), wal: wal}
 	go l.commit()
 	go l.commitUnsynced()
 	return l, nil
@@ -295,7 +298,11 @@ func (l *DB) Close() error {
 	<-l.unsynced.stopped
 	l.rs.close()
 	l.ws.close()
-	return errors.Join(l.read.Close(), l.write.Close())
+	err := errors.Join(l.read.Close(), l.write.Close())
+	if l.wal != nil {
+		err = errors.Join(err, l.wal.close())
+	}
+	return err
 }
 
 // Ping checks that the database answers a read.
@@ -317,8 +324,10 @@ func (l *DB) PingWrite(ctx context.Context, minFree uint64) error {
 			return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
 		}
 	}
-	_, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
-	return err
+	if _, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`); err != nil {
+		return err
+	}
+	return l.durable()
 }
 
 // PolicyGen is the policy's generation: it grows whenever a trial, a

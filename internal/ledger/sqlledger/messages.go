@@ -50,15 +50,61 @@ type pending struct {
 
 var errClosed = errors.New("ledger: closed")
 
-// commit runs until Close, committing offers in batches.
+// commit runs until Close, committing offers in batches. On SQLite a
+// committed batch goes to syncBatches, which answers it once the log is on
+// the disk (walsync.go), while this goroutine commits the next.
 func (l *DB) commit() {
 	defer close(l.stopped)
+	var toSync chan []*pending
+	if l.wal != nil {
+		toSync = make(chan []*pending, syncQueue)
+		synced := make(chan struct{})
+		go l.syncBatches(toSync, synced)
+		defer func() { <-synced }()
+		defer close(toSync)
+	}
 	for {
 		batch, ok := l.nextBatch(l.offers)
 		if !ok {
 			return
 		}
-		l.commitBatch(batch)
+		err := l.commitBatch(batch)
+		if err == nil && toSync != nil {
+			toSync <- batch
+			continue
+		}
+		answer(batch, err)
+	}
+}
+
+// syncQueue bounds the committed batches waiting for their fdatasync: the
+// committer waits for the disk beyond that.
+const syncQueue = 8
+
+// syncBatches answers the batches from in, each after an fdatasync of the
+// log that began after its commit; one covers all that are waiting.
+func (l *DB) syncBatches(in <-chan []*pending, done chan<- struct{}) {
+	defer close(done)
+	for batch := range in {
+		batches := [][]*pending{batch}
+		for len(in) > 0 {
+			batches = append(batches, <-in)
+		}
+		err := l.wal.sync()
+		for _, b := range batches {
+			answer(b, err)
+		}
+	}
+}
+
+// answer answers batch's senders; err, if not nil, is the batch's failure,
+// which replaces every answer not already an error.
+func answer(batch []*pending, err error) {
+	for _, p := range batch {
+		if err != nil && p.err == nil {
+			p.entry, p.replayed, p.err = Entry{}, false, err
+		}
+		close(p.done)
 	}
 }
 
@@ -83,15 +129,10 @@ func (l *DB) nextBatch(offers <-chan *pending) (batch []*pending, ok bool) {
 	return batch, true
 }
 
-func (l *DB) commitBatch(batch []*pending) {
-	finish := func(err error) {
-		for _, p := range batch {
-			if err != nil && p.err == nil {
-				p.entry, p.replayed, p.err = Entry{}, false, err
-			}
-			close(p.done)
-		}
-	}
+// commitBatch decides on batch's offers and events and commits them, each
+// pending's own outcome in its err; it answers none of them. Its error is
+// the batch's, for all of them: nothing of it was committed.
+func (l *DB) commitBatch(batch []*pending) error {
 	ctx := context.Background() // the batch outlives any one caller's deadline
 	gen := l.PolicyGen()
 	// Namespaces are locked in one order on every plane, so that two
@@ -100,14 +141,13 @@ func (l *DB) commitBatch(batch []*pending) {
 	slices.SortStableFunc(batch, func(a, b *pending) int { return strings.Compare(a.namespace(), b.namespace()) })
 	tx, err := l.beginWrite(ctx)
 	if err != nil {
-		finish(err)
-		return
+		return err
 	}
 	d := newDeferred()
 	q, qd := txq{tx: tx, s: l.ws}, txq{tx: tx, s: l.ws, d: d}
-	fail := func(err error) {
+	fail := func(err error) error {
 		tx.Rollback()
-		finish(err)
+		return err
 	}
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
@@ -124,8 +164,7 @@ func (l *DB) commitBatch(batch []*pending) {
 			p.entry, p.replayed, p.err = l.accept(ctx, qd, p.offer, &p.seen)
 			if p.err != nil {
 				if !refusal(p.err) {
-					fail(p.err)
-					return
+					return fail(p.err)
 				}
 				d.drop(m)
 			}
@@ -135,16 +174,14 @@ func (l *DB) commitBatch(batch []*pending) {
 		// hold, and every event reads its namespace's trail head: write
 		// what the batch holds first.
 		if err := d.flush(ctx, q); err != nil {
-			fail(err)
-			return
+			return fail(err)
 		}
 		tq := qd
 		if p.offer != nil {
 			tq = q
 		}
 		if _, err := q.exec(ctx, qSavepoint); err != nil {
-			fail(err)
-			return
+			return fail(err)
 		}
 		m := d.mark()
 		if p.offer != nil {
@@ -159,36 +196,32 @@ func (l *DB) commitBatch(batch []*pending) {
 		}
 		for _, u := range undo {
 			if _, err := q.exec(ctx, u); err != nil {
-				fail(err)
-				return
+				return fail(err)
 			}
 		}
 	}
 	if err := d.flush(ctx, q); err != nil {
-		fail(err)
-		return
+		return fail(err)
 	}
 	last := ""
 	for _, p := range batch {
 		if p.err == nil && p.namespace() != last {
 			last = p.namespace()
 			if err := l.announce(ctx, tx, changeMail, last); err != nil {
-				tx.Rollback()
-				finish(err)
-				return
+				return fail(err)
 			}
 		}
 	}
-	err = tx.Commit()
-	if err == nil {
-		for _, p := range batch {
-			if p.seen != nil {
-				p.seen.gen = gen
-				l.hints.put(p.offer.Namespace, *p.seen)
-			}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, p := range batch {
+		if p.seen != nil {
+			p.seen.gen = gen
+			l.hints.put(p.offer.Namespace, *p.seen)
 		}
 	}
-	finish(err)
+	return nil
 }
 
 // plain reports whether o is a send without a fault schedule or an

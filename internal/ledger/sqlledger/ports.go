@@ -37,8 +37,10 @@ func (l *DB) SetPlane(ctx context.Context, id string) error {
 		l.listen.RuntimeParams["application_name"] = ListenApplication(id)
 		return nil
 	}
-	_, err := l.write.ExecContext(ctx, `UPDATE trials SET plane = ? WHERE plane IS NULL OR plane <> ?`, id, id)
-	return err
+	if _, err := l.write.ExecContext(ctx, `UPDATE trials SET plane = ? WHERE plane IS NULL OR plane <> ?`, id, id); err != nil {
+		return err
+	}
+	return l.durable()
 }
 
 // ListenApplication is the application_name of plane id's LISTEN
@@ -102,6 +104,9 @@ func (l *DB) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ...any
 // the plane to compare its own with.
 func (l *DB) KeyCheck(ctx context.Context, name, check string) (string, error) {
 	if _, err := l.write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, name, check); err != nil {
+		return "", err
+	}
+	if err := l.durable(); err != nil {
 		return "", err
 	}
 	var kept string

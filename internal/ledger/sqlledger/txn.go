@@ -20,11 +20,30 @@ import (
 // (tx). Migrations run before the ledger exists, under their own locks.
 //
 // Reads that must see one snapshot begin on l.read, read only (readTx).
+//
+// On SQLite a commit is durable once durable returns (walsync.go); the
+// group committer waits for that in another goroutine.
 
 // beginWrite begins a write transaction: tx's, and the group commit's
-// (messages.go), which adds a savepoint per offer.
+// (messages.go), which adds a savepoint per offer. After a failed flush of
+// SQLite's log it refuses.
 func (l *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if l.wal != nil {
+		if err := l.wal.failed(); err != nil {
+			return nil, err
+		}
+	}
 	return l.write.BeginTx(ctx, nil)
+}
+
+// durable makes what the write connection has committed durable: on
+// SQLite, which commits without an fsync, by flushing its log; on
+// PostgreSQL the commit was.
+func (l *DB) durable() error {
+	if l.wal == nil {
+		return nil
+	}
+	return l.wal.sync()
 }
 
 // readTx begins a read-only transaction on the read pool.
@@ -47,7 +66,10 @@ func (l *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	return l.durable()
 }
 
 // policyTx runs fn as tx does, for a change to existing policy: the

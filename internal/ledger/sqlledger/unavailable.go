@@ -36,7 +36,8 @@ func unavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) {
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, errSync) { // the disk failed: an outage until the plane restarts
 		return true
 	}
 	var se *sqlite.Error

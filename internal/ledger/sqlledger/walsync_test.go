@@ -1,0 +1,102 @@
+package sqlledger
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	. "github.com/websitebench/mailplane/internal/ledger"
+)
+
+// setFdatasync replaces w's fdatasync, as the syncer may be using it.
+func (w *walSync) setFdatasync(f func(int) error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fdatasync = f
+}
+
+// TestSyncFailureIsFatal: a send whose log flush fails is answered with
+// the failure, never accepted, and the ledger takes no write after it,
+// even once the disk would flush again (walsync.go).
+func TestSyncFailureIsFatal(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	profileTrial(t, l)
+	body, index := profileSend(t)
+	if _, _, err := l.Accept(ctx, profileOffer(body, index)); err != nil {
+		t.Fatal(err)
+	}
+	l.wal.setFdatasync(func(int) error { return unix.EIO })
+	if _, _, err := l.Accept(ctx, profileOffer(body, index)); !errors.Is(err, errSync) || !errors.Is(err, unix.EIO) || !l.Unavailable(err) {
+		t.Fatalf("a send whose flush failed: %v, want %v with EIO, an outage", err, errSync)
+	}
+	l.wal.setFdatasync(unix.Fdatasync)
+	if _, _, err := l.Accept(ctx, profileOffer(body, index)); !errors.Is(err, errSync) {
+		t.Fatalf("a send after a failed flush: %v, want %v", err, errSync)
+	}
+	tr := &Trial{Profile: "candidate", MailAPIToken: digest("x"), BootstrapToken: digest("y"), InboxToken: digest("z")}
+	if err := l.CreateTrial(ctx, tr, &Namespace{Name: "after", Tag: "t"}, nil); !errors.Is(err, errSync) {
+		t.Fatalf("a trial opened after a failed flush: %v, want %v", err, errSync)
+	}
+	if err := l.PingWrite(ctx, 0); !errors.Is(err, errSync) {
+		t.Fatalf("PingWrite after a failed flush: %v, want %v", err, errSync)
+	}
+}
+
+// TestSyncFollowsReplacedLog: once the log it holds has lost its name,
+// sync flushes the file that has the name now, and finds nothing to do
+// if none has.
+func TestSyncFollowsReplacedLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db-wal")
+	if err := os.WriteFile(path, []byte("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWALSync(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	var synced []uint64
+	w.setFdatasync(func(fd int) error {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		synced = append(synced, st.Ino)
+		return nil
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("second"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	second := st.Ino
+	if err := w.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 2 || synced[1] != second {
+		t.Fatalf("flushed inodes %v, want the removed log's, then the new one's (%d)", synced, second)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sync(); err != nil {
+		t.Fatalf("sync with no log left: %v", err)
+	}
+	if len(synced) != 3 {
+		t.Fatalf("flushed %d times, want 3", len(synced))
+	}
+}
