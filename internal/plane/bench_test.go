@@ -12,7 +12,7 @@ import (
 
 // BenchmarkRPC measures calls straight into a running plane over its
 // socket. Health is the baseline: the same socket, grant check and JSON,
-// answering without storing. Send stores durably (WAL, synchronous=FULL).
+// answering without storing. Send stores durably (WAL, flushed before the answer: sqlledger/walsync.go).
 func BenchmarkRPC(b *testing.B) {
 	b.Setenv("MAILPLANE_LOG_LEVEL", "warn")
 	p := itest.StartPlane(b, "--quota-messages", "0", "--quota-bytes", "0")

@@ -324,10 +324,7 @@ func (l *DB) PingWrite(ctx context.Context, minFree uint64) error {
 			return fmt.Errorf("ledger: %d bytes free in %s, fewer than %d", free, l.dir, minFree)
 		}
 	}
-	if _, err := l.write.ExecContext(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`); err != nil {
-		return err
-	}
-	return l.durable()
+	return l.execDurable(ctx, `UPDATE meta SET value = value WHERE key = 'schema'`)
 }
 
 // PolicyGen is the policy's generation: it grows whenever a trial, a

@@ -276,6 +276,14 @@ func (l *DB) Precheck(ctx context.Context, o *Offer) (e Entry, replayed bool, er
 		seen.gen = gen
 		l.hints.put(o.Namespace, *seen)
 	}
+	if replayed || errors.Is(err, ErrIdempotencyConflict) {
+		// An answer from the first send's rows, which readers see from
+		// their commit, a flush before that send is answered (walsync.go):
+		// answer only once they are durable.
+		if err := l.durable(); err != nil {
+			return Entry{}, false, err
+		}
+	}
 	return e, replayed, err
 }
 

@@ -37,10 +37,7 @@ func (l *DB) SetPlane(ctx context.Context, id string) error {
 		l.listen.RuntimeParams["application_name"] = ListenApplication(id)
 		return nil
 	}
-	if _, err := l.write.ExecContext(ctx, `UPDATE trials SET plane = ? WHERE plane IS NULL OR plane <> ?`, id, id); err != nil {
-		return err
-	}
-	return l.durable()
+	return l.execDurable(ctx, `UPDATE trials SET plane = ? WHERE plane IS NULL OR plane <> ?`, id, id)
 }
 
 // ListenApplication is the application_name of plane id's LISTEN
@@ -103,10 +100,7 @@ func (l *DB) lockTrial(ctx context.Context, tx *sql.Tx, cond string, args ...any
 // database must share, never the key), and returns the value kept, for
 // the plane to compare its own with.
 func (l *DB) KeyCheck(ctx context.Context, name, check string) (string, error) {
-	if _, err := l.write.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, name, check); err != nil {
-		return "", err
-	}
-	if err := l.durable(); err != nil {
+	if err := l.execDurable(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, name, check); err != nil {
 		return "", err
 	}
 	var kept string

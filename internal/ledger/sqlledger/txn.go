@@ -28,12 +28,30 @@ import (
 // (messages.go), which adds a savepoint per offer. After a failed flush of
 // SQLite's log it refuses.
 func (l *DB) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	if l.wal != nil {
-		if err := l.wal.failed(); err != nil {
-			return nil, err
-		}
+	if err := l.syncFailed(); err != nil {
+		return nil, err
 	}
 	return l.write.BeginTx(ctx, nil)
+}
+
+// syncFailed is errSync (wrapped) once a flush of SQLite's log failed.
+func (l *DB) syncFailed() error {
+	if l.wal == nil {
+		return nil
+	}
+	return l.wal.failed()
+}
+
+// execDurable runs one write statement outside a transaction and makes it
+// durable; after a failed flush of SQLite's log it refuses, as beginWrite.
+func (l *DB) execDurable(ctx context.Context, query string, args ...any) error {
+	if err := l.syncFailed(); err != nil {
+		return err
+	}
+	if _, err := l.write.ExecContext(ctx, query, args...); err != nil {
+		return err
+	}
+	return l.durable()
 }
 
 // durable makes what the write connection has committed durable: on

@@ -33,12 +33,12 @@ import (
 //     after all of it is in the database and the database is on the disk.
 //     A batch whose frames a restart overwrote before its own fdatasync is
 //     therefore durable in the database already.
-//   - The log is one file for the ledger's lifetime: SQLite removes it only
-//     when the last connection to the database closes, after checkpointing
-//     all of it into the database and syncing that, and the ledger holds its
-//     write connection open throughout. Should it be removed anyway (every
-//     connection closed and a new one opened), sync notices that the file it
-//     holds has no name left and syncs the one that has it now.
+//   - SQLite removes the log only when the last connection to the database
+//     closes, after checkpointing all of it into the database and syncing
+//     that. The ledger keeps its write connection open, but database/sql
+//     replaces a connection a driver reports bad, and with no reader open
+//     then, the log is removed and a new one made. sync notices that the
+//     file it holds has no name left and syncs the one that has it now.
 //   - A failed fdatasync is fatal, as PostgreSQL has treated it since 2018:
 //     after one, the kernel may have dropped the dirty pages and cleared the
 //     error, so a retry that succeeds proves nothing. The batch is answered
@@ -137,9 +137,15 @@ func (w *walSync) fail(err error) error {
 	return w.err
 }
 
+// close closes the log; a sync after it answers errClosed, not a failed
+// flush (the database's own close checkpointed and synced what was
+// committed).
 func (w *walSync) close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = errClosed
+	}
 	return w.f.Close()
 }
 
