@@ -88,8 +88,8 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	if !utf8.Valid(body) {
 		return nil, errJSON
 	}
-	var top any
-	if err := json.Unmarshal(body, &top); err != nil {
+	top, ok := decodeJSON(body)
+	if !ok {
 		return nil, errJSON
 	}
 	obj, ok := top.(map[string]any)
