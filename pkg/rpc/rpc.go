@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -314,15 +315,24 @@ func (r *SendRequest) frameHead() []byte {
 
 // appendJSONString appends s as json.Marshal writes it. Printable ASCII
 // that JSON and HTML leave alone, which is nearly every envelope, goes
-// as it is; anything else is json.Marshal's to escape.
+// as it is, and the line breaks of a SigV4 string to sign as \n;
+// anything else is json.Marshal's to escape.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < ' ' && c != '\n' || c > '~' || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s) // a string always marshals
 			return append(b, q...)
 		}
 	}
 	b = append(b, '"')
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			break
+		}
+		b = append(append(b, s[:i]...), `\n`...)
+		s = s[i+1:]
+	}
 	b = append(b, s...)
 	return append(b, '"')
 }
