@@ -38,10 +38,11 @@ func ValidAddress(s string) bool {
 
 // plainAddress reports whether s is two RFC 5322 dot-atoms of ASCII
 // joined by one "@": net/mail reads such an address as itself, with no
-// display name, so ValidAddress holds. Nearly every address is one.
+// display name, so ValidAddress holds, and Sender reads it without
+// net/mail. Nearly every address is one.
 func plainAddress(s string) bool {
 	at := strings.IndexByte(s, '@')
-	return dotAtom(s[:at]) && dotAtom(s[at+1:])
+	return at >= 0 && dotAtom(s[:at]) && dotAtom(s[at+1:])
 }
 
 // dotAtom reports whether s is ASCII atext, with single dots between its
