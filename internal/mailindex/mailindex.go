@@ -58,7 +58,8 @@ type Index struct {
 func Of(raw []byte) Index {
 	p := mailmsg.Parse(raw)
 	x := Index{V: Version, Subject: p.Subject, FromName: p.FromName, FromAddress: p.FromAddress, Label: p.Label,
-		Text: p.Text, HTML: p.HTML, Attachments: []rpc.Attachment{}, Headers: []rpc.Header{}}
+		Text: p.Text, HTML: p.HTML, Attachments: make([]rpc.Attachment, 0, len(p.Attachments)),
+		Headers: make([]rpc.Header, 0, len(p.Headers))}
 	for _, a := range p.Attachments {
 		x.Attachments = append(x.Attachments, rpc.Attachment{
 			Checksums: rpc.Checksums{MD5: a.MD5, SHA1: a.SHA1, SHA256: a.SHA256},

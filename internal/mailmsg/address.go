@@ -20,6 +20,9 @@ func ValidAddress(s string) bool {
 	if s == "" || len(s) > limits.AddressBytes || !strings.Contains(s, "@") {
 		return false
 	}
+	if plainAddress(s) {
+		return true // what mail.ParseAddress takes as it is, without its allocations
+	}
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f || r == '<' || r == '>' || r == ',' || r == '"' || r == '(' || r == ')' {
 			return false
@@ -31,6 +34,34 @@ func ValidAddress(s string) bool {
 	}
 	local, domain, _ := strings.Cut(s, "@")
 	return local != "" && domain != "" && !strings.Contains(domain, "@")
+}
+
+// plainAddress reports whether s is two RFC 5322 dot-atoms of ASCII
+// joined by one "@": net/mail reads such an address as itself, with no
+// display name, so ValidAddress holds, and Sender reads it without
+// net/mail. Nearly every address is one.
+func plainAddress(s string) bool {
+	at := strings.IndexByte(s, '@')
+	return at >= 0 && dotAtom(s[:at]) && dotAtom(s[at+1:])
+}
+
+// dotAtom reports whether s is ASCII atext, with single dots between its
+// runs.
+func dotAtom(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if s[i-1] == '.' {
+				return false
+			}
+		case c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>[]:;@\,"`, c) >= 0:
+			return false
+		}
+	}
+	return true
 }
 
 // SameAddress compares two addresses as recipient filters do: without

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/mail"
 	"strings"
 	"testing"
 
@@ -68,14 +69,24 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzValidAddress: an address we accept never carries a character that
-// could break out of an SMTP command or a header.
+// could break out of an SMTP command or a header; and a plain address
+// (plainAddress, which ValidAddress and Sender read without net/mail) is
+// one net/mail reads as itself.
 func FuzzValidAddress(f *testing.F) {
-	for _, s := range []string{"a@b.c", "Alice <a@b>", "a@b\r\nRCPT TO:<x@y>", "\"q\"@b", "a@[127.0.0.1]"} {
+	for _, s := range []string{"a@b.c", "Alice <a@b>", "a@b\r\nRCPT TO:<x@y>", "\"q\"@b", "a@[127.0.0.1]", "a..b@c", ".a@b", "a@b.", "a@@b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if ValidAddress(s) && strings.ContainsAny(s, "\r\n<>, \t\x00") {
 			t.Fatalf("accepted %q", s)
+		}
+		if plainAddress(s) {
+			a, err := mail.ParseAddress(s)
+			list, listErr := addressParser.ParseList(s)
+			if err != nil || a.Name != "" || a.Address != s || strings.Count(s, "@") != 1 ||
+				listErr != nil || len(list) != 1 || *list[0] != *a {
+				t.Fatalf("plainAddress(%q), but net/mail reads %+v, %v and %v, %v", s, a, err, list, listErr)
+			}
 		}
 	})
 }

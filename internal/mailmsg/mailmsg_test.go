@@ -26,6 +26,13 @@ func TestValidAddress(t *testing.T) {
 		"@b":                            false,
 		"a@b\r\nBcc: x@y":               false,
 		"<>":                            false,
+		"a..b@example.com":              false,
+		".a@example.com":                false,
+		"a@example.com.":                false,
+		"a@b@example.com":               false,
+		"o'hara!#$%&*/=?^_`{|}~@x-y.z":  true,
+		"\"quoted\"@example.com":        false,
+		"a@[127.0.0.1]":                 true,
 		strings.Repeat("a", 310) + "@example.com": false,
 	} {
 		if got := ValidAddress(s); got != want {

@@ -67,16 +67,24 @@ func Parse(raw []byte) Parsed {
 	if sep == nil && !over {
 		body = nil
 	}
-	h := textproto.MIMEHeader{}
 	var p Parsed
 	fields := headerFields(header)
+	h := make(textproto.MIMEHeader, len(fields))
+	// The first value of each name is a piece of one array, not a slice
+	// of its own as h.Add makes (a repeated name's values grow apart).
+	firsts := make([]string, 0, len(fields))
 	p.Headers = make([]Field, 0, len(fields))
 	for _, f := range fields {
 		if f.name == "" {
 			continue
 		}
 		name, v := strings.TrimSpace(f.name), unfold(f.value)
-		h.Add(textproto.CanonicalMIMEHeaderKey(name), v)
+		if key := textproto.CanonicalMIMEHeaderKey(name); h[key] != nil {
+			h[key] = append(h[key], v)
+		} else {
+			firsts = append(firsts, v)
+			h[key] = firsts[len(firsts)-1 : len(firsts) : len(firsts)]
+		}
 		if name != "" {
 			p.Headers = append(p.Headers, Field{Name: name, Value: decodeHeader(noBreaks(v))})
 		}

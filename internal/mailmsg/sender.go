@@ -24,6 +24,9 @@ func Sender(from string) (name, address string) {
 	if from == "" || len(from) > limits.HeaderBytes {
 		return "", ""
 	}
+	if plainAddress(from) {
+		return "", from // what net/mail reads it as, without its allocations
+	}
 	list, err := addressParser.ParseList(from)
 	if err != nil || len(list) == 0 {
 		return "", ""

@@ -140,6 +140,9 @@ func candidates(d *doc) []cand {
 		if !cleanEdges(text, c) {
 			continue
 		}
+		if out == nil {
+			out = make([]cand, 0, 8) // a mail's few candidates in one allocation, none for a doc without
+		}
 		out = append(out, c)
 	}
 	return out

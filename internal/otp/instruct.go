@@ -172,20 +172,24 @@ func cuesIn(text string) ([]cueMark, []int) {
 			i++
 			continue
 		}
-		r, size := runeAt(text, i)
-		if sentenceEnd(text, i, r, size) {
-			ends = append(ends, i)
-			prev = ""
-		}
-		if !isLetter(r) {
-			i += size
-			continue
+		if text[i] >= utf8.RuneSelf { // an ASCII letter ends no sentence and begins a word
+			r, size := runeAt(text, i)
+			if sentenceEnd(text, i, r, size) {
+				ends = append(ends, i)
+				prev = ""
+			}
+			if !isLetter(r) {
+				i += size
+				continue
+			}
 		}
 		j, cjk, hyphen := i, false, false
 		for j < len(text) {
 			if c := text[j]; isAlpha(c) {
 				j++
 				continue
+			} else if c < utf8.RuneSelf && c != '-' {
+				break // ASCII, and no letter: the word's end
 			}
 			c, n := runeAt(text, j)
 			if !isLetter(c) && !(c == '-' && j > i && j+1 < len(text) && isLetterAt(text, j+1)) {

@@ -204,25 +204,29 @@ func marks(out []mark, text string, from, to int) []mark {
 			i++ // most of a text is ASCII between words
 			continue
 		}
-		c, size := runeAt(text, i)
-		if c == '#' || c == '№' || c == '©' || c == '〒' {
-			cl := clLabel
-			if c == '©' {
-				cl = clMonth
+		if c := text[i]; c >= utf8.RuneSelf || c == '#' { // else an ASCII letter, which begins a word
+			c, size := runeAt(text, i)
+			if c == '#' || c == '№' || c == '©' || c == '〒' {
+				cl := clLabel
+				if c == '©' {
+					cl = clMonth
+				}
+				out = append(out, mark{cl, i, i + size})
+				i += size
+				continue
 			}
-			out = append(out, mark{cl, i, i + size})
-			i += size
-			continue
-		}
-		if !unicode.IsLetter(c) {
-			i += size
-			continue
+			if !unicode.IsLetter(c) {
+				i += size
+				continue
+			}
 		}
 		j, cjk := i, false
 		for j < to {
-			if isAlpha(text[j]) {
+			if c := text[j]; isAlpha(c) {
 				j++
 				continue
+			} else if c < utf8.RuneSelf && c != '-' {
+				break // ASCII, and no letter: the word's end
 			}
 			c, size := runeAt(text, j)
 			// "one-time", "E-Mail" and "n°" stay one word.

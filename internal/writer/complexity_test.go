@@ -12,10 +12,11 @@ import (
 	"github.com/websitebench/mailplane/internal/mailmsg"
 )
 
-// The POST /emails body decoder (parseEmail) and the message composed from
-// what it accepts (compose, which derives text from HTML) run in linear
-// time on any body a candidate sends: deep nesting, long strings full of
-// escapes, many keys, many recipients, many headers.
+// The POST /emails body decoder (parseEmail, and decodeJSON in it) and
+// the message composed from what it accepts (compose, which derives text
+// from HTML) run in linear time on any body a candidate sends: deep
+// nesting, long strings full of escapes, many keys, many recipients, many
+// headers.
 // capped are the cases a run repeats this many times, so that the base is
 // measurable (complexity.MinBase): deep nesting's parse stops at a bound
 // and takes microseconds whatever n is; many headers' sizes stay below

@@ -38,6 +38,22 @@ const (
 // never written (the envelope carries them).
 func compose(e *email, now time.Time) []byte {
 	var b bytes.Buffer
+	// The message in one allocation, not one per doubling: its headers
+	// and, a base64 body being 4/3 its size and a CRLF every 76, each
+	// body at most 7/5 its size.
+	size := 1024
+	for _, s := range []*string{e.Text, e.HTML} {
+		if s != nil {
+			size += len(*s) * 7 / 5
+		}
+	}
+	for _, a := range e.Attachments {
+		size += 512 + len(a.Content)*7/5
+	}
+	if e.Text == nil && e.HTML != nil {
+		size += len(*e.HTML) // the text made from it
+	}
+	b.Grow(size)
 	hdr := func(name, value string) {
 		b.WriteString(name)
 		b.WriteString(": ")
@@ -47,7 +63,9 @@ func compose(e *email, now time.Time) []byte {
 	hdr("From", mailmsg.FromHeader(e.FromName, e.From))
 	hdr("To", strings.Join(e.To, ", "))
 	hdr("Subject", encodeSubject(e.Subject))
-	hdr("Date", now.Format(time.RFC1123Z))
+	b.WriteString("Date: ")
+	b.Write(now.AppendFormat(b.AvailableBuffer(), time.RFC1123Z))
+	b.WriteString("\r\n")
 	hdr("Message-ID", "<"+ident.UUID()+"@"+messageIDDomain+">")
 	if len(e.ReplyTo) > 0 {
 		hdr("Reply-To", strings.Join(e.ReplyTo, ", "))

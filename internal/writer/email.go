@@ -88,8 +88,8 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	if !utf8.Valid(body) {
 		return nil, errJSON
 	}
-	var top any
-	if err := json.Unmarshal(body, &top); err != nil {
+	top, ok := decodeJSON(body)
+	if !ok {
 		return nil, errJSON
 	}
 	obj, ok := top.(map[string]any)
@@ -187,8 +187,8 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 // sender is from's bare address, with its display name as the plane
 // keeps it (mailmsg.Sender).
 func sender(from string) (addr, name string, ok bool) {
-	if addr, ok = bareAddress(from); ok {
-		name, _ = mailmsg.Sender(from)
+	if addr, ok = bareAddress(from); ok && addr != from {
+		name, _ = mailmsg.Sender(from) // a bare address has no name
 	}
 	return addr, name, ok
 }

@@ -119,8 +119,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 // call.
 func encode(req any) ([][]byte, string, error) {
 	if s, ok := req.(*SendRequest); ok {
-		head, err := s.frameHead()
-		return [][]byte{head, s.Raw}, SendContentType, err
+		return [][]byte{s.frameHead(), s.Raw}, SendContentType, nil
 	}
 	b, err := json.Marshal(req)
 	return [][]byte{b}, "application/json", err

@@ -85,6 +85,9 @@ func Spans(text string) []Span {
 		}
 		end = i + trim(text[i:end])
 		if Valid(text[i:end]) {
+			if out == nil {
+				out = make([]Span, 0, 8) // a mail's few links in one allocation, none for a text without
+			}
 			out = append(out, Span{i, end})
 			i = end
 			continue
