@@ -3,6 +3,7 @@ package plane
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/websitebench/mailplane/internal/complexity"
+	"github.com/websitebench/mailplane/internal/itest"
 	"github.com/websitebench/mailplane/internal/peercred"
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
@@ -174,5 +178,35 @@ func TestReadHead(t *testing.T) {
 	var h head
 	if err := readHead(bufio.NewReaderSize(strings.NewReader("POST /v1/send HTTP/1.1\r\nHost: p\r\n"), headLineBytes), &h); !errors.Is(err, io.EOF) {
 		t.Errorf("a head cut off: %v", err)
+	}
+}
+
+// TestWaitEndsWithCaller: a waiting call ends when its caller closes its
+// connection, not at its wait bound, and Shutdown then has nothing left
+// to wait for.
+func TestWaitEndsWithCaller(t *testing.T) {
+	ctx := context.Background()
+	b := NewBroker(openLedger(t), nil, Quotas{}, zerolog.Nop())
+	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
+	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"namespace":"` + id.Namespace + `","capability":"` + id.ReadCapability + `","wait_ms":60000}`
+	client, server := net.Pipe()
+	s.serveConn(server, peercred.Cred{}, true)
+	go io.WriteString(client, "POST /v1/latest HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer "+g.Grant+
+		"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	itest.Eventually(t, "the call waiting", itest.Bound, func() bool { return b.wake.asleep.Load() == 1 })
+	client.Close()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(sctx); err != nil {
+		t.Fatalf("the wait outlived its caller: %v after %v", err, time.Since(start))
 	}
 }
