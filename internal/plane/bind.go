@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -32,17 +31,17 @@ import (
 
 // grant returns the valid grant the request presents; an error means the
 // ledger could not be asked.
-func (s *Server) grant(r *http.Request) (ledger.Grant, bool, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || !strings.HasPrefix(tok, ident.GrantPrefix) {
+func (s *Server) grant(ctx context.Context, authorization []byte) (ledger.Grant, bool, error) {
+	tok, ok := bytes.CutPrefix(authorization, []byte("Bearer "))
+	if !ok || !bytes.HasPrefix(tok, []byte(ident.GrantPrefix)) {
 		return ledger.Grant{}, false, nil
 	}
-	d := ident.Digest(tok)
+	d := ident.Digest(string(tok))
 	gen := s.ledger.PolicyGen()
 	if g, ok := s.grants.get(gen, string(d)); ok {
 		return g, true, nil
 	}
-	g, err := s.ledger.Grant(r.Context(), d)
+	g, err := s.ledger.Grant(ctx, d)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Grant{}, false, err
 	}

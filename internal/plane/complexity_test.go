@@ -1,14 +1,13 @@
 package plane
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -92,14 +91,10 @@ func TestSendLinear(t *testing.T) {
 	grant := full.WriterGrant
 	send := func(raw []byte) (int, string) {
 		body, _ := (&rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"u@example.com"}, Raw: raw}).Frame()
-		req := httptest.NewRequest(http.MethodPost, "http://plane/"+rpc.Version+"/"+rpc.MethodSend, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+grant)
-		req = req.WithContext(context.WithValue(req.Context(), credKey{}, peercred.Cred{}))
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
+		status, answer := pipeCall(t, s, rpc.MethodSend, grant, body, time.Time{})
 		var e rpc.Error
-		json.Unmarshal(rec.Body.Bytes(), &e)
-		return rec.Code, e.Code
+		json.Unmarshal(answer, &e)
+		return status, e.Code
 	}
 	if code, _ := send([]byte("Subject: fills the quota\r\n\r\nx")); code != http.StatusOK {
 		t.Fatalf("first send: %d", code)

@@ -52,7 +52,7 @@ func startSocketPlane(t *testing.T) *socketPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(b, peercred.Policy{}, 0, log).HTTPServer()
+	srv := NewServer(b, peercred.Policy{}, 0, log)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{

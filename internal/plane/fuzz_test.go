@@ -1,11 +1,8 @@
 package plane
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -55,28 +52,21 @@ func FuzzRPC(f *testing.F) {
 	f.Add("console.wait", []byte(`{`+op+`,"namespace":"`+id.Namespace+`","version":7}`), uint8(6))
 	f.Add("metrics", []byte(`{`+op+`}`), uint8(6))
 	f.Add("console.trials", []byte(`{"admin_grant":"`+gateway+`"}`), uint8(6))
-	known := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 422: true, 503: true, 504: true}
+	known := map[int]bool{200: true, 400: true, 401: true, 403: true, 404: true, 405: true, 413: true, 422: true, 431: true, 503: true, 504: true}
 
 	f.Fuzz(func(t *testing.T, method string, body []byte, grant uint8) {
 		before, _ := l.Namespace(ctx, id.Namespace)
-		req := httptest.NewRequest(http.MethodPost, "http://plane/", bytes.NewReader(body))
-		req.URL.Path = "/v1/" + method
-		req.Header.Set("Authorization", "Bearer "+grants[int(grant)%len(grants)])
 		// A wait the fuzzer asks for (list, latest, events, console.wait)
-		// ends with the call's context, as when its caller goes away: an
-		// input must not hold a worker for the longest wait.
-		callCtx, cancel := context.WithTimeout(req.Context(), fuzzCallBound)
-		defer cancel()
-		req = req.WithContext(context.WithValue(callCtx, credKey{}, peercred.Cred{}))
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
-		if !known[rec.Code] {
-			t.Fatalf("status %d for %q", rec.Code, method)
+		// ends at the call's deadline: an input must not hold a worker for
+		// the longest wait.
+		status, answer := pipeCall(t, s, method, grants[int(grant)%len(grants)], body, time.Now().Add(fuzzCallBound))
+		if !known[status] {
+			t.Fatalf("status %d for %q", status, method)
 		}
-		if rec.Code != 200 {
+		if status != 200 {
 			var e rpc.Error
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" {
-				t.Fatalf("refusal is not a coded JSON error: %q", rec.Body.String())
+			if err := json.Unmarshal(answer, &e); err != nil || e.Code == "" {
+				t.Fatalf("refusal is not a coded JSON error: %q", answer)
 			}
 			after, _ := l.Namespace(ctx, id.Namespace)
 			if after.MessageCount != before.MessageCount || after.State != before.State {

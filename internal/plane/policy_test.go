@@ -85,14 +85,14 @@ func TestCallDeadlines(t *testing.T) {
 		if r.waits > 0 {
 			want = want.Add(rpc.MaxWait)
 		}
-		if got := callDeadline(now, "", r.waits); !got.Equal(want) {
+		if got := callDeadline(now, nil, r.waits); !got.Equal(want) {
 			t.Errorf("%s: deadline %v after its start, want %v", r.method, got.Sub(now), want.Sub(now))
 		}
 		sooner := now.Add(2 * time.Second)
-		if got := callDeadline(now, sooner.Format(time.RFC3339Nano), r.waits); !got.Equal(sooner) {
+		if got := callDeadline(now, []byte(sooner.Format(time.RFC3339Nano)), r.waits); !got.Equal(sooner) {
 			t.Errorf("%s: the caller's deadline 2 s on became %v", r.method, got.Sub(now))
 		}
-		if got := callDeadline(now, now.Add(time.Hour).Format(time.RFC3339Nano), r.waits); !got.Equal(want) {
+		if got := callDeadline(now, []byte(now.Add(time.Hour).Format(time.RFC3339Nano)), r.waits); !got.Equal(want) {
 			t.Errorf("%s: the caller's deadline an hour on became %v", r.method, got.Sub(now))
 		}
 	}
@@ -118,7 +118,7 @@ func TestPeerBeforeMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(b, nobody, 0, zerolog.Nop()).HTTPServer()
+	srv := NewServer(b, nobody, 0, zerolog.Nop())
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{

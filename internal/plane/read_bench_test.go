@@ -134,7 +134,7 @@ func serveBroker(t testing.TB, b *Broker) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(b, peercred.Policy{}, 0, zerolog.Nop()).HTTPServer()
+	srv := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return socket

@@ -10,14 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	stdlog "log"
 	"net"
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,15 +24,14 @@ import (
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
-// Timeouts of the RPC server. A call's own deadline (from the caller) is
-// honoured up to callLimit; a waiting call gets its row's wait on top.
+// A call's own deadline (from the caller) is honoured up to callLimit; a
+// waiting call gets its row's wait on top.
 const (
 	DefaultReadTimeout = 10 * time.Second
 	callLimit          = 15 * time.Second
-	maxHeaderBytes     = 16 << 10
 )
 
-// Server serves the plane's RPC.
+// Server serves the plane's RPC (conn.go, wire.go).
 type Server struct {
 	broker      *Broker
 	ledger      ledger.Ledger
@@ -47,6 +42,12 @@ type Server struct {
 	// grants caches valid grants by digest, in the ledger's policy
 	// generation (policyCache, bind.go): a revocation ends it.
 	grants policyCache[string, ledger.Grant]
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[*wireConn]struct{}
+	down  bool // Shutdown or Close was called
+	wg    sync.WaitGroup
 }
 
 // NewServer returns a server for broker. peers may be empty: then the
@@ -55,37 +56,21 @@ func NewServer(b *Broker, peers peercred.Policy, readTimeout time.Duration, log 
 	if readTimeout <= 0 {
 		readTimeout = DefaultReadTimeout
 	}
-	return &Server{broker: b, ledger: b.ledger, peers: peers, log: log, readTimeout: readTimeout}
+	return &Server{broker: b, ledger: b.ledger, peers: peers, log: log, readTimeout: readTimeout, conns: map[*wireConn]struct{}{}}
 }
 
-type credKey struct{}
-
-// HTTPServer returns the http.Server for ln; the caller runs Serve and
-// Shutdown.
-func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.readTimeout,
-		ReadTimeout:       s.readTimeout,
-		WriteTimeout:      rpc.MaxWait + callLimit + 5*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          stdlog.New(s.log.With().Str("source", "net/http").Logger(), "", 0),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			cred, err := peercred.Of(c)
-			if err != nil {
-				s.log.Error().Err(err).Msg("cannot read peer credentials; refusing the connection's calls")
-				return ctx
-			}
-			return context.WithValue(ctx, credKey{}, cred)
-		},
-	}
-}
-
-// ServeHTTP authenticates, authorizes and dispatches one call.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveCall authenticates, authorizes, dispatches and answers the call
+// whose head c holds, and logs it before the answer leaves.
+func (s *Server) serveCall(c *wireConn) {
 	start := time.Now()
-	method, code := s.serve(w, r)
+	method, code, gone := s.serve(c)
+	s.logCall(c, method, code, gone, start)
+	c.flush()
+}
+
+// logCall logs a call's outcome: a refusal of the caller's right to call
+// louder than a policy answer, a failure loudest.
+func (s *Server) logCall(c *wireConn, method, code string, gone bool, start time.Time) {
 	ev := s.log.Debug()
 	switch code {
 	case "":
@@ -96,43 +81,54 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rpc.CodeDeadlineExceeded:
 		// A wait whose caller went away (a closed page's long-poll) ended
 		// as waits do: nothing to tell.
-		if r.Context().Err() == nil {
+		if !gone {
 			ev = s.log.Info()
 		}
 	default:
 		ev = s.log.Info()
 	}
-	cred, _ := r.Context().Value(credKey{}).(peercred.Cred)
-	ev.Str("method", method).Str("code", code).Uint32("uid", cred.UID).Uint32("gid", cred.GID).
+	if !ev.Enabled() {
+		return
+	}
+	ev.Str("method", method).Str("code", code).Uint32("uid", c.cred.UID).Uint32("gid", c.cred.GID).
 		Dur("took", time.Since(start)).Msg("rpc")
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code string) {
-	fail := func(status int, e *rpc.Error) (string, string) {
-		return method, writeJSON(w, status, e, e.Code)
+func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
+	h := &c.h
+	fail := func(status int, e *rpc.Error) (string, string, bool) {
+		if h.length > 0 && !c.bodyRead {
+			c.closing = true // its body is still to come: nothing after it can be framed
+		}
+		return method, c.answer(status, e, status == http.StatusMethodNotAllowed), gone
 	}
-	version, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	c.bodyRead = false
+	version, name, _ := bytes.Cut(h.path[1:], []byte("/"))
 	// The kernel's word first, as at ttrpc's handshake: a peer that no
 	// role admits is refused before anything it sent is looked at.
-	cred, ok := r.Context().Value(credKey{}).(peercred.Cred)
-	if !ok || !s.peers.AdmitsAny(cred, rpc.RoleNames) {
+	if !c.credOK || !s.peers.AdmitsAny(c.cred, rpc.RoleNames) {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
 	}
-	if version != rpc.Version {
+	if string(version) != rpc.Version {
+		method = string(name)
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnsupportedVersion, "this plane speaks protocol %s", rpc.Version))
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+	if !h.post {
+		method = string(name)
 		return fail(http.StatusMethodNotAllowed, rpc.Errorf(rpc.CodeBadRequest, "calls are POST"))
 	}
-	m, ok := byMethod[method]
+	m, ok := byMethod[string(name)]
 	if !ok {
+		method = string(name)
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnknownMethod, "no such method"))
 	}
-	if r.ContentLength > rpc.MaxRequestBytes {
+	method = m.method
+	if h.length > rpc.MaxRequestBytes {
 		return fail(http.StatusRequestEntityTooLarge, rpc.Errorf(rpc.CodeFrameTooLarge, "request exceeds %d bytes", rpc.MaxRequestBytes))
 	}
-	grant, ok, err := s.grant(r)
+	ctx, cancel := callContext(h.deadline, m.waits)
+	defer cancel()
+	grant, ok, err := s.grant(ctx, h.grant)
 	if err != nil {
 		// The ledger did not answer: an outage (or a bug), not a refusal.
 		e := s.broker.storeErr("grant", err)
@@ -141,7 +137,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "no valid grant"))
 	}
-	if rule, ok := s.peers[grant.Role]; ok && !rule.Admits(cred) {
+	if rule, ok := s.peers[grant.Role]; ok && !rule.Admits(c.cred) {
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not use a %s grant", grant.Role))
 	}
 	p := principalOf(grant)
@@ -149,35 +145,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (method, code str
 	if !ok {
 		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", p, method))
 	}
-	ctx, cancel := s.callContext(r, m.waits)
-	defer cancel()
-	body, err := readBody(w, r)
+	body, err := c.readBody()
+	c.bodyRead = err == nil
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fail(http.StatusRequestEntityTooLarge, rpc.Errorf(rpc.CodeFrameTooLarge, "request exceeds %d bytes", rpc.MaxRequestBytes))
-		}
+		c.closing = true
 		return fail(http.StatusBadRequest, rpc.Errorf(rpc.CodeBadRequest, "incomplete request"))
 	}
+	var stop func() bool
+	if m.waits > 0 {
+		stop = c.watch(cancel)
+	}
 	result, e := s.call(m, ctx, caller{role: p.role, trial: grant.TrialID, access: a, accepts: m.accepts}, body)
+	if stop != nil {
+		gone = stop()
+	}
 	if e != nil {
 		return fail(statusOf(e), e)
 	}
-	return method, writeJSON(w, http.StatusOK, result, "")
-}
-
-// readBody reads a call's body, at most rpc.MaxRequestBytes (a longer
-// declared length was refused before). A body of declared length is read
-// into a buffer of its size at once: io.ReadAll would grow one and copy
-// the body as it went, several times for a message of 100 KiB. Its
-// caller has shown its grant by then, and may send that much anyway.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength < 0 {
-		return io.ReadAll(http.MaxBytesReader(w, r.Body, rpc.MaxRequestBytes))
-	}
-	body := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, body)
-	return body, err
+	return method, c.answer(http.StatusOK, result, false), gone
 }
 
 // byMethod is the table (policy.go) by method: the dispatcher's index,
@@ -224,13 +209,7 @@ func (s *Server) call(m *row, ctx context.Context, c caller, body []byte) (resul
 	method := m.method
 	defer func() {
 		if v := recover(); v != nil {
-			// A runtime error's text is the code's (an index, a nil map),
-			// never the request's; any other panic value is named by type.
-			what := fmt.Sprintf("%T", v)
-			if re, ok := v.(runtime.Error); ok {
-				what = re.Error()
-			}
-			s.log.Error().Str("method", method).Str("panic", what).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			s.log.Error().Str("method", method).Str("panic", panicText(v)).Bytes("stack", debug.Stack()).Msg("handler panicked")
 			result, rerr = nil, errInternal
 		}
 	}()
@@ -252,26 +231,33 @@ func (s *Server) call(m *row, ctx context.Context, c caller, body []byte) (resul
 	return nil, errInternal
 }
 
+// panicText names a panic for the log: a runtime error's text is the
+// code's (an index, a nil map), never the request's; any other panic value
+// is named by its type.
+func panicText(v any) string {
+	if re, ok := v.(runtime.Error); ok {
+		return re.Error()
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 // callContext bounds a call by the caller's deadline header, and by
 // callLimit plus its row's wait bound (docs/rpc.md). A call runs to its
 // end even if its caller half-closes the connection (HTTP/1.0 clients do,
 // after a whole request); only a waiting call (its row waits: a read, the
-// supervisor's ports.sync) stops when its caller goes away.
-func (s *Server) callContext(r *http.Request, waits time.Duration) (context.Context, context.CancelFunc) {
-	parent := context.WithoutCancel(r.Context())
-	if waits > 0 {
-		parent = r.Context()
-	}
-	return context.WithDeadline(parent, callDeadline(time.Now(), r.Header.Get(rpc.DeadlineHeader), waits))
+// supervisor's ports.sync) stops when its caller goes away (wireConn.watch
+// cancels it).
+func callContext(header []byte, waits time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), callDeadline(time.Now(), header, waits))
 }
 
 // callDeadline is the deadline of a call that starts at now, whose caller
 // asked for header's (RFC 3339; "" or unreadable: none) and whose row
 // waits up to waits.
-func callDeadline(now time.Time, header string, waits time.Duration) time.Time {
+func callDeadline(now time.Time, header []byte, waits time.Duration) time.Time {
 	deadline := now.Add(callLimit + waits)
-	if header != "" {
-		if t, err := time.Parse(time.RFC3339Nano, header); err == nil && t.Before(deadline) {
+	if len(header) > 0 {
+		if t, err := time.Parse(time.RFC3339Nano, string(header)); err == nil && t.Before(deadline) {
 			deadline = t
 		}
 	}
@@ -304,14 +290,12 @@ func statusOf(e *rpc.Error) int {
 	return http.StatusUnprocessableEntity
 }
 
-// writeJSON answers v, and returns code, the answer's error code, or
-// rpc.CodeInternal if v does not encode (a bug: ServeHTTP logs it). HTML
-// is not escaped: the surfaces decode the answer as JSON, never embed it
-// in a page, and escaping <, > and & in a message body made it six times
-// larger on the wire.
-func writeJSON(w http.ResponseWriter, status int, v any, code string) string {
-	buf := answerBufs.Get().(*bytes.Buffer)
-	defer putAnswerBuf(buf)
+// encodeAnswer encodes v into buf and returns the answer's status and
+// code, rpc.CodeInternal if v does not encode (a bug: the call's log line
+// says so). HTML is not escaped: the surfaces decode the answer as JSON,
+// never embed it in a page, and escaping <, > and & in a message body
+// made it six times larger on the wire.
+func encodeAnswer(buf *bytes.Buffer, status int, v any, code string) (int, string) {
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
@@ -319,17 +303,10 @@ func writeJSON(w http.ResponseWriter, status int, v any, code string) string {
 		buf.Reset()
 		enc.Encode(rpc.Error{Code: code, Class: rpc.Bug, Message: "the plane could not encode its answer"})
 	}
-	// Set as canonical keys already are: Header.Set would canonicalize
-	// each on every answer.
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(buf.Len())}
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
-	return code
+	return status, code
 }
 
-// answerBufs are writeJSON's buffers, kept between answers; one grown
+// answerBufs are the answers' buffers, kept between answers; one grown
 // past keptAnswerBytes (a long list) is left to the collector.
 var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -165,7 +164,7 @@ func Run(cfg Config, log zerolog.Logger) error {
 	if err != nil {
 		return cliapp.Usagef("%v", err)
 	}
-	srv := plane.NewServer(broker, peers, cfg.RPCReadTimeout, log).HTTPServer()
+	srv := plane.NewServer(broker, peers, cfg.RPCReadTimeout, log)
 	go broker.Run(ctx)
 	go l.Watch(ctx, broker.Changed)
 	errc := make(chan error, 1)
@@ -192,7 +191,7 @@ const (
 
 // shutdown drains the RPC server within drainTimeout and removes the
 // socket; past exitTimeout the process exits whatever still runs.
-func shutdown(srv *http.Server, socket string, log zerolog.Logger) {
+func shutdown(srv *plane.Server, socket string, log zerolog.Logger) {
 	log.Info().Msg("shutting down")
 	time.AfterFunc(exitTimeout, func() {
 		log.Error().Msg("shutdown took longer than " + exitTimeout.String() + "; exiting")
@@ -200,7 +199,7 @@ func shutdown(srv *http.Server, socket string, log zerolog.Logger) {
 	})
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("RPC calls still running after " + drainTimeout.String() + "; closing them")
 		srv.Close()
 	}
