@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/peercred"
@@ -68,8 +69,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			if down {
 				return http.ErrServerClosed
 			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
+			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) && !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.ENOMEM) {
+				return err // closed, or broken: Serve's caller decides
 			}
 			// Out of descriptors or memory: the listener is fine, and
 			// accepting again at once would spin. As net/http's server.
@@ -222,7 +223,7 @@ func (c *wireConn) readBody() ([]byte, error) {
 	if c.h.length <= 0 { // none declared: an empty body
 		return []byte{}, nil
 	}
-	if c.h.expect {
+	if c.h.expect && !c.h.http10 { // an HTTP/1.0 client takes no interim answer (RFC 9110, 10.1.1)
 		if _, err := io.WriteString(c.nc, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 			return nil, err
 		}

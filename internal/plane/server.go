@@ -107,6 +107,7 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 	// The kernel's word first, as at ttrpc's handshake: a peer that no
 	// role admits is refused before anything it sent is looked at.
 	if !c.credOK || !s.peers.AdmitsAny(c.cred, rpc.RoleNames) {
+		c.closing = true // nothing it sends may be answered: hold nothing for it
 		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
 	}
 	if string(version) != rpc.Version {
@@ -115,6 +116,7 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 	}
 	if !h.post {
 		method = string(name)
+		c.closing = true // a HEAD's client would read this answer's body as the next head
 		return fail(http.StatusMethodNotAllowed, rpc.Errorf(rpc.CodeBadRequest, "calls are POST"))
 	}
 	m, ok := byMethod[string(name)]

@@ -20,8 +20,9 @@ import (
 // a JSON body of known length). net/http's Transport costs each call two
 // goroutine hand-offs (its write and read loops), a header map each way
 // and a parsed URL; on the send path they were about a third of the
-// writer's cost of a call. The wire is unchanged: the plane's server is
-// net/http's, and any HTTP/1.1 client may still call it.
+// writer's cost of a call. The wire is unchanged: HTTP/1.1, which the
+// plane reads with its own bounded reader (internal/plane/wire.go), and
+// any HTTP/1.1 client may still call it.
 
 // Connection pool bounds, as the Transport this replaced had them.
 const (
