@@ -46,7 +46,15 @@ type wireConn struct {
 	// asked, its body was not read, or a write failed).
 	closing  bool
 	bodyRead bool
+	// discard is the length of a refused call's body, to read and drop
+	// after its answer (at most discardBodyBytes).
+	discard int
 }
+
+// discardBodyBytes bounds the body of a refused call the connection reads
+// and drops to stay open, as net/http's server does (256 KiB); a larger
+// one closes it. A peer no role admits is never read further.
+const discardBodyBytes = 256 << 10
 
 // Serve accepts connections on ln, and serves each on a goroutine of its
 // own, until Shutdown or Close (then it returns http.ErrServerClosed).
@@ -155,6 +163,12 @@ func (s *Server) loop(c *wireConn) {
 		s.serveCall(c)
 		if c.closing || c.h.close {
 			return
+		}
+		if n := c.discard; n > 0 {
+			c.discard = 0
+			if _, err := c.br.Discard(n); err != nil {
+				return
+			}
 		}
 		if cap(c.h.buf) > keptHeadBytes {
 			c.h.buf = nil

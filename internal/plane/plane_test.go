@@ -1,6 +1,7 @@
 package plane_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -220,6 +221,33 @@ func TestFrames(t *testing.T) {
 		if !strings.Contains(got, rpc.CodeUnsupportedVersion) {
 			t.Fatalf("got %q", got)
 		}
+	})
+	// A caller refused on its head (here a wrong grant) that writes its
+	// body after reading the answer, as Python's http.client writes it
+	// after the head, finds the connection open, and its next call on it
+	// answered.
+	t.Run("refused before its body", func(t *testing.T) {
+		c := dial()
+		c.SetDeadline(time.Now().Add(itest.Bound))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST /v1/health HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer wrong\r\nContent-Length: 2\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Close {
+			t.Fatalf("a wrong grant: %d, close %v; want 401 on a connection kept open", resp.StatusCode, resp.Close)
+		}
+		if _, err := io.WriteString(c, "{}"); err != nil {
+			t.Fatalf("the body after the refusal: %v", err)
+		}
+		io.WriteString(c, fmt.Sprintf("POST /v1/health HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", w.a.WriterGrant))
+		if resp, err = http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the next call on the connection: %v %v", resp, err)
+		}
+		resp.Body.Close()
 	})
 	t.Run("slow client", func(t *testing.T) {
 		c := dial()

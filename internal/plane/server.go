@@ -98,7 +98,14 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 	h := &c.h
 	fail := func(status int, e *rpc.Error) (string, string, bool) {
 		if h.length > 0 && !c.bodyRead {
-			c.closing = true // its body is still to come: nothing after it can be framed
+			if h.length <= discardBodyBytes && !h.expect && !c.closing {
+				// Dropped after the answer, as net/http's server does: a
+				// caller that writes its body after its head (Python's
+				// http.client) would otherwise meet a closed socket.
+				c.discard = int(h.length)
+			} else {
+				c.closing = true // its body is still to come: nothing after it can be framed
+			}
 		}
 		return method, c.answer(status, e, status == http.StatusMethodNotAllowed), gone
 	}
