@@ -174,11 +174,21 @@ func Run(cfg Config, log zerolog.Logger) error {
 	select {
 	case err := <-errc:
 		return err
+	case <-l.Broken():
+		// As PostgreSQL after a failed fsync: what was committed since the
+		// last good flush may be lost, and readers see it; a restart
+		// recovers from what the disk holds (docs/storage.md).
+		log.Error().Msg("the ledger's flush to the disk failed; exiting, so that a restart recovers the database from the disk")
+		shutdown(srv, cfg.Socket, log)
+		return errLedgerBroken
 	case <-ctx.Done():
 	}
 	shutdown(srv, cfg.Socket, log)
 	return nil
 }
+
+// errLedgerBroken is Run's error when the ledger's flush failed.
+var errLedgerBroken = errors.New("mail-plane serve: the ledger could not flush its write-ahead log to the disk; restart the plane")
 
 // Shutdown bounds: the RPC server's drain (open long-polls end at once,
 // as the broker's Run ends with the context; a call still running after

@@ -42,6 +42,18 @@ func (l *DB) syncFailed() error {
 	return l.wal.failed()
 }
 
+// Broken is closed once a flush of SQLite's log has failed: the ledger
+// takes no more writes, and what it committed since its last good flush
+// may not be on the disk although readers see it. The plane exits then,
+// so that a restart recovers the database from what the disk holds.
+// Never closed on PostgreSQL (nil).
+func (l *DB) Broken() <-chan struct{} {
+	if l.wal == nil {
+		return nil
+	}
+	return l.wal.broken
+}
+
 // execDurable runs one write statement outside a transaction and makes it
 // durable; after a failed flush of SQLite's log it refuses, as beginWrite.
 func (l *DB) execDurable(ctx context.Context, query string, args ...any) error {

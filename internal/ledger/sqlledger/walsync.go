@@ -60,6 +60,8 @@ type walSync struct {
 	mu   sync.Mutex
 	f    *os.File
 	err  error // sticky: errSync with the first failure
+	// broken is closed by the first failure (Broken).
+	broken chan struct{}
 	// fdatasync is unix.Fdatasync but in tests of its failure.
 	fdatasync func(fd int) error
 }
@@ -67,7 +69,7 @@ type walSync struct {
 // openWALSync opens the log at path, which SQLite has created, and syncs it
 // and its directory entry.
 func openWALSync(path string) (*walSync, error) {
-	w := &walSync{path: path, fdatasync: unix.Fdatasync}
+	w := &walSync{path: path, fdatasync: unix.Fdatasync, broken: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.reopen(); err != nil {
@@ -134,6 +136,11 @@ func (w *walSync) failed() error {
 
 func (w *walSync) fail(err error) error {
 	w.err = fmt.Errorf("%w: %w", errSync, err)
+	select {
+	case <-w.broken:
+	default:
+		close(w.broken)
+	}
 	return w.err
 }
 

@@ -37,9 +37,19 @@ func TestSyncFailureIsFatal(t *testing.T) {
 	if _, _, err := l.Accept(ctx, profileOffer(body, index)); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-l.Broken():
+		t.Fatal("Broken is closed before any flush failed")
+	default:
+	}
 	l.wal.setFdatasync(func(int) error { return unix.EIO })
 	if _, _, err := l.Accept(ctx, profileOffer(body, index)); !errors.Is(err, errSync) || !errors.Is(err, unix.EIO) || !l.Unavailable(err) {
 		t.Fatalf("a send whose flush failed: %v, want %v with EIO, an outage", err, errSync)
+	}
+	select {
+	case <-l.Broken():
+	default:
+		t.Fatal("Broken is not closed after a failed flush")
 	}
 	l.wal.setFdatasync(unix.Fdatasync)
 	if _, _, err := l.Accept(ctx, profileOffer(body, index)); !errors.Is(err, errSync) {
