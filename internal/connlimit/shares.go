@@ -1,9 +1,9 @@
 package connlimit
 
 import (
-	"context"
 	"crypto/sha256"
 	"sync"
+	"time"
 )
 
 // Shares bounds what each trial holds at once on a surface that serves
@@ -29,11 +29,13 @@ func NewShares(max int64) *Shares {
 	return &Shares{max: max, n: make(map[[sha256.Size]byte]int64), freed: make(map[[sha256.Size]byte]chan struct{})}
 }
 
-// Wait is Take, waiting while key has its share for one of its holders to
-// release, until ctx is done (then false, and nothing counted). A waiter
-// holds nothing of the share: only what its caller already holds.
-func (s *Shares) Wait(ctx context.Context, key string) (release func(), ok bool) {
+// Wait is Take, waiting up to d, while key has its share, for one of its
+// holders to release (then false, and nothing counted). A waiter holds
+// nothing of the share: only what its caller already holds. A share free
+// at once costs no more than Take.
+func (s *Shares) Wait(key string, d time.Duration) (release func(), ok bool) {
 	k := sha256.Sum256([]byte(key))
+	var expired <-chan time.Time
 	for {
 		s.mu.Lock()
 		if s.n[k]+1 <= s.max {
@@ -49,9 +51,14 @@ func (s *Shares) Wait(ctx context.Context, key string) (release func(), ok bool)
 			s.freed[k] = freed
 		}
 		s.mu.Unlock()
+		if expired == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-freed:
-		case <-ctx.Done():
+		case <-expired:
 			return nil, false
 		}
 	}

@@ -1,7 +1,6 @@
 package connlimit
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,20 +9,18 @@ import (
 
 // TestSharesWait: Wait takes a share where Take would; at the share it
 // waits, counting nothing, until a holder releases (then it holds the
-// freed share) or its context ends (then false); another key is served
+// freed share) or its bound passes (then false); another key is served
 // meanwhile, and nothing of a key is kept once its holders are gone.
 func TestSharesWait(t *testing.T) {
 	s := NewShares(2)
 	r1, ok1 := s.Take("a")
-	r2, ok2 := s.Wait(context.Background(), "a")
+	r2, ok2 := s.Wait("a", itest.Bound)
 	if !ok1 || !ok2 {
 		t.Fatal("a key under its share was refused")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	if _, ok := s.Wait(ctx, "a"); ok {
+	if _, ok := s.Wait("a", 50*time.Millisecond); ok {
 		t.Fatal("Wait at the share took one with no release")
 	}
-	cancel()
 	if rb, ok := s.Take("b"); !ok {
 		t.Fatal("another key refused while the first is at its share")
 	} else {
@@ -31,7 +28,7 @@ func TestSharesWait(t *testing.T) {
 	}
 	got := make(chan func())
 	go func() {
-		r, ok := s.Wait(context.Background(), "a")
+		r, ok := s.Wait("a", itest.Bound)
 		if !ok {
 			r = nil
 		}

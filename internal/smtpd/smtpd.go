@@ -347,9 +347,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // that waited in vain is refused at its end: go-smtp reads its body and
 // drops it, holding none of it.
 func (s *session) Data(r io.Reader) error {
-	wait, cancelWait := context.WithTimeout(context.Background(), s.srv.cfg.ShareWait)
-	release, ok := s.srv.cfg.Shares.Wait(wait, s.shareKey())
-	cancelWait()
+	release, ok := s.srv.cfg.Shares.Wait(s.shareKey(), s.srv.cfg.ShareWait)
 	if !ok {
 		return errTrialBusy
 	}
