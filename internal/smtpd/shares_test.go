@@ -75,7 +75,7 @@ func transact(t *testing.T, addr string, wait bool) (*client, int, string) {
 // shareWait is the tests' bound on a DATA's wait for its trial's share
 // (limits.TrialSendWait in a writer): each DATA refused for its share
 // costs a test this much.
-const shareWait = time.Second
+const shareWait = 2 * time.Second
 
 // TestTrialSends: a trial (here: its own port) with limits.TrialSends
 // messages in flight to the plane has one more DATA wait for a share:

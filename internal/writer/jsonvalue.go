@@ -101,19 +101,10 @@ func (d *jsonDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k] = v
-		d.space()
-		if d.i >= len(d.b) {
+		if more, ok := d.next('}'); !ok {
 			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-			d.space()
-		case '}':
-			d.i++
+		} else if !more {
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -135,21 +126,31 @@ func (d *jsonDecoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		d.space()
-		if d.i >= len(d.b) {
+		if more, ok := d.next(']'); !ok {
 			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-			d.space()
-		case ']':
-			d.i++
+		} else if !more {
 			return a, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma (more), or
+// end, which closes the object or array; ok is false for anything else.
+func (d *jsonDecoder) next(end byte) (more, ok bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return false, false
+	}
+	switch d.b[d.i] {
+	case ',':
+		d.i++
+		d.space()
+		return true, true
+	case end:
+		d.i++
+		return false, true
+	}
+	return false, false
 }
 
 // number reads JSON's number grammar and converts as encoding/json does

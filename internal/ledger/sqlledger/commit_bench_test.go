@@ -24,13 +24,8 @@ import (
 // other work.
 func BenchmarkCommitSend(b *testing.B) {
 	ctx := context.Background()
-	l, err := Open(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, body, index := openProfileLedger(b)
 	defer l.Close()
-	profileTrial(b, l)
-	body, index := profileSend(b)
 	var lat latencies
 	before := cpuTime()
 	b.ResetTimer()
@@ -102,6 +97,19 @@ func cpuTime() time.Duration {
 
 // profileNS is make profile's trial's namespace.
 const profileNS = "trial-0123456789abcdef0123456789abcdef"
+
+// openProfileLedger is a ledger in a temporary directory holding
+// make profile's trial, and that trial's message as the broker stores it.
+func openProfileLedger(tb testing.TB) (l *DB, body, index []byte) {
+	tb.Helper()
+	l, err := Open(context.Background(), tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	profileTrial(tb, l)
+	body, index = profileSend(tb)
+	return l, body, index
+}
 
 // profileTrial creates make profile's trial in l.
 func profileTrial(tb testing.TB, l *DB) {

@@ -27,13 +27,8 @@ func (w *walSync) setFdatasync(f func(int) error) {
 // even once the disk would flush again (walsync.go).
 func TestSyncFailureIsFatal(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, body, index := openProfileLedger(t)
 	defer l.Close()
-	profileTrial(t, l)
-	body, index := profileSend(t)
 	if _, _, err := l.Accept(ctx, profileOffer(body, index)); err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +115,8 @@ func TestSyncFollowsReplacedLog(t *testing.T) {
 // first send, which must be durable by then.
 func TestReplayWaitsForFlush(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, body, index := openProfileLedger(t)
 	defer l.Close()
-	profileTrial(t, l)
-	body, index := profileSend(t)
 	offer := func() *Offer {
 		o := profileOffer(body, index)
 		o.IdempotencyKey, o.Fingerprint = "key", "fingerprint"
