@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"crypto/sha256"
 	"sync"
 	"time"
@@ -19,49 +20,57 @@ type Shares struct {
 	max int64
 	mu  sync.Mutex
 	n   map[[sha256.Size]byte]int64
-	// freed, for a key at its share that Wait waits on, is closed by the
-	// key's next release.
-	freed map[[sha256.Size]byte]chan struct{}
+	// waiting are a key's waiters (Wait), oldest first, each a channel a
+	// release closes when it hands that waiter the share it freed: one
+	// release wakes one waiter, however many there are.
+	waiting map[[sha256.Size]byte]*list.List
 }
 
 // NewShares returns shares of max per key.
 func NewShares(max int64) *Shares {
-	return &Shares{max: max, n: make(map[[sha256.Size]byte]int64), freed: make(map[[sha256.Size]byte]chan struct{})}
+	return &Shares{max: max, n: make(map[[sha256.Size]byte]int64), waiting: make(map[[sha256.Size]byte]*list.List)}
 }
 
 // Wait is Take, waiting up to d, while key has its share, for one of its
-// holders to release (then false, and nothing counted). A waiter holds
-// nothing of the share: only what its caller already holds. A share free
-// at once costs no more than Take.
+// holders to release (then false, and nothing counted). Waiters are
+// served oldest first, each handed the share a release frees. A waiter
+// holds nothing of the share: only what its caller already holds. A share
+// free at once costs no more than Take.
 func (s *Shares) Wait(key string, d time.Duration) (release func(), ok bool) {
 	k := sha256.Sum256([]byte(key))
-	var expired <-chan time.Time
-	for {
-		s.mu.Lock()
-		if s.n[k]+1 <= s.max {
-			s.n[k]++
-			s.mu.Unlock()
-			return s.releaser(k, 1), true
-		}
-		// The key has holders, so a release comes that closes freed (and
-		// forgets it), whether or not this waiter is still waiting then.
-		freed := s.freed[k]
-		if freed == nil {
-			freed = make(chan struct{})
-			s.freed[k] = freed
-		}
+	s.mu.Lock()
+	if s.n[k]+1 <= s.max && s.waiting[k] == nil {
+		s.n[k]++
 		s.mu.Unlock()
-		if expired == nil {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			expired = t.C
-		}
-		select {
-		case <-freed:
-		case <-expired:
-			return nil, false
-		}
+		return s.releaser(k, 1), true
 	}
+	q := s.waiting[k]
+	if q == nil {
+		q = list.New()
+		s.waiting[k] = q
+	}
+	handed := make(chan struct{})
+	e := q.PushBack(handed)
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-handed:
+		return s.releaser(k, 1), true
+	case <-t.C:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-handed: // handed the share as the bound passed: it is counted
+		return s.releaser(k, 1), true
+	default:
+	}
+	q.Remove(e)
+	if q.Len() == 0 {
+		delete(s.waiting, k)
+	}
+	return nil, false
 }
 
 // Take counts one more in flight for key and returns its release, or
@@ -85,19 +94,25 @@ func (s *Shares) TakeN(key string, n int64) (release func(), ok bool) {
 }
 
 // releaser is the release of n counted for k: once, however often it is
-// called. It wakes k's waiters.
+// called. It hands what it frees to k's oldest waiters, one share each.
 func (s *Shares) releaser(k [sha256.Size]byte, n int64) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if s.n[k] -= n; s.n[k] <= 0 {
-				delete(s.n, k)
+			s.n[k] -= n
+			if q := s.waiting[k]; q != nil {
+				for q.Len() > 0 && s.n[k]+1 <= s.max {
+					s.n[k]++
+					close(q.Remove(q.Front()).(chan struct{}))
+				}
+				if q.Len() == 0 {
+					delete(s.waiting, k)
+				}
 			}
-			if freed := s.freed[k]; freed != nil {
-				close(freed)
-				delete(s.freed, k)
+			if s.n[k] <= 0 {
+				delete(s.n, k)
 			}
 		})
 	}

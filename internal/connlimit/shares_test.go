@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"crypto/sha256"
 	"testing"
 	"time"
 
@@ -52,7 +53,45 @@ func TestSharesWait(t *testing.T) {
 	r3()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.n) != 0 || len(s.freed) != 0 {
-		t.Fatalf("kept after every release: %d counts, %d waits", len(s.n), len(s.freed))
+	if len(s.n) != 0 || len(s.waiting) != 0 {
+		t.Fatalf("kept after every release: %d counts, %d waits", len(s.n), len(s.waiting))
+	}
+}
+
+// TestSharesWaitHandsOne: a release hands its share to the oldest waiter
+// alone; the others stay queued, not woken to find the share gone (a
+// trial's thousands of waiting sessions would otherwise all wake on each
+// of its sends).
+func TestSharesWaitHandsOne(t *testing.T) {
+	s := NewShares(1)
+	release, _ := s.Take("a")
+	k := sha256.Sum256([]byte("a"))
+	queued := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if q := s.waiting[k]; q != nil {
+			return q.Len()
+		}
+		return 0
+	}
+	got := make(chan func(), 3)
+	for range 3 {
+		go func() {
+			if r, ok := s.Wait("a", itest.Bound); ok {
+				got <- r
+			}
+		}()
+	}
+	itest.Eventually(t, "3 waiters queued", itest.Bound, func() bool { return queued() == 3 })
+	release()
+	next := <-got
+	if n := queued(); n != 2 {
+		t.Fatalf("after one release %d waiters queued, want 2", n)
+	}
+	next()
+	(<-got)()
+	(<-got)()
+	if n := queued(); n != 0 {
+		t.Fatalf("%d waiters left", n)
 	}
 }
