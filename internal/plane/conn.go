@@ -286,7 +286,9 @@ func (c *wireConn) answer(status int, v any, allow bool) (code string) {
 	}
 	c.body = answerBufs.Get().(*bytes.Buffer)
 	status, code = encodeAnswer(c.body, status, v, code)
-	c.out = appendAnswerHead(c.out[:0], status, c.body.Len(), c.closing || c.h.close, allow)
+	// An HTTP/1.0 caller that asked to keep the connection is told it
+	// stays (RFC 9112, C.2.2); to an HTTP/1.1 caller that is the default.
+	c.out = appendAnswerHead(c.out[:0], status, c.body.Len(), c.closing || c.h.close, c.h.http10, allow)
 	return code
 }
 

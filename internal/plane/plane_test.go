@@ -249,6 +249,26 @@ func TestFrames(t *testing.T) {
 		}
 		resp.Body.Close()
 	})
+	// An HTTP/1.0 caller that asks to keep its connection is told it
+	// stays, and its next call on it is answered.
+	t.Run("http/1.0 keep-alive", func(t *testing.T) {
+		c := dial()
+		c.SetDeadline(time.Now().Add(itest.Bound))
+		br := bufio.NewReader(c)
+		call := fmt.Sprintf("POST /v1/health HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", w.a.WriterGrant)
+		for i := range 2 {
+			io.WriteString(c, call)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Connection") != "keep-alive" || resp.Close {
+				t.Fatalf("call %d: %d, Connection %q, close %v; want 200 and keep-alive", i, resp.StatusCode, resp.Header.Get("Connection"), resp.Close)
+			}
+		}
+	})
 	t.Run("slow client", func(t *testing.T) {
 		c := dial()
 		body := fmt.Sprintf("{\"via\":\"smtp\",\"from\":%q,\"to\":[\"slow@example.com\"]}\nSubject: x\r\n\r\ny", rpc.CandidateSender)

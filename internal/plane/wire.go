@@ -275,16 +275,21 @@ var tokenChars = func() (t [128]bool) {
 	return t
 }()
 
-// appendAnswerHead is an answer's status line and headers.
-func appendAnswerHead(b []byte, status, length int, close, allow bool) []byte {
+// appendAnswerHead is an answer's status line and headers: Connection
+// says close when the connection ends after it, else keep-alive when
+// keepAlive (an HTTP/1.0 caller must be told).
+func appendAnswerHead(b []byte, status, length int, close, keepAlive, allow bool) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(status)...)
 	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(length), 10)
-	if close {
+	switch {
+	case close:
 		b = append(b, "\r\nConnection: close"...)
+	case keepAlive:
+		b = append(b, "\r\nConnection: keep-alive"...)
 	}
 	if allow {
 		b = append(b, "\r\nAllow: POST"...)
