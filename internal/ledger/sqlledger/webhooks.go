@@ -163,17 +163,21 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 // other call is handed it. A trial has at most
 // limits.TrialWebhookDeliveries events leased at once: one whose
 // endpoint holds its attempts, with many events due, never fills a take
-// ahead of the other trials' events.
+// ahead of the other trials' events. Each trial's leased events are
+// counted once a take (y), not once per candidate event: a trial's
+// outbox holds up to limits.TrialWebhookPending events, all of them
+// candidates when its endpoint is down.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
 	var out []WebhookEvent
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		at := now.UnixMilli()
 		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
-SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth,
-(SELECT COUNT(*) FROM webhook_events y WHERE y.trial_id = w.trial_id AND y.state = 'pending' AND y.leased_until > ?) AS leased
-FROM webhook_events w
-WHERE state = 'pending' AND due_at <= ? AND leased_until <= ?
+SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth, COALESCE(y.n, 0) AS leased
+FROM webhook_events w LEFT JOIN (
+SELECT trial_id, COUNT(*) AS n FROM webhook_events WHERE state = 'pending' AND leased_until > ? GROUP BY trial_id
+) y ON y.trial_id = w.trial_id
+WHERE w.state = 'pending' AND w.due_at <= ? AND w.leased_until <= ?
 AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
 ) d WHERE nth + leased <= ?
 ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliveries, limit))

@@ -203,3 +203,41 @@ func testWebhookShares(t *testing.T) {
 		t.Fatalf("after one of a's attempts: %v, want one more of a's", idsOf(freed))
 	}
 }
+
+// BenchmarkDueWebhookEvents: a take over trials whose outboxes are full
+// (limits.TrialWebhookPending events each, every one its send's first:
+// their endpoints are down). Its leases end at once, so every take does
+// the same work.
+func BenchmarkDueWebhookEvents(b *testing.B) {
+	ctx := context.Background()
+	l, err := Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	for i := range 4 {
+		ns := fmt.Sprintf("t%d", i)
+		tr := &Trial{Profile: "candidate", MailAPIToken: digest("api " + ns), BootstrapToken: digest("boot " + ns), InboxToken: digest("inbox " + ns)}
+		if err := l.CreateTrial(ctx, tr, &Namespace{Name: ns, Tag: "wb-" + ns}, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.SetWebhooks(ctx, tr.ID, ns, `[{"provider":"resend","url":"http://127.0.0.1:9/"}]`); err != nil {
+			b.Fatal(err)
+		}
+		from, _ := l.WebhookCursor(ctx, ns)
+		evs := make([]WebhookEvent, limits.TrialWebhookPending)
+		for j := range evs {
+			evs[j] = WebhookEvent{ID: fmt.Sprintf("%s-%d", ns, j), EmailID: fmt.Sprintf("m%d", j), Kind: "sent", Data: `{}`, Due: now.Add(-time.Minute)}
+		}
+		if err := l.AddWebhookEvents(ctx, tr.ID, ns, from, from+1, evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		got, err := l.DueWebhookEvents(ctx, now, 0, 64)
+		if err != nil || len(got) != 4*limits.TrialWebhookDeliveries {
+			b.Fatalf("%d events, %v; want each trial's share", len(got), err)
+		}
+	}
+}
