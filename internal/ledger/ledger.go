@@ -68,7 +68,7 @@ type Ledger interface {
 	// Webhooks (package webhooks): a trial's endpoints, and its outbox
 	// of events derived from its trails (package sqlledger's webhooks.go).
 	SetWebhooks(ctx context.Context, trialID int64, ns, stored string) error
-	WebhookTrials(ctx context.Context) ([]Trial, error)
+	WebhookNamespaces(ctx context.Context) ([]WebhookNamespace, error)
 	WebhookCursor(ctx context.Context, ns string) (int64, error)
 	AddWebhookEvents(ctx context.Context, trialID int64, ns string, from, to int64, evs []WebhookEvent) error
 	PendingWebhookEvents(ctx context.Context, trialID int64) (int, error)
@@ -302,6 +302,16 @@ const (
 	WebhookFailed    = "failed"  // its retries ran out
 	WebhookDropped   = "dropped" // a webhook fault dropped it
 )
+
+// WebhookNamespace is a namespace of an open trial with webhooks, and
+// how far its trail and its webhook cursor are: its events are derived
+// to Cursor, and its trail has lines to Head.
+type WebhookNamespace struct {
+	Name    string
+	TrialID int64
+	Head    int64 // the trail's last seq (0: none yet)
+	Cursor  int64 // WebhookCursor
+}
 
 // WebhookEvent is one event of a trial's outbox for one of its webhooks
 // (Hook, its index) about one send (EmailID): ID is the same on every

@@ -81,42 +81,51 @@ func (b *Broker) pumpNamespace(ctx context.Context, name string) (more bool) {
 
 // pumpWebhooks makes one pass over every trial with webhooks: it notes
 // their namespaces first (hookQueue.hooked: from then on each of their
-// notifications wakes the pump), then reads each trail to its end.
+// notifications wakes the pump), then reads each trail that has lines
+// past what was read of it to its end. An idle pass is one query.
 func (b *Broker) pumpWebhooks(ctx context.Context) {
-	ts, err := b.ledger.WebhookTrials(ctx)
+	nss, err := b.ledger.WebhookNamespaces(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn().Err(err).Msg("webhook trials unreadable; will retry")
 		}
 		return
 	}
-	type trail struct {
-		t     ledger.Trial
-		hooks []webhooks.Hook
-		ns    ledger.Namespace
-	}
-	var trails []trail
-	hooked := map[string]bool{}
-	for _, t := range ts {
-		hooks, err := webhooks.Load(t.Webhooks)
-		if err != nil || len(hooks) == 0 {
-			continue
-		}
-		nss, err := b.ledger.Namespaces(ctx, t.ID)
-		if err != nil {
-			continue
-		}
-		for _, ns := range nss {
-			hooked[ns.Name] = true
-			trails = append(trails, trail{t, hooks, ns})
-		}
+	hooked := make(map[string]bool, len(nss))
+	for _, ns := range nss {
+		hooked[ns.Name] = true
 	}
 	b.hooks.setHooked(hooked)
-	for _, tr := range trails {
+	for name := range b.hooks.read {
+		if !hooked[name] {
+			delete(b.hooks.read, name) // closed, or its webhooks removed
+		}
+	}
+	var t ledger.Trial
+	var hooks []webhooks.Hook
+	for _, ns := range nss {
+		if ns.Head <= max(ns.Cursor, b.hooks.read[ns.Name]) {
+			continue
+		}
+		if t.ID != ns.TrialID { // nss is in trial order
+			t, err = b.ledger.Trial(ctx, ns.TrialID)
+			if err != nil {
+				t = ledger.Trial{}
+				continue // closed since: its trails are not pumped
+			}
+			hooks, _ = webhooks.Load(t.Webhooks)
+		}
+		if len(hooks) == 0 {
+			continue
+		}
+		full, err := b.ledger.Namespace(ctx, ns.Name)
+		if err != nil {
+			continue // gone (closed), or unreadable: the next pass retries
+		}
 		for ctx.Err() == nil {
-			n, err := b.pumpTrail(ctx, tr.t, tr.hooks, tr.ns)
+			n, err := b.pumpTrail(ctx, t, hooks, full)
 			if err != nil && ctx.Err() == nil {
-				b.log.Warn().Err(err).Str("namespace", tr.ns.Name).Msg("webhook events not derived; will retry")
+				b.log.Warn().Err(err).Str("namespace", ns.Name).Msg("webhook events not derived; will retry")
 			}
 			if err != nil || n < pumpPage {
 				break
@@ -132,7 +141,7 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 	if err != nil {
 		return 0, err
 	}
-	lines, err := b.ledger.Events(ctx, ns.Name, from, pumpPage)
+	lines, err := b.ledger.Events(ctx, ns.Name, max(from, b.hooks.read[ns.Name]), pumpPage)
 	if err != nil || len(lines) == 0 {
 		return 0, err
 	}
@@ -194,10 +203,12 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 	}
 	if len(out) == 0 && len(lines) < pumpPage {
 		// Nothing to report (a read, a webhook attempt): the cursor stays,
-		// sparing a write, and the lines are read again next time, until
-		// a page of them moves it.
+		// sparing a write, and the pump notes what it has read; the next
+		// lines with an event move the cursor past these too.
+		b.hooks.read[ns.Name] = to
 		return len(lines), nil
 	}
+	delete(b.hooks.read, ns.Name)
 	err = b.ledger.AddWebhookEvents(ctx, t.ID, ns.Name, from, to, out)
 	if errors.Is(err, ledger.ErrExists) {
 		return len(lines), nil // another plane derived them

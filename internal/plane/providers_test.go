@@ -64,10 +64,16 @@ func TestSigV4Opens(t *testing.T) {
 	}
 }
 
-// countingLedger counts the policy reads a SigV4 binding makes.
+// countingLedger counts the policy reads a SigV4 binding makes, and the
+// trail reads of the webhook pump.
 type countingLedger struct {
 	ledger.Ledger
-	namespaces, trials atomic.Int64
+	namespaces, trials, trails atomic.Int64
+}
+
+func (l *countingLedger) Events(ctx context.Context, ns string, after int64, limit int) ([]string, error) {
+	l.trails.Add(1)
+	return l.Ledger.Events(ctx, ns, after, limit)
 }
 
 func (l *countingLedger) Namespace(ctx context.Context, name string) (ledger.Namespace, error) {

@@ -86,11 +86,16 @@ type hookQueue struct {
 	mu     *sync.Mutex
 	dirty  map[string]bool
 	hooked map[string]bool
+	// read is, for a namespace whose trail has lines past its cursor
+	// that derive no event (reads, attempts), the seq the pump has read
+	// them to, so that it reads each such line once, not on every pass
+	// until a page of them moves the cursor. Only the pump touches it.
+	read map[string]int64
 }
 
 func newHookQueue() hookQueue {
 	return hookQueue{kick: make(chan struct{}, 1), pump: make(chan struct{}, 1), rescan: make(chan struct{}, 1),
-		mu: &sync.Mutex{}, dirty: map[string]bool{}, hooked: map[string]bool{}}
+		mu: &sync.Mutex{}, dirty: map[string]bool{}, hooked: map[string]bool{}, read: map[string]int64{}}
 }
 
 // again asks the pump for a full pass: a trial's webhooks or namespaces

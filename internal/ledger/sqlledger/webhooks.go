@@ -71,13 +71,18 @@ func (l *DB) bounce(ctx context.Context, tx txq, o *Offer) (Entry, bool, error) 
 // are handed out in order, one at a time: the next waits until the one
 // before is delivered, failed or dropped. Different sends' go at once.
 
-// WebhookTrials returns the open trials with webhooks.
-func (l *DB) WebhookTrials(ctx context.Context) ([]Trial, error) {
-	rows, err := l.read.QueryContext(ctx, l.d.text(trialSelect+` AND webhooks IS NOT NULL ORDER BY id`))
-	if err != nil {
-		return nil, err
-	}
-	return scanTrials(rows)
+// WebhookNamespaces returns the namespaces of the open trials with
+// webhooks, in one query: the pump's full pass reads the trails of only
+// those whose Head is past what it has read.
+func (l *DB) WebhookNamespaces(ctx context.Context) ([]WebhookNamespace, error) {
+	rows, err := l.read.QueryContext(ctx, l.d.text(`SELECT n.name, n.trial_id,
+COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.namespace = n.name), 0),
+COALESCE((SELECT c.trail_seq FROM webhook_cursors c WHERE c.namespace = n.name), 0)
+FROM namespaces n JOIN trials t ON t.id = n.trial_id
+WHERE t.destroyed = 0 AND t.webhooks IS NOT NULL ORDER BY n.trial_id, n.name`))
+	return scanAll(rows, err, func(r *sql.Rows, ns *WebhookNamespace) error {
+		return r.Scan(&ns.Name, &ns.TrialID, &ns.Head, &ns.Cursor)
+	})
 }
 
 // WebhookCursor returns the trail seq ns's events were derived to (0:

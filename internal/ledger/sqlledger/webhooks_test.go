@@ -32,9 +32,9 @@ func testWebhooks(t *testing.T) {
 	if err := l.SetWebhooks(ctx, 1<<40, "a", `[]`); !errors.Is(err, ErrNotFound) {
 		t.Errorf("webhooks of no trial: %v, want ErrNotFound", err)
 	}
-	ts, err := l.WebhookTrials(ctx)
-	if err != nil || len(ts) != 1 || ts[0].ID != tr.ID || ts[0].Webhooks == "" {
-		t.Fatalf("WebhookTrials = %+v, %v; want trial a only", ts, err)
+	nss, err := l.WebhookNamespaces(ctx)
+	if err != nil || len(nss) != 1 || nss[0] != (WebhookNamespace{Name: "a", TrialID: tr.ID, Head: 2, Cursor: 2}) {
+		t.Fatalf("WebhookNamespaces = %+v, %v; want trial a's namespace only, its trail and cursor at 2", nss, err)
 	}
 	from, err := l.WebhookCursor(ctx, "a")
 	if err != nil || from != 2 { // the trail's open and webhooks events
