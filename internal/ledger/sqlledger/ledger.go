@@ -255,6 +255,7 @@ CREATE INDEX IF NOT EXISTS grants_trial ON grants (trial_id);
 CREATE INDEX IF NOT EXISTS trails_closed_at ON trails (closed_at);
 CREATE INDEX IF NOT EXISTS delayed_visible_at ON delayed (visible_at);
 CREATE INDEX IF NOT EXISTS webhook_events_pending ON webhook_events (state, trial_id, hook, email, seq);
+CREATE INDEX IF NOT EXISTS webhook_events_leased ON webhook_events (trial_id, leased_until);
 `
 
 // newLedger starts the ledger over its two handles once its schema is

@@ -163,21 +163,23 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 
 // DueWebhookEvents leases up to limit events due at now, each the first
 // pending event of its send to its webhook and not leased, for lease:
-// until it ends
-// (an attempt's outcome is reported first, or the deliverer died) no
-// other call is handed it. A trial has at most
+// until it ends (an attempt's outcome is reported first, or the deliverer
+// died) no other call is handed it. A trial has at most
 // limits.TrialWebhookDeliveries events leased at once: one whose
 // endpoint holds its attempts, with many events due, never fills a take
-// ahead of the other trials' events. Each trial's leased events are
-// counted once a take (y), not once per candidate event: a trial's
-// outbox holds up to limits.TrialWebhookPending events, all of them
-// candidates when its endpoint is down.
+// ahead of the other trials' events.
+//
+// The choice reads every due event (a trial's outbox holds up to
+// limits.TrialWebhookPending, all of them due when its endpoint is
+// down), so it is made on the read handle, beside the writer, and each
+// trial's leased events are counted once, not once per event. Only the
+// leases are written: each one only if its event is still due and not
+// leased and its trial's share still has room, so a choice gone stale
+// (another taker's, an attempt reported between the two) leases nothing
+// twice.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
-	var out []WebhookEvent
-	err := l.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		at := now.UnixMilli()
-		out, err = scanWebhookEvents(tx.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
+	at := now.UnixMilli()
+	due, err := scanWebhookEvents(l.read.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
 SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth, COALESCE(y.n, 0) AS leased
 FROM webhook_events w LEFT JOIN (
 SELECT trial_id, COUNT(*) AS n FROM webhook_events WHERE state = 'pending' AND leased_until > ? GROUP BY trial_id
@@ -186,13 +188,24 @@ WHERE w.state = 'pending' AND w.due_at <= ? AND w.leased_until <= ?
 AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
 ) d WHERE nth + leased <= ?
 ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliveries, limit))
-		if err != nil {
-			return err
-		}
-		for _, e := range out {
-			if _, err := tx.ExecContext(ctx, l.d.text(`UPDATE webhook_events SET leased_until = ? WHERE trial_id = ? AND seq = ?`),
-				now.Add(lease).UnixMilli(), e.TrialID, e.Seq); err != nil {
+	if err != nil || len(due) == 0 {
+		return nil, err
+	}
+	var out []WebhookEvent
+	err = l.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		for _, e := range due {
+			r, err := tx.ExecContext(ctx, l.d.text(`UPDATE webhook_events SET leased_until = ?
+WHERE trial_id = ? AND seq = ? AND state = 'pending' AND due_at <= ? AND leased_until <= ?
+AND (SELECT COUNT(*) FROM webhook_events y WHERE y.trial_id = ? AND y.state = 'pending' AND y.leased_until > ?) < ?`),
+				now.Add(lease).UnixMilli(), e.TrialID, e.Seq, at, at, e.TrialID, at, limits.TrialWebhookDeliveries)
+			if err != nil {
 				return err
+			}
+			if n, err := r.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				out = append(out, e)
 			}
 		}
 		return nil

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,12 +204,46 @@ func testWebhookShares(t *testing.T) {
 	if freed, _ := l.DueWebhookEvents(ctx, now, time.Minute, 64); len(freed) != 1 || freed[0].TrialID != a.ID {
 		t.Fatalf("after one of a's attempts: %v, want one more of a's", idsOf(freed))
 	}
+	// Takers at once, each choosing from what it read before the others
+	// leased: none is handed an event another holds, nor a's events past
+	// its share. Later, with every lease ended, a's share is free again.
+	later := now.Add(2 * time.Hour)
+	var mu sync.Mutex
+	held := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := l.DueWebhookEvents(ctx, later, time.Minute, 64)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range got {
+				held[e.ID]++
+			}
+		}()
+	}
+	wg.Wait()
+	fromA := 0
+	for id, n := range held {
+		if n > 1 {
+			t.Errorf("%s handed to %d takers at once", id, n)
+		}
+		if strings.HasPrefix(id, "a") {
+			fromA++
+		}
+	}
+	if fromA != limits.TrialWebhookDeliveries {
+		t.Errorf("takers at once hold %d of a's events, want its share %d", fromA, limits.TrialWebhookDeliveries)
+	}
 }
 
 // BenchmarkDueWebhookEvents: a take over trials whose outboxes are full
-// (limits.TrialWebhookPending events each, every one its send's first:
-// their endpoints are down). Its leases end at once, so every take does
-// the same work.
+// (fullOutboxes). Its leases end at once, so every take does the same
+// work.
 func BenchmarkDueWebhookEvents(b *testing.B) {
 	ctx := context.Background()
 	l, err := Open(ctx, b.TempDir())
@@ -216,8 +252,64 @@ func BenchmarkDueWebhookEvents(b *testing.B) {
 	}
 	defer l.Close()
 	now := time.Now()
+	fullOutboxes(b, l, now)
+	for b.Loop() {
+		got, err := l.DueWebhookEvents(ctx, now, 0, 64)
+		if err != nil || len(got) != 4*limits.TrialWebhookDeliveries {
+			b.Fatalf("%d events, %v; want each trial's share", len(got), err)
+		}
+	}
+}
+
+// BenchmarkSendBesideTakes is BenchmarkCommitSend's sends while a
+// deliverer takes, again and again, from four other trials whose
+// outboxes are full (fullOutboxes): its p99-us is what one trial's sends
+// pay for the others' webhooks.
+func BenchmarkSendBesideTakes(b *testing.B) {
+	ctx := context.Background()
+	l, body, index := openProfileLedger(b)
+	defer l.Close()
+	now := time.Now()
+	fullOutboxes(b, l, now)
+	stop := make(chan struct{})
+	taking := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				taking <- nil
+				return
+			default:
+			}
+			if _, err := l.DueWebhookEvents(ctx, now, 0, 64); err != nil {
+				taking <- err
+				return
+			}
+		}
+	}()
+	var lat latencies
+	b.ResetTimer()
+	inParallel(b, 8, func() error {
+		start := time.Now()
+		_, _, err := l.Accept(ctx, profileOffer(body, index))
+		lat.add(time.Since(start))
+		return err
+	})
+	b.StopTimer()
+	close(stop)
+	if err := <-taking; err != nil {
+		b.Fatal(err)
+	}
+	lat.report(b)
+}
+
+// fullOutboxes makes four trials with webhooks whose outboxes are full:
+// limits.TrialWebhookPending events each, due at now, every one its
+// send's first (their endpoints are down).
+func fullOutboxes(b *testing.B, l *DB, now time.Time) {
+	ctx := context.Background()
 	for i := range 4 {
-		ns := fmt.Sprintf("t%d", i)
+		ns := fmt.Sprintf("full%d", i)
 		tr := &Trial{Profile: "candidate", MailAPIToken: digest("api " + ns), BootstrapToken: digest("boot " + ns), InboxToken: digest("inbox " + ns)}
 		if err := l.CreateTrial(ctx, tr, &Namespace{Name: ns, Tag: "wb-" + ns}, nil); err != nil {
 			b.Fatal(err)
@@ -232,12 +324,6 @@ func BenchmarkDueWebhookEvents(b *testing.B) {
 		}
 		if err := l.AddWebhookEvents(ctx, tr.ID, ns, from, from+1, evs); err != nil {
 			b.Fatal(err)
-		}
-	}
-	for b.Loop() {
-		got, err := l.DueWebhookEvents(ctx, now, 0, 64)
-		if err != nil || len(got) != 4*limits.TrialWebhookDeliveries {
-			b.Fatalf("%d events, %v; want each trial's share", len(got), err)
 		}
 	}
 }
