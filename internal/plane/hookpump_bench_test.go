@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	"github.com/websitebench/mailplane/pkg/rpc"
 )
 
@@ -15,8 +13,7 @@ import (
 func BenchmarkPumpWebhooks(b *testing.B) {
 	ctx := context.Background()
 	l := openLedger(b)
-	br := NewBroker(l, nil, Quotas{}, zerolog.Nop())
-	br.SetAdvertise(Advertise{WriterURL: "http://127.0.0.1:1", InboxURL: "http://127.0.0.1:2", GatewayURL: "http://127.0.0.1:3", SMTPHost: "127.0.0.1", SMTPPort: 25})
+	br := advertisedBroker(l)
 	hooks := []rpc.Webhook{{Provider: "resend", URL: "http://127.0.0.1:9/"}}
 	for range 1000 {
 		if _, err := br.OpenTrial(ctx, &rpc.TrialOpenRequest{Profile: rpc.ProfileCandidate, Webhooks: hooks}); err != nil {
