@@ -25,7 +25,7 @@ func TestEngines(t *testing.T) {
 		{"CloseTrial", testCloseTrial}, {"Lookups", testLookups}, {"TrailWithTheSend", testTrailWithTheSend},
 		{"TrailBudget", testTrailBudget}, {"AgentBudget", testAgentBudget}, {"KeyCheck", testKeyCheck}, {"Ports", testPorts}, {"NetnsDoors", testNetnsDoors},
 		{"Faults", testFaults}, {"Console", testConsole}, {"Bodies", testBodies}, {"Indexes", testIndexes}, {"OlderRows", testOlderRows}, {"DeferredBatches", testDeferredBatches},
-		{"Unavailable", testUnavailable}, {"Webhooks", testWebhooks}, {"WebhookShares", testWebhookShares}, {"BouncesInBatches", testBouncesInBatches},
+		{"Unavailable", testUnavailable}, {"Webhooks", testWebhooks}, {"WebhookShares", testWebhookShares}, {"ConcurrentTakes", testConcurrentTakes}, {"BouncesInBatches", testBouncesInBatches},
 	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
@@ -39,7 +39,10 @@ func TestEngines(t *testing.T) {
 				}{"Planes", testPlanes}, struct {
 					name string
 					fn   func(*testing.T)
-				}{"FaultsPlanes", testFaultsPlanes})
+				}{"FaultsPlanes", testFaultsPlanes}, struct {
+					name string
+					fn   func(*testing.T)
+				}{"WebhookSharePlanes", testWebhookSharePlanes})
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, tc.fn)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -173,13 +174,33 @@ func scanWebhookEvents(rows *sql.Rows, err error) ([]WebhookEvent, error) {
 // limits.TrialWebhookPending, all of them due when its endpoint is
 // down), so it is made on the read handle, beside the writer, and each
 // trial's leased events are counted once, not once per event. Only the
-// leases are written: each one only if its event is still due and not
-// leased and its trial's share still has room, so a choice gone stale
-// (another taker's, an attempt reported between the two) leases nothing
-// twice.
+// leases are written, under a lock on each chosen trial's row (so that
+// planes sharing a PostgreSQL database count each other's leases): each
+// one only if its event is still due and not leased and its trial's
+// share still has room. A choice that another taker's leases made stale
+// is made again.
 func (l *DB) DueWebhookEvents(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookEvent, error) {
+	for range maxTakeRounds {
+		due, err := l.dueWebhookEvents(ctx, now, limit)
+		if err != nil || len(due) == 0 {
+			return nil, err
+		}
+		out, err := l.leaseWebhookEvents(ctx, due, now, lease)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+	}
+	return nil, nil
+}
+
+// maxTakeRounds bounds a take's choices: each one after the first follows
+// another taker's leases, which changed what is free.
+const maxTakeRounds = 8
+
+// dueWebhookEvents chooses up to limit events to lease at now.
+func (l *DB) dueWebhookEvents(ctx context.Context, now time.Time, limit int) ([]WebhookEvent, error) {
 	at := now.UnixMilli()
-	due, err := scanWebhookEvents(l.read.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
+	return scanWebhookEvents(l.read.QueryContext(ctx, l.d.text(`SELECT `+webhookColumns+` FROM (
 SELECT w.*, ROW_NUMBER() OVER (PARTITION BY w.trial_id ORDER BY w.due_at, w.seq) AS nth, COALESCE(y.n, 0) AS leased
 FROM webhook_events w LEFT JOIN (
 SELECT trial_id, COUNT(*) AS n FROM webhook_events WHERE state = 'pending' AND leased_until > ? GROUP BY trial_id
@@ -188,12 +209,26 @@ WHERE w.state = 'pending' AND w.due_at <= ? AND w.leased_until <= ?
 AND seq = (SELECT MIN(seq) FROM webhook_events x WHERE x.state = 'pending' AND x.trial_id = w.trial_id AND x.hook = w.hook AND x.email = w.email)
 ) d WHERE nth + leased <= ?
 ORDER BY due_at, trial_id, seq LIMIT ?`), at, at, at, limits.TrialWebhookDeliveries, limit))
-	if err != nil || len(due) == 0 {
-		return nil, err
+}
+
+// leaseWebhookEvents leases what of due is still free at now, and
+// returns it.
+func (l *DB) leaseWebhookEvents(ctx context.Context, due []WebhookEvent, now time.Time, lease time.Duration) ([]WebhookEvent, error) {
+	at := now.UnixMilli()
+	trials := make([]int64, 0, len(due))
+	for _, e := range due {
+		trials = append(trials, e.TrialID)
 	}
+	slices.Sort(trials) // one order for every taker: no deadlock
+	trials = slices.Compact(trials)
 	var out []WebhookEvent
-	err = l.tx(ctx, func(tx *sql.Tx) error {
+	err := l.tx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
+		for _, id := range trials {
+			if _, err := tx.ExecContext(ctx, l.d.text(`SELECT id FROM trials WHERE id = ?`+forUpdate), id); err != nil {
+				return err
+			}
+		}
 		for _, e := range due {
 			r, err := tx.ExecContext(ctx, l.d.text(`UPDATE webhook_events SET leased_until = ?
 WHERE trial_id = ? AND seq = ? AND state = 'pending' AND due_at <= ? AND leased_until <= ?

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
+	"github.com/websitebench/mailplane/internal/itest"
 	. "github.com/websitebench/mailplane/internal/ledger"
 	"github.com/websitebench/mailplane/internal/limits"
 )
@@ -325,5 +326,143 @@ func fullOutboxes(b *testing.B, l *DB, now time.Time) {
 		if err := l.AddWebhookEvents(ctx, tr.ID, ns, from, from+1, evs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// testConcurrentTakes: two takes at once, with more events due and free
+// than both ask for: each is handed what it asked for, the second what
+// the first's leases left (its first choice, made beside the first's,
+// goes stale and is made again).
+func testConcurrentTakes(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	now := time.Now()
+	for i := range 8 {
+		ns := fmt.Sprintf("t%d", i)
+		tr, _ := trial(t, l, ns)
+		if err := l.SetWebhooks(ctx, tr.ID, ns, `[{"provider":"resend","url":"http://127.0.0.1:9/"}]`); err != nil {
+			t.Fatal(err)
+		}
+		from, _ := l.WebhookCursor(ctx, ns)
+		evs := make([]WebhookEvent, 64)
+		for j := range evs {
+			evs[j] = WebhookEvent{ID: fmt.Sprintf("%s-%d", ns, j), EmailID: fmt.Sprintf("m%d", j), Kind: "sent", Data: `{}`, Due: now.Add(-time.Hour)}
+		}
+		if err := l.AddWebhookEvents(ctx, tr.ID, ns, from, from+1, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 10 {
+		at := now.Add(time.Duration(round) * 2 * time.Minute) // the last round's leases have ended
+		var got [2][]WebhookEvent
+		var wg sync.WaitGroup
+		for k := range got {
+			wg.Go(func() {
+				var err error
+				if got[k], err = l.DueWebhookEvents(ctx, at, time.Minute, 8); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if len(got[0]) != 8 || len(got[1]) != 8 {
+			t.Fatalf("round %d: two takes of 8 at once handed %d and %d, with 32 events free", round, len(got[0]), len(got[1]))
+		}
+	}
+}
+
+// testWebhookSharePlanes: two planes on one PostgreSQL database count
+// each other's leases against a trial's share. Plane b chooses c1, the
+// share's last place, and its lease waits (an outside lock on c1's row
+// stands in for any delay before its commit); meanwhile a new send's
+// event n, due before c1, is derived and plane a chooses it. Whichever
+// leases second finds the share full.
+func testWebhookSharePlanes(t *testing.T) {
+	ctx := context.Background()
+	dsn := target(t)
+	a, b, locker := openAt(t, dsn), openAt(t, dsn), openAt(t, dsn)
+	for _, l := range []*DB{a, b, locker} {
+		t.Cleanup(func() { l.Close() })
+	}
+	tr, _ := trial(t, a, "a")
+	if err := a.SetWebhooks(ctx, tr.ID, "a", `[{"provider":"resend","url":"http://127.0.0.1:9/"}]`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	cur, _ := a.WebhookCursor(ctx, "a")
+	var evs []WebhookEvent
+	for i, id := range []string{"L1", "L2", "L3", "c1"} {
+		evs = append(evs, WebhookEvent{ID: id, EmailID: id, Kind: "sent", Data: `{}`, Due: now.Add(-time.Duration(10-i) * time.Minute)})
+	}
+	if err := a.AddWebhookEvents(ctx, tr.ID, "a", cur, cur+1, evs); err != nil {
+		t.Fatal(err)
+	}
+	cur++
+	if got, err := a.DueWebhookEvents(ctx, now, time.Hour, 3); err != nil || len(got) != 3 {
+		t.Fatalf("the first three: %v, %v", idsOf(got), err)
+	}
+	lt, err := locker.write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lt.Rollback()
+	if _, err := lt.ExecContext(ctx, locker.d.text(`SELECT 1 FROM webhook_events WHERE trial_id = ? AND seq = 4 FOR UPDATE`), tr.ID); err != nil {
+		t.Fatal(err)
+	}
+	// waiters is how many lock waits there are.
+	waiters := func() int {
+		var n int
+		if err := a.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	take := func(l *DB) <-chan []WebhookEvent {
+		ch := make(chan []WebhookEvent, 1)
+		go func() {
+			got, err := l.DueWebhookEvents(ctx, now, time.Hour, 64)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- got
+		}()
+		return ch
+	}
+	bGot := take(b)
+	for deadline := time.Now().Add(itest.Bound); waiters() < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("plane b's lease never waited on c1")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.AddWebhookEvents(ctx, tr.ID, "a", cur, cur+1, []WebhookEvent{{ID: "n", EmailID: "n", Kind: "sent", Data: `{}`, Due: now.Add(-20 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	aGot := take(a)
+	// a's lease waits for b's, on the trial; without that lock a leases
+	// n at once.
+	var aIDs []string
+	for deadline := time.Now().Add(itest.Bound); aIDs == nil && waiters() < 2; {
+		select {
+		case got := <-aGot:
+			aIDs, aGot = append(idsOf(got), ""), nil
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("plane a's take neither ended nor waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	lt.Commit()
+	if aGot != nil {
+		aIDs = idsOf(<-aGot)
+	}
+	bIDs := idsOf(<-bGot)
+	var leased int
+	if err := a.read.QueryRowContext(ctx, a.d.text(`SELECT COUNT(*) FROM webhook_events WHERE trial_id = ? AND state = 'pending' AND leased_until > ?`), tr.ID, now.UnixMilli()).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != limits.TrialWebhookDeliveries {
+		t.Errorf("plane a took %v, plane b %v: the trial holds %d leased, want its share %d", aIDs, bIDs, leased, limits.TrialWebhookDeliveries)
 	}
 }
