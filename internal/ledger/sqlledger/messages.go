@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/websitebench/mailplane/internal/evidence"
@@ -52,14 +53,21 @@ var errClosed = errors.New("ledger: closed")
 
 // commit runs until Close, committing offers in batches. On SQLite a
 // committed batch goes to syncBatches, which answers it once the log is on
-// the disk (walsync.go), while this goroutine commits the next.
+// the disk (walsync.go). Meanwhile this goroutine gathers the offers that
+// arrive into the next batch and commits it once that flush is done, not
+// before: committed earlier, they could not be answered before the next
+// flush anyway, and each commit writes its pages (its trees' last leaves,
+// the namespace's row, the database's header) and runs its statements
+// whatever its size. So one commit a flush, of all that came during it.
 func (l *DB) commit() {
 	defer close(l.stopped)
 	var toSync chan []*pending
+	var unsynced atomic.Int64         // batches committed and not yet answered
+	flushed := make(chan struct{}, 1) // a flush answered the last of them
 	if l.wal != nil {
 		toSync = make(chan []*pending, syncQueue)
 		synced := make(chan struct{})
-		go l.syncBatches(toSync, synced)
+		go l.syncBatches(toSync, synced, &unsynced, flushed)
 		defer func() { <-synced }()
 		defer close(toSync)
 	}
@@ -68,8 +76,16 @@ func (l *DB) commit() {
 		if !ok {
 			return
 		}
+		for unsynced.Load() > 0 && len(batch) < maxBatch {
+			select {
+			case p := <-l.offers:
+				batch = append(batch, p)
+			case <-flushed:
+			}
+		}
 		err := l.commitBatch(batch)
 		if err == nil && toSync != nil {
+			unsynced.Add(1)
 			toSync <- batch
 			continue
 		}
@@ -82,8 +98,9 @@ func (l *DB) commit() {
 const syncQueue = 8
 
 // syncBatches answers the batches from in, each after an fdatasync of the
-// log that began after its commit; one covers all that are waiting.
-func (l *DB) syncBatches(in <-chan []*pending, done chan<- struct{}) {
+// log that began after its commit; one covers all that are waiting. Once
+// it has answered every batch committed (unsynced), it tells flushed.
+func (l *DB) syncBatches(in <-chan []*pending, done chan<- struct{}, unsynced *atomic.Int64, flushed chan<- struct{}) {
 	defer close(done)
 	for batch := range in {
 		batches := [][]*pending{batch}
@@ -93,6 +110,12 @@ func (l *DB) syncBatches(in <-chan []*pending, done chan<- struct{}) {
 		err := l.wal.sync()
 		for _, b := range batches {
 			answer(b, err)
+		}
+		if unsynced.Add(-int64(len(batches))) == 0 {
+			select {
+			case flushed <- struct{}{}:
+			default: // a signal is waiting already
+			}
 		}
 	}
 }

@@ -15,8 +15,9 @@ import (
 // into the write-ahead log and returns without an fsync. What the ledger
 // acknowledges it makes durable itself, with fdatasync on the log (walSync)
 // before the answer: the group committer hands each committed batch to a
-// syncer goroutine and goes on to commit the next while the disk flushes
-// (messages.go); every other write transaction syncs before it returns
+// syncer goroutine and gathers the next while the disk flushes, to commit
+// it once the flush ends (messages.go); every other write transaction
+// syncs before it returns
 // (txn.go). One fdatasync covers every frame written before it, so one
 // flush may answer several batches.
 //

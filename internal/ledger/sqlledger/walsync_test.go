@@ -165,3 +165,58 @@ func TestReplayWaitsForFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommitGathersDuringFlush: while a committed batch waits for its
+// flush, the committer commits nothing more: the offers that arrive meanwhile
+// wait for that flush, then go in one batch (messages.go's commit), and
+// each is answered once a flush after its commit is done.
+func TestCommitGathersDuringFlush(t *testing.T) {
+	ctx := context.Background()
+	l, body, index := openProfileLedger(t)
+	defer l.Close()
+	var held atomic.Bool
+	flushing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before Close, which waits for the held flush
+	l.wal.setFdatasync(func(fd int) error {
+		if held.CompareAndSwap(false, true) {
+			close(flushing)
+			<-release
+		}
+		return unix.Fdatasync(fd)
+	})
+	first := &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)}
+	l.offers <- first
+	<-flushing // committed, its flush held
+	log := filepath.Join(l.dir, "mailplane.db-wal")
+	size := func() int64 {
+		st, err := os.Stat(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	before := size()
+	var gathered []*pending
+	for range 4 {
+		p := &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)}
+		l.offers <- p // unbuffered: the committer holds it
+		gathered = append(gathered, p)
+	}
+	if after := size(); after != before {
+		t.Fatalf("the log grew from %d to %d B while a flush was held: offers committed before it ended", before, after)
+	}
+	select {
+	case <-first.done:
+		t.Fatal("a send was answered before its flush")
+	default:
+	}
+	free()
+	for i, p := range append([]*pending{first}, gathered...) {
+		<-p.done
+		if p.err != nil || p.entry.Seq != int64(i+1) {
+			t.Fatalf("send %d: seq %d, %v; want seq %d", i, p.entry.Seq, p.err, i+1)
+		}
+	}
+}
