@@ -52,14 +52,15 @@ import (
 const walFrames = 4000
 
 // The wal-index header (https://sqlite.org/walformat.html, "The WAL-Index
-// Format"): two copies of the header, 48 bytes each, in the machine's
-// byte order.
+// Format"): two copies of the header, 48 bytes each, then the checkpoint
+// information, in the machine's byte order.
 const (
-	shmHeader    = 2 * shmCopy
 	shmCopy      = 48
-	shmVersion   = 0  // iVersion
-	shmInit      = 12 // isInit
-	shmMaxFrame  = 16 // mxFrame: the log's last valid frame
+	shmVersion   = 0           // iVersion
+	shmInit      = 12          // isInit
+	shmMaxFrame  = 16          // mxFrame: the log's last valid frame
+	shmBackfill  = 2 * shmCopy // nBackfill: the frames copied into the database
+	shmHeader    = shmBackfill + 4
 	walIndexVers = 3007000
 )
 
@@ -111,8 +112,8 @@ func (c *checkpointer) run(closed <-chan struct{}) {
 		if _, err := c.shm.ReadAt(h[:], 0); err != nil {
 			continue
 		}
-		size, ok := walIndex(h[:])
-		if !ok || size < walFrames {
+		size, copied, ok := walIndex(h[:])
+		if !ok || size < walFrames || copied == size {
 			continue // or being written: read again as the log grows
 		}
 		if err := c.copy(); err != nil {
@@ -130,14 +131,17 @@ func (c *checkpointer) copy() error {
 	return c.wal.syncDatabase(c.db)
 }
 
-// walIndex reads a wal-index header: the log's frames (mxFrame), if both
-// copies of the header agree and SQLite initialised it.
-func walIndex(h []byte) (size uint32, ok bool) {
+// walIndex reads a wal-index header: the log's frames (mxFrame) and how
+// many of them are in the database (nBackfill; all of them: the next
+// commit reuses the log), if both copies of the header agree and SQLite
+// initialised it.
+func walIndex(h []byte) (size, copied uint32, ok bool) {
 	if len(h) < shmHeader || !bytes.Equal(h[:shmCopy], h[shmCopy:2*shmCopy]) ||
 		binary.NativeEndian.Uint32(h[shmVersion:]) != walIndexVers || h[shmInit] != 1 {
-		return 0, false
+		return 0, 0, false
 	}
-	return binary.NativeEndian.Uint32(h[shmMaxFrame:]), true
+	size, copied = binary.NativeEndian.Uint32(h[shmMaxFrame:]), binary.NativeEndian.Uint32(h[shmBackfill:])
+	return size, copied, copied <= size
 }
 
 // close stops the checkpointer (closed must be closed) and closes its

@@ -126,3 +126,31 @@ func TestCheckpointSyncFailureIsFatal(t *testing.T) {
 		t.Fatalf("a trial opened after a failed flush of the database: %v, want %v with EIO", err, errSync)
 	}
 }
+
+// TestWalIndex: the header is read only when SQLite's two copies agree
+// (a writer updates them one after the other) and it is initialised.
+func TestWalIndex(t *testing.T) {
+	header := func(size, copied uint32) []byte {
+		h := make([]byte, shmHeader)
+		binary.NativeEndian.PutUint32(h[shmVersion:], walIndexVers)
+		h[shmInit] = 1
+		binary.NativeEndian.PutUint32(h[shmMaxFrame:], size)
+		copy(h[shmCopy:], h[:shmCopy])
+		binary.NativeEndian.PutUint32(h[shmBackfill:], copied)
+		return h
+	}
+	if size, copied, ok := walIndex(header(4100, 3900)); !ok || size != 4100 || copied != 3900 {
+		t.Fatalf("walIndex = %d, %d, %v; want 4100, 3900, true", size, copied, ok)
+	}
+	torn := header(4100, 3900)
+	binary.NativeEndian.PutUint32(torn[shmCopy+shmMaxFrame:], 4120)
+	uninit := header(4100, 3900)
+	uninit[shmInit], uninit[shmCopy+shmInit] = 0, 0
+	for name, h := range map[string][]byte{
+		"torn": torn, "not initialised": uninit, "copied past the end": header(10, 20), "short": header(1, 0)[:shmHeader-1],
+	} {
+		if _, _, ok := walIndex(h); ok {
+			t.Errorf("%s: read as a header", name)
+		}
+	}
+}

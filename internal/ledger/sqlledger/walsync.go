@@ -53,7 +53,7 @@ import (
 // nothing that was committed: the frames are in the kernel's page cache.
 
 // errSync is the ledger's answer to every write after an fdatasync of the
-// write-ahead log failed.
+// write-ahead log, or the checkpointer's of the database, failed.
 var errSync = errors.New("ledger: flushing the write-ahead log or the database to the disk failed; the ledger takes no more writes")
 
 // walSync flushes an SQLite database's write-ahead log to the disk.
