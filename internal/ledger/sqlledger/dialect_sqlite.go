@@ -43,7 +43,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, fmt.Errorf("ledger: data directory: %w", err)
 	}
 	path := filepath.Join(dir, "mailplane.db")
-	dsn := func(extra string) string {
+	dsn := func(extra ...string) string {
 		q := url.Values{}
 		q.Add("_pragma", "journal_mode(WAL)")
 		// Commits write the log and return; the ledger flushes it
@@ -58,13 +58,14 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		// at most (maxBatch offers, each bounded by internal/limits).
 		// Durability is the WAL's and its fsync, not this.
 		q.Add("_pragma", "temp_store(MEMORY)")
-		if extra != "" {
-			q.Add("_pragma", extra)
+		for _, p := range extra {
+			q.Add("_pragma", p)
 		}
 		q.Set("_txlock", "immediate")
 		return "file:" + path + "?" + q.Encode()
 	}
-	write, err := sql.Open("sqlite", dsn(""))
+	// The checkpointer decides when to checkpoint (checkpoint.go).
+	write, err := sql.Open("sqlite", dsn("wal_autocheckpoint(0)"))
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +100,13 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	l, err := newLedger(sqliteDialect, write, read, dir, wal)
 	if err != nil {
 		wal.close()
+		return nil, err
 	}
-	return l, err
+	if l.ckpt, err = startCheckpointer(path, dsn(), write, wal, l.closed); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // migrations bring a database of the version named up by one version.

@@ -404,6 +404,9 @@ func (l *DB) commitUnsynced() {
 			return
 		}
 		err := l.unsyncedBatch(batch)
+		if err == nil && l.wal != nil {
+			l.wal.tell() // the log grew without a flush (checkpoint.go)
+		}
 		for _, p := range batch {
 			if err != nil && p.err == nil {
 				p.err = err

@@ -58,8 +58,10 @@ type DB struct {
 
 	// unsynced commits the events that need no fsync (events.go).
 	unsynced unsyncedCommitter
-	// wal flushes SQLite's write-ahead log (walsync.go); nil on PostgreSQL.
-	wal *walSync
+	// wal flushes SQLite's write-ahead log (walsync.go), and ckpt copies
+	// it into the database (checkpoint.go); both nil on PostgreSQL.
+	wal  *walSync
+	ckpt *checkpointer
 }
 
 // schemaVersion 2 added trial expiry, per-trial SMTP ports, the indexes
@@ -297,9 +299,13 @@ func (l *DB) Close() error {
 	close(l.closed)
 	<-l.stopped
 	<-l.unsynced.stopped
+	var err error
+	if l.ckpt != nil {
+		err = l.ckpt.close()
+	}
 	l.rs.close()
 	l.ws.close()
-	err := errors.Join(l.read.Close(), l.write.Close())
+	err = errors.Join(err, l.read.Close(), l.write.Close())
 	if l.wal != nil {
 		err = errors.Join(err, l.wal.close())
 	}

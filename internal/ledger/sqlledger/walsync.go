@@ -33,7 +33,9 @@ import (
 //     restarted (its frames overwritten from the start, under new salts) only
 //     after all of it is in the database and the database is on the disk.
 //     A batch whose frames a restart overwrote before its own fdatasync is
-//     therefore durable in the database already.
+//     therefore durable in the database already. (The checkpointer runs
+//     them, not the commits: checkpoint.go, which also syncs the pages of
+//     a checkpoint that copied only part of the log.)
 //   - SQLite removes the log only when the last connection to the database
 //     closes, after checkpointing all of it into the database and syncing
 //     that. The ledger keeps its write connection open, but database/sql
@@ -52,8 +54,8 @@ import (
 // nothing that was committed: the frames are in the kernel's page cache.
 
 // errSync is the ledger's answer to every write after an fdatasync of the
-// write-ahead log failed.
-var errSync = errors.New("ledger: flushing the write-ahead log to the disk failed; the ledger takes no more writes")
+// write-ahead log, or the checkpointer's of the database, failed.
+var errSync = errors.New("ledger: flushing the write-ahead log or the database to the disk failed; the ledger takes no more writes")
 
 // walSync flushes an SQLite database's write-ahead log to the disk.
 type walSync struct {
@@ -65,12 +67,15 @@ type walSync struct {
 	broken chan struct{}
 	// fdatasync is unix.Fdatasync but in tests of its failure.
 	fdatasync func(fd int) error
+	// grew holds a token after the log grew (a flush, or a commit of
+	// events that needs none), for the checkpointer (checkpoint.go).
+	grew chan struct{}
 }
 
 // openWALSync opens the log at path, which SQLite has created, and syncs it
 // and its directory entry.
 func openWALSync(path string) (*walSync, error) {
-	w := &walSync{path: path, fdatasync: unix.Fdatasync, broken: make(chan struct{})}
+	w := &walSync{path: path, fdatasync: unix.Fdatasync, broken: make(chan struct{}), grew: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.reopen(); err != nil {
@@ -117,6 +122,7 @@ func (w *walSync) sync() error {
 		return w.fail(err)
 	}
 	if st.Nlink > 0 {
+		w.tell()
 		return nil
 	}
 	// The log was removed, so checkpointed into the database and that
@@ -128,11 +134,40 @@ func (w *walSync) sync() error {
 	return err
 }
 
+// tell leaves a token on grew, unless one is there.
+func (w *walSync) tell() {
+	select {
+	case w.grew <- struct{}{}:
+	default:
+	}
+}
+
 // failed is the sticky error, or nil.
 func (w *walSync) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// syncDatabase flushes the database file db for the checkpointer
+// (checkpoint.go), without holding up the log's flushes; its failure
+// breaks the ledger as theirs does.
+func (w *walSync) syncDatabase(db *os.File) error {
+	w.mu.Lock()
+	fdatasync, err := w.fdatasync, w.err
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := fdatasync(int(db.Fd())); err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.err != nil {
+			return w.err
+		}
+		return w.fail(fmt.Errorf("the database: %w", err))
+	}
+	return nil
 }
 
 func (w *walSync) fail(err error) error {
