@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Checkpoints off the answer's path (SQLite).
@@ -26,20 +28,21 @@ import (
 // wal-index header (the -shm file), and once it holds walFrames frames:
 //
 //   - It copies them on a connection of its own, PASSIVE: no writer waits
-//     for it, and commits go on while it copies. Then it fdatasyncs the
-//     database. A checkpoint that a commit overtakes (one landed while it
-//     copied) records its frames as copied without syncing the database,
-//     and the log may be reused once a later checkpoint has copied the
-//     rest and synced; the fdatasync makes those pages durable first, and
-//     its failure is fatal (Broken), as the log's is (walsync.go), before
-//     any later checkpoint could let the log be reused over them.
+//     for it, and commits go on while it copies. Then, if that copied
+//     anything (a reader holding an older snapshot holds the copy back),
+//     it fdatasyncs the database. A checkpoint that a commit overtakes
+//     (one landed while it copied) records its frames as copied without
+//     syncing the database; SQLite syncs it in the checkpoint that copies
+//     the rest, before the log may be reused. The fdatasync is there to
+//     see at once a page the disk failed to take: its failure, or an error
+//     of either checkpoint, is fatal (Broken), as a failed flush of the
+//     log is (walsync.go).
 //   - Then it checkpoints on the write connection, between two
 //     transactions: only the frames committed during the copy are left, so
 //     the writer waits for a few pages and two fsyncs (of the log and the
 //     database), once every walFrames frames. With nothing committed
 //     during it, that checkpoint is complete, and the next commit reuses
-//     the log from its start. Its failure is not fatal: it records nothing
-//     as copied, and the next copies it all again.
+//     the log from its start.
 //
 // So the log is reused only after a checkpoint that copied all of it and
 // synced the database, as before: walsync.go's argument stands. One
@@ -66,6 +69,7 @@ const (
 
 // checkpointer copies the log into the database (see above).
 type checkpointer struct {
+	path  string   // the database's
 	own   *sql.DB  // its connection
 	write *sql.DB  // the ledger's write connection
 	shm   *os.File // the wal-index
@@ -95,7 +99,15 @@ func startCheckpointer(path, dsn string, write *sql.DB, wal *walSync, closed <-c
 	}
 	own.SetMaxOpenConns(1)
 	own.SetConnMaxIdleTime(0)
-	c := &checkpointer{own: own, write: write, shm: shm, db: db, wal: wal, stopped: make(chan struct{})}
+	// Its connection holds the database open from now on, so that the log
+	// and its index outlive any replacement of the ledger's own.
+	if err := own.Ping(); err != nil {
+		shm.Close()
+		db.Close()
+		own.Close()
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	c := &checkpointer{path: path, own: own, write: write, shm: shm, db: db, wal: wal, stopped: make(chan struct{})}
 	go c.run(closed)
 	return c, nil
 }
@@ -108,27 +120,57 @@ func (c *checkpointer) run(closed <-chan struct{}) {
 			return
 		case <-c.wal.grew:
 		}
-		var h [shmHeader]byte
-		if _, err := c.shm.ReadAt(h[:], 0); err != nil {
-			continue
-		}
-		size, copied, ok := walIndex(h[:])
+		size, copied, ok := c.index()
 		if !ok || size < walFrames || copied == size {
 			continue // or being written: read again as the log grows
 		}
-		if err := c.copy(); err != nil {
+		if err := c.copy(copied); err != nil {
 			return // fatal: the ledger takes no more writes
 		}
-		c.write.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 	}
 }
 
-// copy checkpoints on the checkpointer's connection and makes what it
-// wrote to the database durable. A failed checkpoint records nothing as
-// copied (the next copies it again); a failed fdatasync breaks the ledger.
-func (c *checkpointer) copy() error {
-	c.own.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
-	return c.wal.syncDatabase(c.db)
+// index reads the wal-index header (walIndex), reopening the -shm file
+// first if SQLite replaced it (it does when the last connection to the
+// database closes).
+func (c *checkpointer) index() (size, copied uint32, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(c.shm.Fd()), &st); err == nil && st.Nlink == 0 {
+		shm, err := os.Open(c.path + "-shm")
+		if err != nil {
+			return 0, 0, false // not made again yet: the next flush looks again
+		}
+		c.shm.Close()
+		c.shm = shm
+	}
+	var h [shmHeader]byte
+	if _, err := c.shm.ReadAt(h[:], 0); err != nil {
+		return 0, 0, false
+	}
+	return walIndex(h[:])
+}
+
+// copy checkpoints on the checkpointer's connection and, if that copied
+// any frame past copied (none, while a reader holds an older snapshot),
+// makes what it wrote to the database durable and checkpoints on the write
+// connection, between two transactions, to finish. An error of either
+// checkpoint or of the fdatasync breaks the ledger, as a failed flush of
+// the log does: the disk may have dropped what it was handed
+// (walSync.breaks).
+func (c *checkpointer) copy(copied uint32) error {
+	if _, err := c.own.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return c.wal.breaks(fmt.Errorf("checkpoint: %w", err))
+	}
+	if _, now, ok := c.index(); ok && now == copied {
+		return nil // held back by a reader: nothing new to sync
+	}
+	if err := c.wal.syncDatabase(c.db); err != nil {
+		return err
+	}
+	if _, err := c.write.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return c.wal.breaks(fmt.Errorf("checkpoint: %w", err))
+	}
+	return nil
 }
 
 // walIndex reads a wal-index header: the log's frames (mxFrame) and how

@@ -2,11 +2,13 @@ package sqlledger
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -152,5 +154,77 @@ func TestWalIndex(t *testing.T) {
 		if _, _, ok := walIndex(h); ok {
 			t.Errorf("%s: read as a header", name)
 		}
+	}
+}
+
+// walFramesNow is how many frames the log's file can hold (its size; the
+// file is reused from its start, never shortened).
+func walFramesNow(t *testing.T, l *DB, dir string) int64 {
+	t.Helper()
+	var pageSize int64
+	if err := l.read.QueryRow(`PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "mailplane.db-wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (st.Size() - 32) / (pageSize + 24)
+}
+
+// TestCheckpointsOutliveAReplacedConnection: database/sql may replace the
+// ledger's write connection when none of its readers is open; the
+// checkpointer's own connection keeps the log and its index, so it still
+// sees the log grow, and the log stays bounded.
+func TestCheckpointsOutliveAReplacedConnection(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.read.SetMaxIdleConns(0)
+	conn, err := l.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Raw(func(any) error { return driver.ErrBadConn }) // database/sql drops it
+	conn.Close()
+	openTrials(t, l, "after", 3*walFrames/20) // about 3 × walFrames frames
+	if frames := walFramesNow(t, l, dir); frames > 2*walFrames {
+		t.Fatalf("the log holds %d frames, more than twice walFrames (%d): no checkpoint since the connection was replaced", frames, walFrames)
+	}
+}
+
+// TestCheckpointsWaitForReaders: while a reader holds a snapshot older
+// than the log's start, checkpoints copy nothing past it, and the
+// checkpointer does not flush the database for nothing after each flush
+// of the log.
+func TestCheckpointsWaitForReaders(t *testing.T) {
+	ctx := context.Background()
+	l := open(t)
+	openTrials(t, l, "before", 50)
+	tx, err := l.readTx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRow(`SELECT COUNT(*) FROM trials`).Scan(&n); err != nil { // the snapshot
+		t.Fatal(err)
+	}
+	openTrials(t, l, "past", walFrames/10) // the log past walFrames
+	dbFd := int(l.ckpt.db.Fd())
+	var dbSyncs atomic.Int32
+	l.wal.setFdatasync(func(fd int) error {
+		if fd == dbFd {
+			dbSyncs.Add(1)
+		}
+		return unix.Fdatasync(fd)
+	})
+	openTrials(t, l, "held", 100)
+	if got := dbSyncs.Load(); got > 1 {
+		t.Fatalf("%d flushes of the database for 100 trials while a reader held the log, want at most 1", got)
 	}
 }

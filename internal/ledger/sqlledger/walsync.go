@@ -160,14 +160,20 @@ func (w *walSync) syncDatabase(db *os.File) error {
 		return err
 	}
 	if err := fdatasync(int(db.Fd())); err != nil {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.err != nil {
-			return w.err
-		}
-		return w.fail(fmt.Errorf("the database: %w", err))
+		return w.breaks(fmt.Errorf("the database: %w", err))
 	}
 	return nil
+}
+
+// breaks makes err, a failure to hand the disk what was committed, the
+// sticky error, unless one is already.
+func (w *walSync) breaks(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	return w.fail(err)
 }
 
 func (w *walSync) fail(err error) error {
