@@ -54,11 +54,7 @@ func openTrials(t *testing.T, l *DB, prefix string, n int) {
 func TestCheckpointsLeaveCommits(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	l, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, dir)
 	var auto int
 	if err := l.write.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil {
 		t.Fatal(err)
@@ -96,11 +92,7 @@ func TestCheckpointsLeaveCommits(t *testing.T) {
 func TestCheckpointSyncFailureIsFatal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	l, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, dir)
 	dbFd := int(l.ckpt.db.Fd())
 	l.wal.setFdatasync(func(fd int) error {
 		if fd == dbFd {
@@ -179,11 +171,7 @@ func walFramesNow(t *testing.T, l *DB, dir string) int64 {
 func TestCheckpointsOutliveAReplacedConnection(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	l, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, dir)
 	l.read.SetMaxIdleConns(0)
 	conn, err := l.write.Conn(ctx)
 	if err != nil {

@@ -23,31 +23,32 @@ import (
 // figure to compare: unlike a rate, it hardly moves with the machine's
 // other work.
 func BenchmarkCommitSend(b *testing.B) {
-	ctx := context.Background()
 	l, body, index := openProfileLedger(b)
-	defer l.Close()
-	var lat latencies
 	before := cpuTime()
 	b.ResetTimer()
+	lat := sendProfile(b, l, body, index)
+	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
+	lat.report(b)
+}
+
+// sendProfile accepts b.N of make profile's sends (profileOffer) into l,
+// from 8 senders at once, and times each.
+func sendProfile(b *testing.B, l *DB, body, index []byte) *latencies {
+	var lat latencies
 	inParallel(b, 8, func() error {
 		start := time.Now()
-		_, _, err := l.Accept(ctx, profileOffer(body, index))
+		_, _, err := l.Accept(context.Background(), profileOffer(body, index))
 		lat.add(time.Since(start))
 		return err
 	})
-	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/send")
-	lat.report(b)
+	return &lat
 }
 
 // BenchmarkCreateTrial opens trials one after another, as trial.open does
 // in the ledger; its p99-us shows the opens that ran a checkpoint.
 func BenchmarkCreateTrial(b *testing.B) {
 	ctx := context.Background()
-	l, err := Open(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(b, b.TempDir())
 	var lat latencies
 	i := 0
 	for b.Loop() {
@@ -99,13 +100,11 @@ func cpuTime() time.Duration {
 const profileNS = "trial-0123456789abcdef0123456789abcdef"
 
 // openProfileLedger is a ledger in a temporary directory holding
-// make profile's trial, and that trial's message as the broker stores it.
+// make profile's trial, and that trial's message as the broker stores it;
+// the ledger is closed when the test ends.
 func openProfileLedger(tb testing.TB) (l *DB, body, index []byte) {
 	tb.Helper()
-	l, err := Open(context.Background(), tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
-	}
+	l = openSQLite(tb, tb.TempDir())
 	profileTrial(tb, l)
 	body, index = profileSend(tb)
 	return l, body, index

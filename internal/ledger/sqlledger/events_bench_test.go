@@ -20,11 +20,7 @@ func BenchmarkAccept(b *testing.B) {
 	for _, events := range []bool{false, true} {
 		for _, conc := range []int{1, 8} {
 			b.Run(fmt.Sprintf("events=%v/c%d", events, conc), func(b *testing.B) {
-				l, err := Open(context.Background(), b.TempDir())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer l.Close()
+				l := openSQLite(b, b.TempDir())
 				tr := &Trial{Profile: "candidate", MailAPIToken: digest("a"), BootstrapToken: digest("b"), InboxToken: digest("c")}
 				if err := l.CreateTrial(context.Background(), tr, &Namespace{Name: "ns", Tag: "t"}, nil); err != nil {
 					b.Fatal(err)

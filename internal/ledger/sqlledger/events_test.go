@@ -170,11 +170,7 @@ func testAgentBudget(t *testing.T) {
 // once, for them and itself.
 func TestUnsyncedEvents(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, t.TempDir())
 	trial(t, l, "a")
 	var syncs atomic.Int32
 	l.wal.setFdatasync(func(fd int) error {

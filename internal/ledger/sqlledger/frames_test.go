@@ -22,11 +22,7 @@ const maxFramesPerBatch = 20
 func TestFramesPerBatch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	l, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(t, dir)
 	profileTrial(t, l)
 	body, index := profileSend(t)
 	batch := func() {

@@ -323,11 +323,17 @@ func openOld(t *testing.T, stmts ...string) *DB {
 		}
 	}
 	db.Close()
+	return openSQLite(t, dir)
+}
+
+// openSQLite opens the embedded ledger in dir, closed when the test ends.
+func openSQLite(tb testing.TB, dir string) *DB {
+	tb.Helper()
 	l, err := Open(context.Background(), dir)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	tb.Cleanup(func() { l.Close() })
 	return l
 }
 

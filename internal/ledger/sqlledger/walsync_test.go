@@ -28,7 +28,6 @@ func (w *walSync) setFdatasync(f func(int) error) {
 func TestSyncFailureIsFatal(t *testing.T) {
 	ctx := context.Background()
 	l, body, index := openProfileLedger(t)
-	defer l.Close()
 	if _, _, err := l.Accept(ctx, profileOffer(body, index)); err != nil {
 		t.Fatal(err)
 	}
@@ -116,24 +115,12 @@ func TestSyncFollowsReplacedLog(t *testing.T) {
 func TestReplayWaitsForFlush(t *testing.T) {
 	ctx := context.Background()
 	l, body, index := openProfileLedger(t)
-	defer l.Close()
 	offer := func() *Offer {
 		o := profileOffer(body, index)
 		o.IdempotencyKey, o.Fingerprint = "key", "fingerprint"
 		return o
 	}
-	var held atomic.Bool
-	flushing, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before Close, which waits for the held flush
-	l.wal.setFdatasync(func(fd int) error {
-		if held.CompareAndSwap(false, true) {
-			close(flushing)
-			<-release
-		}
-		return unix.Fdatasync(fd)
-	})
+	flushing, free := holdFirstFlush(t, l)
 	accepted := make(chan error, 1)
 	go func() {
 		_, _, err := l.Accept(ctx, offer())
@@ -173,19 +160,7 @@ func TestReplayWaitsForFlush(t *testing.T) {
 func TestCommitGathersDuringFlush(t *testing.T) {
 	ctx := context.Background()
 	l, body, index := openProfileLedger(t)
-	defer l.Close()
-	var held atomic.Bool
-	flushing, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	defer free() // before Close, which waits for the held flush
-	l.wal.setFdatasync(func(fd int) error {
-		if held.CompareAndSwap(false, true) {
-			close(flushing)
-			<-release
-		}
-		return unix.Fdatasync(fd)
-	})
+	flushing, free := holdFirstFlush(t, l)
 	first := &pending{ctx: ctx, done: make(chan struct{}), offer: profileOffer(body, index)}
 	l.offers <- first
 	<-flushing // committed, its flush held
@@ -219,4 +194,23 @@ func TestCommitGathersDuringFlush(t *testing.T) {
 			t.Fatalf("send %d: seq %d, %v; want seq %d", i, p.entry.Seq, p.err, i+1)
 		}
 	}
+}
+
+// holdFirstFlush holds l's next flush of its log until free is called
+// (at the latest when the test ends, before the ledger's Close, which
+// waits for it); flushing is closed once that flush has begun.
+func holdFirstFlush(t *testing.T, l *DB) (flushing <-chan struct{}, free func()) {
+	var held atomic.Bool
+	begun, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	l.wal.setFdatasync(func(fd int) error {
+		if held.CompareAndSwap(false, true) {
+			close(begun)
+			<-release
+		}
+		return unix.Fdatasync(fd)
+	})
+	return begun, free
 }

@@ -247,11 +247,7 @@ func testWebhookShares(t *testing.T) {
 // work.
 func BenchmarkDueWebhookEvents(b *testing.B) {
 	ctx := context.Background()
-	l, err := Open(ctx, b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := openSQLite(b, b.TempDir())
 	now := time.Now()
 	fullOutboxes(b, l, now)
 	for b.Loop() {
@@ -269,7 +265,6 @@ func BenchmarkDueWebhookEvents(b *testing.B) {
 func BenchmarkSendBesideTakes(b *testing.B) {
 	ctx := context.Background()
 	l, body, index := openProfileLedger(b)
-	defer l.Close()
 	now := time.Now()
 	fullOutboxes(b, l, now)
 	stop := make(chan struct{})
@@ -288,14 +283,8 @@ func BenchmarkSendBesideTakes(b *testing.B) {
 			}
 		}
 	}()
-	var lat latencies
 	b.ResetTimer()
-	inParallel(b, 8, func() error {
-		start := time.Now()
-		_, _, err := l.Accept(ctx, profileOffer(body, index))
-		lat.add(time.Since(start))
-		return err
-	})
+	lat := sendProfile(b, l, body, index)
 	b.StopTimer()
 	close(stop)
 	if err := <-taking; err != nil {
