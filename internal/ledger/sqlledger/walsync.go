@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,9 +61,12 @@ var errSync = errors.New("ledger: flushing the write-ahead log or the database t
 // walSync flushes an SQLite database's write-ahead log to the disk.
 type walSync struct {
 	path string
-	mu   sync.Mutex
+	mu   sync.Mutex // held by a flush throughout, and by every change
 	f    *os.File
-	err  error // sticky: errSync with the first failure
+	// err is sticky: errSync with the first failure, or errClosed. It is
+	// set under mu but read without it (failed), so that a writer about
+	// to begin never waits for a flush in progress.
+	err atomic.Pointer[error]
 	// broken is closed by the first failure (Broken).
 	broken chan struct{}
 	// fdatasync is unix.Fdatasync but in tests of its failure.
@@ -111,8 +115,8 @@ func (w *walSync) reopen() error {
 func (w *walSync) sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
+	if err := w.failed(); err != nil {
+		return err
 	}
 	if err := w.fdatasync(int(w.f.Fd())); err != nil {
 		return w.fail(err)
@@ -144,9 +148,10 @@ func (w *walSync) tell() {
 
 // failed is the sticky error, or nil.
 func (w *walSync) failed() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
+	if err := w.err.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // syncDatabase flushes the database file db for the checkpointer
@@ -154,9 +159,9 @@ func (w *walSync) failed() error {
 // breaks the ledger as theirs does.
 func (w *walSync) syncDatabase(db *os.File) error {
 	w.mu.Lock()
-	fdatasync, err := w.fdatasync, w.err
+	fdatasync := w.fdatasync
 	w.mu.Unlock()
-	if err != nil {
+	if err := w.failed(); err != nil {
 		return err
 	}
 	if err := fdatasync(int(db.Fd())); err != nil {
@@ -170,20 +175,21 @@ func (w *walSync) syncDatabase(db *os.File) error {
 func (w *walSync) breaks(err error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
+	if err := w.failed(); err != nil {
+		return err
 	}
 	return w.fail(err)
 }
 
 func (w *walSync) fail(err error) error {
-	w.err = fmt.Errorf("%w: %w", errSync, err)
+	err = fmt.Errorf("%w: %w", errSync, err)
+	w.err.Store(&err)
 	select {
 	case <-w.broken:
 	default:
 		close(w.broken)
 	}
-	return w.err
+	return err
 }
 
 // close closes the log; a sync after it answers errClosed, not a failed
@@ -192,9 +198,7 @@ func (w *walSync) fail(err error) error {
 func (w *walSync) close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = errClosed
-	}
+	w.err.CompareAndSwap(nil, &errClosed)
 	return w.f.Close()
 }
 
