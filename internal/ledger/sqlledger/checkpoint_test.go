@@ -62,26 +62,29 @@ func TestCheckpointsLeaveCommits(t *testing.T) {
 	if auto != 0 {
 		t.Fatalf("the write connection checkpoints every %d frames itself, want never (0)", auto)
 	}
+	fillUntilReused(t, l, dir, "fill")
+	if frames := walFramesNow(t, l, dir); frames > 2*walFrames {
+		t.Fatalf("the log holds %d frames, more than twice walFrames (%d)", frames, walFrames)
+	}
+}
+
+// fillUntilReused opens trials in l, named from prefix, until its log
+// holds walFrames frames (the checkpointer's cue), then one at a time,
+// a poll apart, until the log has been reused from its start: from the
+// cue on, the opener goes no faster than the checkpointer, however
+// loaded the machine.
+func fillUntilReused(t *testing.T, l *DB, dir, prefix string) {
+	t.Helper()
 	before := walRestarts(t, dir)
-	// A trial writes about 20 pages: this is past walFrames.
-	openTrials(t, l, "fill", walFrames/10)
+	for i := 0; walFramesNow(t, l, dir) < walFrames; i++ {
+		openTrials(t, l, fmt.Sprintf("%s%d", prefix, i), 10) // a trial writes about 20 pages
+	}
 	round := 0
 	itest.Eventually(t, "the log reused from its start", itest.Bound, func() bool {
 		round++
-		openTrials(t, l, fmt.Sprintf("more%d", round), 1) // the reuse is a writer's
+		openTrials(t, l, fmt.Sprintf("%s-more%d", prefix, round), 1) // the reuse is a writer's
 		return walRestarts(t, dir) > before
 	})
-	var pageSize int64
-	if err := l.write.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(filepath.Join(dir, "mailplane.db-wal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if frames := (st.Size() - 32) / (pageSize + 24); frames > 2*walFrames {
-		t.Fatalf("the log holds %d frames, more than twice walFrames (%d)", frames, walFrames)
-	}
 }
 
 // TestCheckpointSyncFailureIsFatal: once the checkpointer's flush of the
@@ -179,7 +182,8 @@ func TestCheckpointsOutliveAReplacedConnection(t *testing.T) {
 	}
 	conn.Raw(func(any) error { return driver.ErrBadConn }) // database/sql drops it
 	conn.Close()
-	openTrials(t, l, "after", 3*walFrames/20) // about 3 × walFrames frames
+	openTrials(t, l, "first", 1) // the log, made again if it was removed
+	fillUntilReused(t, l, dir, "after")
 	if frames := walFramesNow(t, l, dir); frames > 2*walFrames {
 		t.Fatalf("the log holds %d frames, more than twice walFrames (%d): no checkpoint since the connection was replaced", frames, walFrames)
 	}
