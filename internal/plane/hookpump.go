@@ -155,6 +155,7 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 	}
 	var out []ledger.WebhookEvent
 	shed := 0
+	factless := true // no line of the page tells a fact, under any hooks
 	to := from
 	now := time.Now()
 	for _, line := range lines {
@@ -164,6 +165,7 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 		}
 		to = e.Seq
 		facts := webhooks.Facts(e)
+		factless = factless && len(facts) == 0
 		for k := 0; k < len(facts); k++ {
 			f := facts[k]
 			if err := b.fillFact(ctx, ns, &f); err != nil {
@@ -203,9 +205,12 @@ func (b *Broker) pumpTrail(ctx context.Context, t ledger.Trial, hooks []webhooks
 	}
 	if len(out) == 0 && len(lines) < pumpPage {
 		// Nothing to report (a read, a webhook attempt): the cursor stays,
-		// sparing a write, and the pump notes what it has read; the next
-		// lines with an event move the cursor past these too.
-		b.hooks.read[ns.Name] = to
+		// sparing a write, and the next lines with an event move it past
+		// these too. Lines that tell no fact derive nothing whatever the
+		// trial's hooks or rules: the pump notes that it has read them.
+		if factless {
+			b.hooks.read[ns.Name] = to
+		}
 		return len(lines), nil
 	}
 	delete(b.hooks.read, ns.Name)

@@ -87,7 +87,7 @@ type hookQueue struct {
 	dirty  map[string]bool
 	hooked map[string]bool
 	// read is, for a namespace whose trail has lines past its cursor
-	// that derive no event (reads, attempts), the seq the pump has read
+	// that tell no fact (reads, attempts), the seq the pump has read
 	// them to, so that it reads each such line once, not on every pass
 	// until a page of them moves the cursor. Only the pump touches it.
 	read map[string]int64
