@@ -34,14 +34,16 @@ const (
 
 // wireConn is one caller's connection.
 type wireConn struct {
-	nc     net.Conn
-	br     *bufio.Reader
-	cred   peercred.Cred
-	credOK bool // the kernel told who the peer is
-	h      head
-	out    []byte        // the answer's head, kept between answers
-	body   *bytes.Buffer // the answer's body, from answer to flush
-	idle   bool          // waiting for a request (Shutdown closes it)
+	nc   net.Conn
+	br   *bufio.Reader
+	cred peercred.Cred
+	// admitted: the kernel told who the peer is, and some role admits it
+	// (decided once, at the accept).
+	admitted bool
+	h        head
+	out      []byte        // the answer's head, kept between answers
+	body     *bytes.Buffer // the answer's body, from answer to flush
+	idle     bool          // waiting for a request (Shutdown closes it)
 	// Per request: the connection closes after the answer (the caller
 	// asked, its body was not read, or a write failed).
 	closing  bool
@@ -98,7 +100,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // serveConn serves nc on a goroutine, unless the server is shutting down.
 func (s *Server) serveConn(nc net.Conn, cred peercred.Cred, credOK bool) {
-	c := &wireConn{nc: nc, cred: cred, credOK: credOK, idle: true}
+	c := &wireConn{nc: nc, cred: cred, admitted: credOK && s.peers.AdmitsAny(cred, rpc.RoleNames), idle: true}
 	s.mu.Lock()
 	if s.down {
 		s.mu.Unlock()
@@ -148,6 +150,18 @@ func (s *Server) loop(c *wireConn) {
 		}
 		first = false
 		c.closing = false
+		if !c.admitted {
+			// The kernel's word first, as at ttrpc's handshake: a peer that
+			// no role admits is refused before anything it sent is read,
+			// and nothing after is answered.
+			c.closing = true
+			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			e := rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane")
+			c.answer(http.StatusUnauthorized, e, false)
+			s.logCall(c, "", e.Code, false, time.Now())
+			c.flush()
+			return
+		}
 		if err := readHead(c.br, &c.h); err != nil {
 			var he *headError
 			if errors.As(err, &he) {

@@ -1,9 +1,11 @@
 package plane
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -144,6 +146,23 @@ func TestPeerBeforeMethod(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || e.Code != rpc.CodeUnauthenticated {
 			t.Errorf("%s from a peer no role admits: %d %q, want 401 %s", path, resp.StatusCode, e.Code, rpc.CodeUnauthenticated)
 		}
+	}
+	// Not even its head is read: a head the plane would refuse as
+	// malformed gets the same answer.
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "NOT A HEAD\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Errorf("a malformed head from a peer no role admits: %d, close %v; want 401 and the connection closed", resp.StatusCode, resp.Close)
 	}
 }
 

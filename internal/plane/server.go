@@ -111,12 +111,7 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 	}
 	c.bodyRead = false
 	version, name, _ := bytes.Cut(h.path[1:], []byte("/"))
-	// The kernel's word first, as at ttrpc's handshake: a peer that no
-	// role admits is refused before anything it sent is looked at.
-	if !c.credOK || !s.peers.AdmitsAny(c.cred, rpc.RoleNames) {
-		c.closing = true // nothing it sends may be answered: hold nothing for it
-		return fail(http.StatusUnauthorized, rpc.Errorf(rpc.CodeUnauthenticated, "this peer may not call the plane"))
-	}
+	// A peer no role admits was refused before its head was read (loop).
 	if string(version) != rpc.Version {
 		method = string(name)
 		return fail(http.StatusNotFound, rpc.Errorf(rpc.CodeUnsupportedVersion, "this plane speaks protocol %s", rpc.Version))
