@@ -179,6 +179,7 @@ func Run(cfg Config, log zerolog.Logger) error {
 		// last good flush may be lost, and readers see it; a restart
 		// recovers from what the disk holds (docs/storage.md).
 		log.Error().Msg("the ledger's flush to the disk failed; exiting, so that a restart recovers the database from the disk")
+		stop() // the broker's runners and long polls end, as on a signal
 		shutdown(srv, cfg.Socket, log)
 		return errLedgerBroken
 	case <-ctx.Done():
