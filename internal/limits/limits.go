@@ -36,6 +36,12 @@ const (
 	// IdempotencyKeyBytes bounds an idempotency key (Resend's 1 to 256).
 	IdempotencyKeyBytes = 256
 
+	// JSONDepth bounds the nesting of a JSON request body: encoding/json's
+	// own bound, which the writer's decoder of POST /emails
+	// (internal/writer/jsonvalue.go) keeps too, so that a body nests as
+	// deep through either.
+	JSONDepth = 10000
+
 	// LinkifyBytes bounds how much of a message's text is searched for
 	// URLs. A URL that starts within it is still read to its end (at most
 	// URLBytes further); text beyond it is shown, never linked.

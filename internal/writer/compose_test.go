@@ -160,8 +160,8 @@ func TestLoneSurrogate(t *testing.T) {
 		`"\u00e9\\\ud800"`:     true,
 		`["\ud83d\ude00","x"]`: false,
 	} {
-		if got := hasLoneSurrogate([]byte(body)); got != want {
-			t.Errorf("%s: %v, want %v", body, got, want)
+		if _, got, ok := decodeJSON([]byte(body)); !ok || got != want {
+			t.Errorf("%s: %v (valid JSON %v), want %v", body, got, ok, want)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 	if !utf8.Valid(body) {
 		return nil, errJSON
 	}
-	top, ok := decodeJSON(body)
+	top, lone, ok := decodeJSON(body)
 	if !ok {
 		return nil, errJSON
 	}
@@ -119,9 +119,9 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 		// is wrong, not its keys ("text": null).
 		return nil, errBody
 	}
-	// encoding/json also turns an escaped lone surrogate into U+FFFD; the
-	// reference refuses it (§5 check 10).
-	if hasLoneSurrogate(body) {
+	// An escaped lone surrogate decodes as U+FFFD, as in encoding/json;
+	// the reference refuses it (§5 check 10).
+	if lone {
 		return nil, errSurrogate
 	}
 	e := &email{}
@@ -187,8 +187,8 @@ func parseEmail(body []byte, maxRecipients int) (*email, *apierr.Error) {
 // sender is from's bare address, with its display name as the plane
 // keeps it (mailmsg.Sender).
 func sender(from string) (addr, name string, ok bool) {
-	if addr, ok = bareAddress(from); ok && addr != from {
-		name, _ = mailmsg.Sender(from) // a bare address has no name
+	if addr, ok = bareAddress(from); ok {
+		name, _ = mailmsg.Sender(from)
 	}
 	return addr, name, ok
 }
@@ -377,61 +377,6 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-// hasLoneSurrogate reports whether a valid JSON text holds a \uD800-\uDFFF
-// escape that is not half of a surrogate pair.
-func hasLoneSurrogate(b []byte) bool {
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			inString = c == '"'
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(b) && b[i+1] == 'u' && i+5 < len(b) {
-				r := hex4(b[i+2 : i+6])
-				switch {
-				case r >= 0xD800 && r <= 0xDBFF:
-					if i+11 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-						if lo := hex4(b[i+8 : i+12]); lo >= 0xDC00 && lo <= 0xDFFF {
-							i += 11
-							continue
-						}
-					}
-					return true
-				case r >= 0xDC00 && r <= 0xDFFF:
-					return true
-				}
-				i += 5
-				continue
-			}
-			i++ // the escaped character
-		}
-	}
-	return false
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return -1
-		}
-	}
-	return r
 }
 
 // idempotencyDigest is what the plane keeps for a key: a digest, so that

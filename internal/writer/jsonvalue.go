@@ -3,6 +3,8 @@ package writer
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // decodeJSON reads b, valid UTF-8, as json.Unmarshal reads it into an
@@ -11,21 +13,21 @@ import (
 // false where json.Unmarshal fails (FuzzDecodeJSON holds it to it). It
 // reads b once, where json.Unmarshal checks it whole before it decodes,
 // and copies a string only when it holds an escape: POST /emails spent
-// most of its parsing in json.Unmarshal.
-func decodeJSON(b []byte) (v any, ok bool) {
+// most of its parsing in json.Unmarshal. lone reports an escaped
+// surrogate that is not half of a pair (\ud800 alone), which the
+// reference refuses and encoding/json hides.
+func decodeJSON(b []byte) (v any, lone, ok bool) {
 	d := jsonDecoder{b: b}
 	d.space()
 	v, ok = d.value(0)
 	d.space()
-	return v, ok && d.i == len(b)
+	return v, d.lone, ok && d.i == len(b)
 }
 
-// maxJSONDepth is encoding/json's bound on nesting.
-const maxJSONDepth = 10000
-
 type jsonDecoder struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	lone bool // an escaped lone surrogate was read
 }
 
 func (d *jsonDecoder) space() {
@@ -72,7 +74,7 @@ func (d *jsonDecoder) literal(word string) bool {
 }
 
 func (d *jsonDecoder) object(depth int) (any, bool) {
-	if depth > maxJSONDepth {
+	if depth > limits.JSONDepth {
 		return nil, false
 	}
 	d.i++ // {
@@ -110,7 +112,7 @@ func (d *jsonDecoder) object(depth int) (any, bool) {
 }
 
 func (d *jsonDecoder) array(depth int) (any, bool) {
-	if depth > maxJSONDepth {
+	if depth > limits.JSONDepth {
 		return nil, false
 	}
 	d.i++ // [
@@ -255,7 +257,7 @@ func (d *jsonDecoder) escaped(start int) (string, bool) {
 			if 0xD800 <= r && r < 0xE000 {
 				// A high surrogate and a low one escaped right after it are
 				// one rune; any other surrogate is U+FFFD, as in
-				// encoding/json (parseEmail refuses it: hasLoneSurrogate).
+				// encoding/json, and noted (parseEmail refuses it).
 				r2 := rune(-1)
 				if r < 0xDC00 && d.i+1 < len(d.b) && d.b[d.i] == '\\' && d.b[d.i+1] == 'u' {
 					save := d.i
@@ -267,7 +269,7 @@ func (d *jsonDecoder) escaped(start int) (string, bool) {
 				if r2 >= 0 {
 					r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
 				} else {
-					r = utf8.RuneError
+					r, d.lone = utf8.RuneError, true
 				}
 			}
 			out = utf8.AppendRune(out, r)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/websitebench/mailplane/internal/limits"
 )
 
 // decodesAsJSON fails t unless decodeJSON reads b as json.Unmarshal does.
@@ -13,7 +15,7 @@ func decodesAsJSON(t *testing.T, b []byte) {
 	t.Helper()
 	var want any
 	err := json.Unmarshal(b, &want)
-	got, ok := decodeJSON(b)
+	got, _, ok := decodeJSON(b)
 	if ok != (err == nil) || ok && !reflect.DeepEqual(got, want) {
 		t.Fatalf("decodeJSON(%q) = %#v, %v; json.Unmarshal: %#v, %v", b, got, ok, want, err)
 	}
@@ -36,7 +38,7 @@ func TestDecodeJSON(t *testing.T) {
 	for _, s := range jsonCases {
 		decodesAsJSON(t, []byte(s))
 	}
-	for _, n := range []int{maxJSONDepth, maxJSONDepth + 1} {
+	for _, n := range []int{limits.JSONDepth, limits.JSONDepth + 1} {
 		decodesAsJSON(t, []byte(strings.Repeat("[", n)+strings.Repeat("]", n)))
 		decodesAsJSON(t, []byte(strings.Repeat(`{"a":`, n)+"1"+strings.Repeat("}", n)))
 	}
