@@ -32,11 +32,12 @@ func NewShares(max int64) *Shares {
 }
 
 // Wait is Take, waiting up to d, while key has its share, for one of its
-// holders to release (then false, and nothing counted). Waiters are
-// served oldest first, each handed the share a release frees. A waiter
-// holds nothing of the share: only what its caller already holds. A share
-// free at once costs no more than Take.
-func (s *Shares) Wait(key string, d time.Duration) (release func(), ok bool) {
+// holders to release; false, and nothing counted, when d passes or stop
+// closes first (its server shutting down). Waiters are served oldest
+// first, each handed the share a release frees. A waiter holds nothing of
+// the share: only what its caller already holds. A share free at once
+// costs no more than Take.
+func (s *Shares) Wait(key string, d time.Duration, stop <-chan struct{}) (release func(), ok bool) {
 	k := sha256.Sum256([]byte(key))
 	s.mu.Lock()
 	if s.n[k]+1 <= s.max && s.waiting[k] == nil {
@@ -58,11 +59,12 @@ func (s *Shares) Wait(key string, d time.Duration) (release func(), ok bool) {
 	case <-handed:
 		return s.releaser(k, 1), true
 	case <-t.C:
+	case <-stop:
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
-	case <-handed: // handed the share as the bound passed: it is counted
+	case <-handed: // handed the share as the wait ended: it is counted
 		return s.releaser(k, 1), true
 	default:
 	}

@@ -15,11 +15,11 @@ import (
 func TestSharesWait(t *testing.T) {
 	s := NewShares(2)
 	r1, ok1 := s.Take("a")
-	r2, ok2 := s.Wait("a", itest.Bound)
+	r2, ok2 := s.Wait("a", itest.Bound, nil)
 	if !ok1 || !ok2 {
 		t.Fatal("a key under its share was refused")
 	}
-	if _, ok := s.Wait("a", 50*time.Millisecond); ok {
+	if _, ok := s.Wait("a", 50*time.Millisecond, nil); ok {
 		t.Fatal("Wait at the share took one with no release")
 	}
 	if rb, ok := s.Take("b"); !ok {
@@ -29,12 +29,13 @@ func TestSharesWait(t *testing.T) {
 	}
 	got := make(chan func())
 	go func() {
-		r, ok := s.Wait("a", itest.Bound)
+		r, ok := s.Wait("a", itest.Bound, nil)
 		if !ok {
 			r = nil
 		}
 		got <- r
 	}()
+	itest.Eventually(t, "the waiter queued", itest.Bound, func() bool { return waiters(s, "a") == 1 })
 	r1()
 	r1() // a release counts once
 	var r3 func()
@@ -65,33 +66,71 @@ func TestSharesWait(t *testing.T) {
 func TestSharesWaitHandsOne(t *testing.T) {
 	s := NewShares(1)
 	release, _ := s.Take("a")
-	k := sha256.Sum256([]byte("a"))
-	queued := func() int {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if q := s.waiting[k]; q != nil {
-			return q.Len()
-		}
-		return 0
-	}
+	queued := func() int { return waiters(s, "a") }
 	got := make(chan func(), 3)
 	for range 3 {
 		go func() {
-			if r, ok := s.Wait("a", itest.Bound); ok {
+			if r, ok := s.Wait("a", itest.Bound, nil); ok {
 				got <- r
 			}
 		}()
 	}
 	itest.Eventually(t, "3 waiters queued", itest.Bound, func() bool { return queued() == 3 })
+	handed := func() func() {
+		select {
+		case r := <-got:
+			return r
+		case <-time.After(itest.Bound):
+			t.Fatal("a queued waiter was not handed a released share")
+			return nil
+		}
+	}
 	release()
-	next := <-got
+	next := handed()
 	if n := queued(); n != 2 {
 		t.Fatalf("after one release %d waiters queued, want 2", n)
 	}
 	next()
-	(<-got)()
-	(<-got)()
+	handed()()
+	handed()()
 	if n := queued(); n != 0 {
 		t.Fatalf("%d waiters left", n)
 	}
+}
+
+// TestSharesWaitStops: a waiter ends, refused and counting nothing, when
+// its stop closes (its server shutting down), well before its bound.
+func TestSharesWaitStops(t *testing.T) {
+	s := NewShares(1)
+	release, _ := s.Take("a")
+	defer release()
+	stop := make(chan struct{})
+	ended := make(chan bool)
+	go func() {
+		_, ok := s.Wait("a", time.Hour, stop)
+		ended <- ok
+	}()
+	itest.Eventually(t, "the waiter queued", itest.Bound, func() bool { return waiters(s, "a") == 1 })
+	close(stop)
+	select {
+	case ok := <-ended:
+		if ok {
+			t.Fatal("a stopped waiter took the share")
+		}
+	case <-time.After(itest.Bound):
+		t.Fatal("a waiter went on waiting after its stop closed")
+	}
+	if n := waiters(s, "a"); n != 0 {
+		t.Fatalf("%d waiters left", n)
+	}
+}
+
+// waiters is how many wait for key's share.
+func waiters(s *Shares, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.waiting[sha256.Sum256([]byte(key))]; q != nil {
+		return q.Len()
+	}
+	return 0
 }

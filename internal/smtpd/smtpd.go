@@ -342,12 +342,12 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // and held until the plane has answered: a trial's sessions can make the
 // writer hold at most that many bodies at once. One more DATA waits for a
 // share, its body unread (in the sockets' buffers, not the writer's), up
-// to ShareWait: a burst of a trial's sends queues behind its earlier ones
-// as at a provider. go-smtp has sent 354 before Data is called, so a DATA
+// to ShareWait, or until the server shuts down: a burst of a trial's
+// sends queues behind its earlier ones as at a provider. go-smtp has sent 354 before Data is called, so a DATA
 // that waited in vain is refused at its end: go-smtp reads its body and
 // drops it, holding none of it.
 func (s *session) Data(r io.Reader) error {
-	release, ok := s.srv.cfg.Shares.Wait(s.shareKey(), s.srv.cfg.ShareWait)
+	release, ok := s.srv.cfg.Shares.Wait(s.shareKey(), s.srv.cfg.ShareWait, s.srv.closing)
 	if !ok {
 		return errTrialBusy
 	}
