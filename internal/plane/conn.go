@@ -46,8 +46,7 @@ type wireConn struct {
 	idle     bool          // waiting for a request (Shutdown closes it)
 	// Per request: the connection closes after the answer (the caller
 	// asked, its body was not read, or a write failed).
-	closing  bool
-	bodyRead bool
+	closing bool
 	// discard is the length of a refused call's body, to read and drop
 	// after its answer (at most discardBodyBytes).
 	discard int

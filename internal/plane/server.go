@@ -96,8 +96,9 @@ func (s *Server) logCall(c *wireConn, method, code string, gone bool, start time
 
 func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 	h := &c.h
+	bodyRead := false
 	fail := func(status int, e *rpc.Error) (string, string, bool) {
-		if h.length > 0 && !c.bodyRead {
+		if h.length > 0 && !bodyRead {
 			if h.length <= discardBodyBytes && !h.expect && !c.closing {
 				// Dropped after the answer, as net/http's server does: a
 				// caller that writes its body after its head (Python's
@@ -109,7 +110,6 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 		}
 		return method, c.answer(status, e, status == http.StatusMethodNotAllowed), gone
 	}
-	c.bodyRead = false
 	version, name, _ := bytes.Cut(h.path[1:], []byte("/"))
 	// A peer no role admits was refused before its head was read (loop).
 	if string(version) != rpc.Version {
@@ -150,7 +150,7 @@ func (s *Server) serve(c *wireConn) (method, code string, gone bool) {
 		return fail(http.StatusForbidden, rpc.Errorf(rpc.CodePermissionDenied, "a %s grant may not call %s", p, method))
 	}
 	body, err := c.readBody()
-	c.bodyRead = err == nil
+	bodyRead = err == nil
 	if err != nil {
 		c.closing = true
 		return fail(http.StatusBadRequest, rpc.Errorf(rpc.CodeBadRequest, "incomplete request"))
