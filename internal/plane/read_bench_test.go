@@ -53,15 +53,8 @@ func BenchmarkRead(b *testing.B) {
 	l := openLedger(b)
 	br := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	socket := serveBroker(b, br)
-	id, err := br.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := br.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
-	if err != nil {
-		b.Fatal(err)
-	}
-	gateway, writer := client(b, socket, g.Grant), client(b, socket, id.WriterGrant)
+	id, g := trialAndGateway(b, br)
+	gateway, writer := client(b, socket, g), client(b, socket, id.WriterGrant)
 	send := &rpc.SendRequest{Via: rpc.ViaSMTP, From: rpc.CandidateSender, To: []string{"user@example.com"}, Raw: []byte(indexedMail)}
 	for range 32 {
 		if _, err := writer.Send(ctx, send); err != nil {
@@ -144,17 +137,24 @@ func serveBroker(t testing.TB, b *Broker) string {
 // with one candidate trial and a gateway client.
 func servedTrial(t *testing.T) (*sqlledger.DB, *Broker, string, rpc.Identity, *rpc.Client) {
 	t.Helper()
-	ctx := context.Background()
 	l := openLedger(t)
 	b := NewBroker(l, nil, Quotas{}, zerolog.Nop())
 	socket := serveBroker(t, b)
+	id, gateway := trialAndGateway(t, b)
+	return l, b, socket, id, client(t, socket, gateway)
+}
+
+// trialAndGateway opens a candidate trial in b and mints a gateway grant.
+func trialAndGateway(tb testing.TB, b *Broker) (rpc.Identity, string) {
+	tb.Helper()
+	ctx := context.Background()
 	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return l, b, socket, id, client(t, socket, g.Grant)
+	return id, g.Grant
 }

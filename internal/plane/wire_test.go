@@ -191,18 +191,11 @@ func TestWaitEndsWithCaller(t *testing.T) {
 	ctx := context.Background()
 	b := NewBroker(openLedger(t), nil, Quotas{}, zerolog.Nop())
 	s := NewServer(b, peercred.Policy{}, 0, zerolog.Nop())
-	id, err := b.CreateTrial(ctx, &rpc.TrialCreateRequest{Profile: rpc.ProfileCandidate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := b.CreateGrant(ctx, &rpc.GrantCreateRequest{Role: rpc.RoleGateway})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, g := trialAndGateway(t, b)
 	body := `{"namespace":"` + id.Namespace + `","capability":"` + id.ReadCapability + `","wait_ms":60000}`
 	client, server := net.Pipe()
 	s.serveConn(server, peercred.Cred{}, true)
-	go io.WriteString(client, "POST /v1/latest HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer "+g.Grant+
+	go io.WriteString(client, "POST /v1/latest HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer "+g+
 		"\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 	itest.Eventually(t, "the call waiting", itest.Bound, func() bool { return b.wake.asleep.Load() == 1 })
 	client.Close()
